@@ -1,0 +1,22 @@
+#pragma once
+/// \file
+/// Tensor-level entry points over the raw kernels: argument checks and device dispatch
+/// (CPU always; CUDA when compiled in and the tensor lives on a GPU).
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace lithe::kernels {
+
+/// A float32 tensor shaped like `scores` with exactly k zeros at the k smallest scores (|scores|
+/// when `by_magnitude`), ties broken by lower flat index; ones elsewhere. `scores` must be a
+/// floating tensor (any float dtype is converted to float32); 0 <= k <= numel, else throws
+/// sdk::Error(kInvalidConfig) naming the value.
+at::Tensor exact_k_keep_mask(const at::Tensor& scores, int64_t k, bool by_magnitude);
+
+/// weight *= mask in place (mask broadcast-free: same numel and shape). Throws
+/// sdk::Error(kShapeMismatch) when the shapes differ, kDeviceMismatch on a device/dtype mismatch.
+void apply_mask_(const at::Tensor& weight, const at::Tensor& mask);
+
+}  // namespace lithe::kernels

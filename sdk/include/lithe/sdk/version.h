@@ -1,0 +1,41 @@
+#pragma once
+/// \file
+/// SDK versioning. A plugin records both values below at compile time; the host refuses a plugin
+/// whose API version differs from its own, or whose ABI tag is not byte-for-byte identical.
+
+#include <cstdint>  // also defines _GLIBCXX_USE_CXX11_ABI under libstdc++
+#include <torch/version.h>
+
+/// Integer API version of the SDK. Bumped whenever a virtual function, a field of an SDK struct
+/// or the plugin entry struct changes. Equals the major version of the `Lithe` CMake package.
+#define LITHE_SDK_API_VERSION 1
+
+/// Human-readable SDK version (semantic versioning; major == LITHE_SDK_API_VERSION).
+#define LITHE_SDK_VERSION_STRING "1.0.0"
+
+#define LITHE_DETAIL_STR2(x) #x
+#define LITHE_DETAIL_STR(x) LITHE_DETAIL_STR2(x)
+
+#if defined(__clang__)
+#define LITHE_DETAIL_COMPILER_FAMILY "clang"
+#elif defined(__GNUC__)
+#define LITHE_DETAIL_COMPILER_FAMILY "gcc"
+#elif defined(_MSC_VER)
+#define LITHE_DETAIL_COMPILER_FAMILY "msvc"
+#else
+#define LITHE_DETAIL_COMPILER_FAMILY "unknown"
+#endif
+
+#if defined(_GLIBCXX_USE_CXX11_ABI)
+#define LITHE_DETAIL_CXX11_ABI LITHE_DETAIL_STR(_GLIBCXX_USE_CXX11_ABI)
+#else
+#define LITHE_DETAIL_CXX11_ABI "na"
+#endif
+
+/// Everything that must agree between host and plugin for C++ types (at::Tensor, std::string,
+/// std::function, exceptions) to cross the boundary safely: SDK API, libtorch version, compiler
+/// family and libstdc++'s dual ABI. Example: "lithe1;torch1.13.0;gcc;cxx11abi1".
+#define LITHE_SDK_ABI_TAG                                                                    \
+  "lithe" LITHE_DETAIL_STR(LITHE_SDK_API_VERSION) ";torch" LITHE_DETAIL_STR(          \
+      TORCH_VERSION_MAJOR) "." LITHE_DETAIL_STR(TORCH_VERSION_MINOR) "." LITHE_DETAIL_STR(   \
+      TORCH_VERSION_PATCH) ";" LITHE_DETAIL_COMPILER_FAMILY ";cxx11abi" LITHE_DETAIL_CXX11_ABI
