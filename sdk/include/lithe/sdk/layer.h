@@ -19,7 +19,9 @@ namespace lithe::sdk {
 class LayerView;
 
 /// A layer's masks: float tensors of 0/1 with the weight's (bias's) shape and device.
-/// `bias` is empty for layers without a bias.
+/// `bias` is empty for layers without a bias. In masks returned by an algorithm, an empty
+/// `bias` for a layer that has one means "keep the current bias mask" (NNI's Level pruner
+/// never touches bias masks).
 struct LITHE_SDK_API Masks {
   at::Tensor weight;
   std::optional<at::Tensor> bias;

@@ -1,0 +1,153 @@
+// `lithe compress` and `lithe apply`.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/compressor.h"
+#include "lithe/host/export.h"
+#include "lithe/host/model.h"
+#include "lithe/sdk/error.h"
+#include "verbs.h"
+
+namespace lithe::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Output files are checked before any work: a typo in a directory should not cost a run.
+void check_output_path(const std::string& option, const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  std::error_code ec;
+  LITHE_CHECK(std::filesystem::is_directory(dir, ec), sdk::Errc::kIo, "--", option, " '", path,
+              "': directory '", dir.string(), "' does not exist");
+  LITHE_CHECK(!std::filesystem::is_directory(p, ec), sdk::Errc::kIo, "--", option, " '", path,
+              "' is a directory; expected a file name");
+}
+
+void print_table(const std::vector<host::LayerReport>& report) {
+  std::printf("%-28s %-10s %12s %12s %10s %8s\n", "layer", "type", "params", "pruned",
+              "sparsity", "target");
+  int64_t total = 0;
+  int64_t pruned = 0;
+  for (const host::LayerReport& r : report) {
+    const double achieved =
+        r.weight_numel == 0 ? 0.0 : static_cast<double>(r.weight_zeros) / r.weight_numel;
+    char target[32] = "-";
+    if (r.sparsity_target >= 0) {
+      std::snprintf(target, sizeof(target), "%.4f", r.sparsity_target);
+    }
+    std::printf("%-28s %-10s %12lld %12lld %10.4f %8s\n", r.name.c_str(), r.op_type.c_str(),
+                static_cast<long long>(r.weight_numel), static_cast<long long>(r.weight_zeros),
+                achieved, target);
+    total += r.weight_numel;
+    pruned += r.weight_zeros;
+  }
+  std::printf("%-28s %-10s %12lld %12lld %10.4f\n", "total", "", static_cast<long long>(total),
+              static_cast<long long>(pruned),
+              total == 0 ? 0.0 : static_cast<double>(pruned) / static_cast<double>(total));
+}
+
+}  // namespace
+
+int run_compress(const std::vector<std::string>& args) {
+  CommonOptions common;
+  std::string model_path;
+  std::string config_path;
+  std::string output_path;
+  std::string masks_path;
+  bool json = false;
+  po::options_description desc("options");
+  desc.add_options()
+      ("model", po::value(&model_path)->required(), "TorchScript model to compress")
+      ("config", po::value(&config_path)->required(),
+       "JSON file {\"algorithm\": ..., \"config_list\": [...], \"options\": {...}}")
+      ("output", po::value(&output_path)->required(), "compressed TorchScript model to write")
+      ("masks", po::value(&masks_path), "also write the masks (NNI mask.pth layout)")
+      ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
+  add_common_options(desc, common);
+  if (!parse_verb_args("compress", "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt]",
+                       args, desc)) {
+    return 0;
+  }
+  const auto start = Clock::now();
+  check_output_path("output", output_path);
+  if (!masks_path.empty()) {
+    check_output_path("masks", masks_path);
+  }
+  const host::CompressionConfig config = host::read_compression_config(config_path);
+  host::PluginRegistry registry;
+  host::PluginLoader loader(registry);
+  prepare(common, registry, loader);
+  const auto model = host::load_torchscript_model(model_path);
+  const double load_seconds = seconds_since(start);
+
+  const auto prune_start = Clock::now();
+  host::PruningSession session(*model, registry, config);
+  session.compress();
+  const double prune_seconds = seconds_since(prune_start);
+  const std::vector<host::LayerReport> report = session.report();
+
+  const auto save_start = Clock::now();
+  if (!masks_path.empty()) {
+    host::save_masks(session.masks(), masks_path);
+  }
+  model->save(output_path);
+  const double save_seconds = seconds_since(save_start);
+
+  if (json) {
+    nlohmann::ordered_json out;
+    out["algorithm"] = config.algorithm;
+    out["model"] = model_path;
+    out["output"] = output_path;
+    out["masks"] = masks_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(masks_path);
+    out["layers"] = nlohmann::ordered_json::array();
+    for (const host::LayerReport& r : report) {
+      out["layers"].push_back({{"name", r.name},
+                               {"type", r.op_type},
+                               {"params", r.weight_numel},
+                               {"pruned", r.weight_zeros},
+                               {"target", r.sparsity_target < 0 ? nlohmann::ordered_json()
+                                                                : nlohmann::ordered_json(r.sparsity_target)}});
+    }
+    out["seconds"] = {{"load", load_seconds}, {"compress", prune_seconds}, {"save", save_seconds}};
+    std::cout << out.dump(2) << "\n";
+  } else {
+    print_table(report);
+    std::printf("\nwrote %s%s%s\n", output_path.c_str(), masks_path.empty() ? "" : " and ",
+                masks_path.c_str());
+    std::printf("time: load %.3f s, compress %.3f s, save %.3f s\n", load_seconds, prune_seconds,
+                save_seconds);
+  }
+  return 0;
+}
+
+int run_apply(const std::vector<std::string>& args) {
+  std::string model_path;
+  std::string masks_path;
+  std::string output_path;
+  po::options_description desc("options");
+  desc.add_options()
+      ("model", po::value(&model_path)->required(), "TorchScript model")
+      ("masks", po::value(&masks_path)->required(), "mask file (NNI mask.pth layout)")
+      ("output", po::value(&output_path)->required(), "masked TorchScript model to write");
+  if (!parse_verb_args("apply", "--model M.pt --masks MASKS.pt --output OUT.pt", args, desc)) {
+    return 0;
+  }
+  check_output_path("output", output_path);
+  const auto model = host::load_torchscript_model(model_path);
+  const host::NamedMasks masks = host::load_masks(masks_path);
+  host::apply_compression_results(*model, masks, masks_path);
+  model->save(output_path);
+  std::printf("applied masks of %d layers from %s; wrote %s\n", static_cast<int>(masks.size()),
+              masks_path.c_str(), output_path.c_str());
+  return 0;
+}
+
+}  // namespace lithe::cli

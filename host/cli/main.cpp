@@ -1,0 +1,114 @@
+// `lithe`: model compression from the command line.
+#include <iostream>
+#include <map>
+
+#include "lithe/host/threads.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk/log.h"
+#include "lithe/sdk/version.h"
+#include "verbs.h"
+
+namespace lithe::cli {
+
+void add_common_options(po::options_description& desc, CommonOptions& common) {
+  desc.add_options()
+      ("plugin-dir", po::value(&common.plugin_dirs)->composing(),
+       "directory to search for lithe_plugin_*.so first (repeatable); then $LITHE_PLUGIN_PATH, "
+       "then <prefix>/lib/lithe/plugins")
+      ("threads", po::value(&common.threads)->default_value(0),
+       "intra-op threads for libtorch (0 = all cores)");
+}
+
+bool parse_verb_args(const std::string& verb, const std::string& synopsis,
+                     const std::vector<std::string>& args, po::options_description& desc,
+                     const po::positional_options_description* positional) {
+  desc.add_options()("help,h", "show this help");
+  po::variables_map vm;
+  auto parser = po::command_line_parser(args).options(desc);
+  if (positional != nullptr) {
+    parser.positional(*positional);
+  }
+  po::store(parser.run(), vm);
+  if (vm.count("help") != 0) {
+    std::cout << "usage: lithe " << verb << " " << synopsis << "\n\n" << desc << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+void prepare(const CommonOptions& common, host::PluginRegistry& /*registry*/,
+             host::PluginLoader& loader, bool warn_failed_plugins) {
+  host::configure_threads(common.threads);
+  std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
+  loader.load_search_path(dirs);
+  if (warn_failed_plugins) {
+    for (const host::LoadReport& report : loader.reports()) {
+      if (report.status == host::LoadReport::Status::kFailed) {
+        std::cerr << "lithe: warning: skipped plugin: " << report.message << "\n";
+      }
+    }
+  }
+}
+
+}  // namespace lithe::cli
+
+namespace {
+
+void print_usage() {
+  std::cout << "lithe " LITHE_SDK_VERSION_STRING
+               " - neural network compression with binary plugins\n\n"
+               "usage: lithe <verb> [options]   (lithe <verb> --help for details)\n\n"
+               "verbs:\n"
+               "  plugins      list plugin files found, their status and algorithms\n"
+               "  inspect      list a model's modules, op types and parameters\n"
+               "  compress     compress a TorchScript model with a JSON config\n"
+               "  apply        apply a mask file to a model (NNI apply_compression_results)\n"
+               "  conformance  replay NNI golden cases from a directory\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using lithe::cli::po::error;
+  const std::map<std::string, int (*)(const std::vector<std::string>&)> verbs = {
+      {"plugins", &lithe::cli::run_plugins},         {"inspect", &lithe::cli::run_inspect},
+      {"compress", &lithe::cli::run_compress},       {"apply", &lithe::cli::run_apply},
+      {"conformance", &lithe::cli::run_conformance},
+  };
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::string(argv[1]) == "--version") {
+    std::cout << "lithe " LITHE_SDK_VERSION_STRING " (SDK API " << LITHE_SDK_API_VERSION
+              << ", ABI " LITHE_SDK_ABI_TAG ")\n";
+    return 0;
+  }
+  const auto verb = verbs.find(argv[1]);
+  if (verb == verbs.end()) {
+    std::cerr << "lithe: error: unknown verb '" << argv[1] << "' (see lithe --help)\n";
+    return 2;
+  }
+  lithe::sdk::set_log_sink([](lithe::sdk::LogLevel level, const std::string& message) {
+    std::cerr << "lithe: " << (level == lithe::sdk::LogLevel::kError ? "error" : "warning")
+              << ": " << message << "\n";
+  });
+  try {
+    return verb->second(std::vector<std::string>(argv + 2, argv + argc));
+  } catch (const error& e) {
+    std::cerr << "lithe " << argv[1] << ": error: " << e.what() << " (see lithe " << argv[1]
+              << " --help)\n";
+    return 2;
+  } catch (const lithe::sdk::Error& e) {
+    std::cerr << "lithe " << argv[1] << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    // libtorch errors carry a backtrace after the first line; the first line is the message.
+    const std::string message = e.what();
+    std::cerr << "lithe " << argv[1] << ": error: " << message.substr(0, message.find('\n'))
+              << "\n";
+    return 1;
+  }
+}

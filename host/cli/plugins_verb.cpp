@@ -1,0 +1,65 @@
+// `lithe plugins`: what was found where, and why a file was skipped.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "verbs.h"
+
+namespace lithe::cli {
+
+int run_plugins(const std::vector<std::string>& args) {
+  CommonOptions common;
+  bool json = false;
+  po::options_description desc("options");
+  add_common_options(desc, common);
+  desc.add_options()("json", po::bool_switch(&json), "print the load reports as JSON");
+  if (!parse_verb_args("plugins", "[--plugin-dir DIR]... [--json]", args, desc)) {
+    return 0;
+  }
+  host::PluginRegistry registry;
+  host::PluginLoader loader(registry);
+  prepare(common, registry, loader, /*warn_failed_plugins=*/false);
+
+  std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
+  if (json) {
+    nlohmann::ordered_json out;
+    out["search_path"] = nlohmann::ordered_json::array();
+    for (const auto& dir : host::plugin_search_path(dirs)) {
+      out["search_path"].push_back(dir.string());
+    }
+    out["plugins"] = nlohmann::ordered_json::array();
+    for (const host::LoadReport& r : loader.reports()) {
+      out["plugins"].push_back({{"path", r.path.string()},
+                                {"status", r.status == host::LoadReport::Status::kLoaded ? "loaded" : "failed"},
+                                {"name", r.plugin},
+                                {"version", r.version},
+                                {"algorithms", r.algorithms},
+                                {"message", r.message}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "search path:\n";
+  for (const auto& dir : host::plugin_search_path(dirs)) {
+    std::error_code ec;
+    std::cout << "  " << dir.string() << (std::filesystem::is_directory(dir, ec) ? "" : "  (missing)")
+              << "\n";
+  }
+  std::cout << "plugins:\n";
+  if (loader.reports().empty()) {
+    std::cout << "  none found\n";
+  }
+  for (const host::LoadReport& r : loader.reports()) {
+    if (r.status == host::LoadReport::Status::kLoaded) {
+      std::cout << "  loaded  " << r.plugin << " " << r.version << "  " << r.path.string() << "\n";
+      for (const std::string& algorithm : r.algorithms) {
+        std::cout << "          " << algorithm << "\n";
+      }
+    } else {
+      std::cout << "  FAILED  " << r.message << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace lithe::cli

@@ -1,0 +1,42 @@
+#pragma once
+// The `lithe` command-line verbs. Each parses its own arguments (Boost.Program_options), prints
+// --help, and returns the process exit code; errors are thrown as sdk::Error and reported by
+// main() in one line.
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "lithe/host/plugin_loader.h"
+#include "lithe/host/plugin_registry.h"
+
+namespace lithe::cli {
+
+namespace po = boost::program_options;
+
+/// Options every verb that loads plugins or runs models accepts.
+struct CommonOptions {
+  std::vector<std::string> plugin_dirs;
+  int threads = 0;
+};
+
+/// Adds --plugin-dir and --threads to `desc`, bound to `common`.
+void add_common_options(po::options_description& desc, CommonOptions& common);
+/// Parses `args` against `desc`; returns false (after printing usage) when --help was given.
+bool parse_verb_args(const std::string& verb, const std::string& synopsis,
+                     const std::vector<std::string>& args, po::options_description& desc,
+                     const po::positional_options_description* positional = nullptr);
+/// Applies --threads and loads plugins from the search path into `registry`; failed plugin
+/// files are reported as warnings on stderr.
+void prepare(const CommonOptions& common, host::PluginRegistry& registry,
+             host::PluginLoader& loader, bool warn_failed_plugins = true);
+
+int run_plugins(const std::vector<std::string>& args);
+int run_inspect(const std::vector<std::string>& args);
+int run_compress(const std::vector<std::string>& args);
+int run_apply(const std::vector<std::string>& args);
+int run_conformance(const std::vector<std::string>& args);
+
+}  // namespace lithe::cli

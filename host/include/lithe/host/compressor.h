@@ -1,0 +1,103 @@
+#pragma once
+/// \file
+/// A pruning session over one model: resolves config_list, asks the pruner for masks, keeps
+/// the masks beside the weights, applies them in place, masks gradients, and re-applies masks
+/// after every optimizer step (also masking momentum/Adam state) so that pruned weights stay
+/// exactly zero during fine-tuning. Forwards update_epoch/step to the pruner.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lithe/host/config_list.h"
+#include "lithe/host/model.h"
+#include "lithe/host/plugin_registry.h"
+#include "lithe/sdk/context.h"
+#include "lithe/sdk/pruner.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace lithe::host {
+
+/// What `lithe compress` reads: {"algorithm": name, "config_list": [...], "options": {...}}.
+struct CompressionConfig {
+  std::string algorithm;
+  std::string config_list_json;  ///< JSON text of the list
+  std::string options_json;      ///< JSON text of the options object ("{}" when absent)
+  std::string source;            ///< where it came from, for messages (file name or "<memory>")
+};
+
+/// Parses the JSON text of a whole config file; unknown top-level keys are errors.
+CompressionConfig parse_compression_config(const std::string& json_text, const std::string& source);
+/// Reads and parses a config file (sdk::Error(kIo) naming the file when unreadable).
+CompressionConfig read_compression_config(const std::string& file);
+
+/// Per-layer outcome, for tables and JSON reports.
+struct LayerReport {
+  std::string name;
+  std::string op_type;
+  int64_t weight_numel = 0;
+  int64_t weight_zeros = 0;  ///< zeros of the masked weight (mask zeros)
+  int64_t bias_numel = 0;
+  int64_t bias_zeros = 0;
+  double sparsity_target = 0.0;  ///< the config's "sparsity", or -1 if it has none
+};
+
+class PruningSession final : public sdk::CompressionContext {
+ public:
+  /// Validates everything (algorithm name, options, config_list, per-entry keys) before
+  /// touching the model; throws sdk::Error on the first problem.
+  PruningSession(Model& model, const PluginRegistry& registry, const CompressionConfig& config);
+  ~PruningSession() override;
+  PruningSession(const PruningSession&) = delete;
+  PruningSession& operator=(const PruningSession&) = delete;
+
+  /// NNI's compress(): one mask update, masks applied to the weights.
+  void compress();
+  /// Asks the pruner for new masks for every layer and applies them.
+  void update_masks();
+  /// weight *= weight_mask (and bias) in place for every layer.
+  void apply_masks();
+  /// Start of epoch `epoch` (forwarded to the pruner).
+  void update_epoch(int64_t epoch);
+  /// End of a training batch (forwarded to the pruner).
+  void step();
+  /// optimizer.step(), then mask update + re-application + optimizer state masking, then the
+  /// pruner's after_optimizer_step (NNI's patched optimizer.step).
+  void optimizer_step(torch::optim::Optimizer& optimizer);
+  /// Multiplies momentum / Adam moments of masked weights by their masks.
+  void mask_optimizer_state(torch::optim::Optimizer& optimizer);
+
+  /// NNI's mask.pth content: layer -> (weight mask, bias mask or undefined).
+  std::vector<std::pair<std::string, sdk::Masks>> masks() const;
+  std::vector<LayerReport> report() const;
+
+  // sdk::CompressionContext
+  std::vector<sdk::LayerView*> layers() override;
+  int64_t add_activation_collector(sdk::ActivationCollector collector) override;
+  void remove_activation_collector(int64_t id) override;
+  const sdk::Registry& registry() const override;
+
+ private:
+  void refresh_taps();
+  void register_gradient_hooks();
+
+  Model& model_;
+  const PluginRegistry& registry_;
+  std::string algorithm_;
+  std::unique_ptr<sdk::Pruner> pruner_;
+  ResolvedConfig resolved_;
+  std::vector<std::unique_ptr<sdk::LayerView>> layers_;
+  std::map<int64_t, sdk::ActivationCollector> collectors_;
+  int64_t next_collector_id_ = 1;
+  std::vector<std::pair<at::Tensor, unsigned>> gradient_hooks_;  // (tensor, hook index)
+  bool attached_ = false;
+};
+
+}  // namespace lithe::host

@@ -1,0 +1,76 @@
+#pragma once
+/// \file
+/// One adapter over the two kinds of models Lithe compresses: TorchScript (torch::jit::Module)
+/// and the C++ frontend (torch::nn::Module). Module names and op types follow NNI: dotted names
+/// in named_modules order, the root excluded; op type = class name ("Conv2d", "Linear", ...).
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Module;
+}
+namespace torch::nn {
+class Module;
+}
+
+namespace lithe::host {
+
+/// One non-root module.
+struct ModuleRecord {
+  std::string name;     ///< dotted name, e.g. "layer1.conv1"
+  std::string op_type;  ///< NNI op type, e.g. "Conv2d"
+  std::optional<at::Tensor> weight;  ///< live parameter/tensor attribute "weight", if any
+  std::optional<at::Tensor> bias;    ///< live "bias", if any (absent or None -> empty)
+};
+
+/// Called with a module name and that module's output after each forward through it.
+using TapCallback = std::function<void(const std::string& module, const at::Tensor& output)>;
+
+class Model {
+ public:
+  virtual ~Model();
+  /// "torchscript" or "nn".
+  virtual std::string kind() const = 0;
+  /// Every module except the root, in named_modules order.
+  virtual const std::vector<ModuleRecord>& modules() const = 0;
+  /// The record named `name`, or nullptr.
+  const ModuleRecord* find_module(const std::string& name) const;
+  /// Every trainable parameter (live tensors, shared with the model).
+  virtual std::vector<at::Tensor> parameters() const = 0;
+  /// Runs the model on one input tensor and returns its (single tensor) output.
+  virtual at::Tensor forward(const at::Tensor& input) = 0;
+  /// Switches training / evaluation mode.
+  virtual void train(bool on) = 0;
+  virtual bool is_training() const = 0;
+  /// Replaces the set of observed modules: after every forward of a module in `modules`,
+  /// `callback(name, output)` runs; an empty list removes all taps (the original graph is
+  /// restored; saved models never contain taps). Throws sdk::Error(kUnsupported) naming the
+  /// module when it cannot be observed (see the implementations for the rules).
+  virtual void set_taps(const std::vector<std::string>& modules, TapCallback callback) = 0;
+  /// Saves the model atomically to `path`: a TorchScript archive (loads with torch.jit.load,
+  /// never contains taps), or for C++-frontend models a torch::save archive of its parameters
+  /// and buffers (loads with torch::load into the same module class).
+  virtual void save(const std::filesystem::path& path) const = 0;
+};
+
+/// Loads a TorchScript file (sdk::Error(kInvalidModel) naming the file when it is not one).
+std::unique_ptr<Model> load_torchscript_model(const std::filesystem::path& path);
+/// Adapts an in-memory TorchScript module (shares its parameters).
+std::unique_ptr<Model> make_torchscript_model(const torch::jit::Module& module);
+/// Forward function of a C++-frontend model (torch::nn::Module has no virtual forward).
+using NnForward = std::function<at::Tensor(const at::Tensor& input)>;
+/// Adapts a C++-frontend module (shares it). `forward` runs the model; it may be empty when the
+/// root is a torch::nn::Sequential. Op types drop the "torch::nn::" prefix and "Impl" suffix
+/// ("torch::nn::Conv2dImpl" -> "Conv2d"). Taps work on modules inside torch::nn::Sequential
+/// whose forward takes and returns one tensor.
+std::unique_ptr<Model> make_nn_model(std::shared_ptr<torch::nn::Module> module,
+                                     NnForward forward = {});
+
+}  // namespace lithe::host

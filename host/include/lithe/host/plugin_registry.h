@@ -1,0 +1,68 @@
+#pragma once
+/// \file
+/// PluginRegistry: the host's implementation of sdk::Registry. Records which plugin registered
+/// each algorithm, rejects duplicate names (naming both owners), and wraps every factory call so
+/// that any failure surfaces as one sdk::Error with the algorithm and plugin named.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lithe/sdk/registry.h"
+
+namespace lithe::host {
+
+enum class AlgorithmKind { kMasker, kPruner, kQuantizer };
+
+/// "masker", "pruner" or "quantizer".
+const char* algorithm_kind_name(AlgorithmKind kind);
+
+/// One registered algorithm.
+struct AlgorithmEntry {
+  AlgorithmKind kind;
+  sdk::AlgorithmInfo info;
+  std::string plugin;       ///< plugin name ("" for algorithms registered by the host itself)
+  std::string plugin_path;  ///< file the plugin came from ("" when linked in)
+};
+
+class PluginRegistry final : public sdk::Registry {
+ public:
+  PluginRegistry();
+  ~PluginRegistry() override;
+
+  /// Algorithms registered from now on are attributed to this plugin (host use, loader).
+  void set_current_plugin(std::string name, std::string path);
+  /// Withdraws every algorithm attributed to `plugin` (used when its registration throws).
+  void remove_plugin(const std::string& plugin);
+
+  void add_masker(sdk::AlgorithmInfo info, sdk::MaskerFactory factory) override;
+  void add_pruner(sdk::AlgorithmInfo info, sdk::PrunerFactory factory) override;
+  void add_quantizer(sdk::AlgorithmInfo info, sdk::QuantizerFactory factory) override;
+  std::unique_ptr<sdk::WeightMasker> make_masker(const std::string& name,
+                                                 const sdk::Options& options) const override;
+  std::unique_ptr<sdk::Pruner> make_pruner(const std::string& name,
+                                           const sdk::Options& options) const override;
+  std::unique_ptr<sdk::Quantizer> make_quantizer(const std::string& name,
+                                                 const sdk::Options& options) const override;
+
+  /// Every algorithm, sorted by kind then name.
+  std::vector<AlgorithmEntry> algorithms() const;
+  /// The entry for (kind, name), or nullptr.
+  const AlgorithmEntry* find(AlgorithmKind kind, const std::string& name) const;
+
+ private:
+  struct Slot {
+    AlgorithmEntry entry;
+    sdk::MaskerFactory masker;
+    sdk::PrunerFactory pruner;
+    sdk::QuantizerFactory quantizer;
+  };
+  void add(Slot slot);
+  const Slot& lookup(AlgorithmKind kind, const std::string& name) const;
+
+  std::map<std::pair<AlgorithmKind, std::string>, Slot> slots_;
+  std::string current_plugin_;
+  std::string current_path_;
+};
+
+}  // namespace lithe::host

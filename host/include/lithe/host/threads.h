@@ -1,0 +1,13 @@
+#pragma once
+/// \file
+/// Thread settings. libtorch defaults to one intra-op thread on some machines, and OpenBLAS's
+/// own pool fights libtorch's on small core counts, so Lithe sets both explicitly.
+
+namespace lithe::host {
+
+/// Sets libtorch's intra-op threads to `threads` (<= 0: every available core) and, unless the
+/// user set OPENBLAS_NUM_THREADS, keeps OpenBLAS at one thread when libtorch uses more than one.
+/// Returns the thread count in effect.
+int configure_threads(int threads);
+
+}  // namespace lithe::host

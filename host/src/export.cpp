@@ -1,0 +1,165 @@
+// Result files. Writes go to a temporary file in the destination directory followed by a
+// rename, so readers never see a half-written file and a failed run leaves old files intact.
+#include "lithe/host/export.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/script.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "lithe/sdk/error.h"
+
+namespace lithe::host {
+
+namespace fs = std::filesystem;
+
+void write_file_atomic(const fs::path& path, const std::string& bytes) {
+  static std::atomic<int> counter{0};
+  const fs::path temp = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
+                        std::to_string(counter++);
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", path.string(), "': ",
+                std::strerror(errno));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out.good()) {
+      out.close();
+      std::error_code ignored;
+      fs::remove(temp, ignored);
+      LITHE_CHECK(false, sdk::Errc::kIo, "cannot write '", path.string(), "': write failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    LITHE_CHECK(false, sdk::Errc::kIo, "cannot write '", path.string(), "': ", ec.message());
+  }
+}
+
+std::string read_file(const fs::path& path) {
+  std::error_code ec;
+  LITHE_CHECK(fs::is_regular_file(path, ec), sdk::Errc::kIo, "file '", path.string(),
+              "' does not exist or is not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  LITHE_CHECK(in.good(), sdk::Errc::kIo, "cannot read '", path.string(), "': ",
+              std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string serialize_masks(const NamedMasks& masks) {
+  c10::impl::GenericDict layers(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& [name, m] : masks) {
+    c10::impl::GenericDict entry(c10::StringType::get(), c10::AnyType::get());
+    entry.insert("weight", m.weight.detach().cpu().contiguous());
+    if (m.bias.has_value()) {
+      entry.insert("bias", m.bias->detach().cpu().contiguous());
+    } else {
+      entry.insert("bias", c10::IValue());
+    }
+    layers.insert(name, entry);
+  }
+  const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(layers));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+NamedMasks deserialize_masks(const std::string& bytes, const std::string& source) {
+  c10::IValue value;
+  try {
+    value = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    throw sdk::Error(sdk::Errc::kInvalidModel,
+                     "mask file '" + source + "' is not a torch pickle of masks: " +
+                         std::string(e.what()).substr(0, 300));
+  }
+  LITHE_CHECK(value.isGenericDict(), sdk::Errc::kInvalidModel, "mask file '", source,
+              "' must hold a dict {layer: {'weight': Tensor, 'bias': Tensor or None}}, got ",
+              value.tagKind());
+  NamedMasks out;
+  for (const auto& item : value.toGenericDict()) {
+    LITHE_CHECK(item.key().isString(), sdk::Errc::kInvalidModel, "mask file '", source,
+                "': keys must be layer names (strings), got ", item.key().tagKind());
+    const std::string name = item.key().toStringRef();
+    LITHE_CHECK(item.value().isGenericDict(), sdk::Errc::kInvalidModel, "mask file '", source,
+                "', layer '", name, "': must map to {'weight': ..., 'bias': ...}, got ",
+                item.value().tagKind());
+    sdk::Masks masks;
+    for (const auto& field : item.value().toGenericDict()) {
+      const std::string key = field.key().isString() ? field.key().toStringRef() : "?";
+      if (key == "weight") {
+        LITHE_CHECK(field.value().isTensor(), sdk::Errc::kInvalidModel, "mask file '", source,
+                    "', layer '", name, "': 'weight' must be a tensor, got ",
+                    field.value().tagKind());
+        masks.weight = field.value().toTensor();
+      } else if (key == "bias") {
+        if (field.value().isTensor()) {
+          masks.bias = field.value().toTensor();
+        } else {
+          LITHE_CHECK(field.value().isNone(), sdk::Errc::kInvalidModel, "mask file '", source,
+                      "', layer '", name, "': 'bias' must be a tensor or None, got ",
+                      field.value().tagKind());
+        }
+      } else {
+        LITHE_CHECK(false, sdk::Errc::kInvalidModel, "mask file '", source, "', layer '", name,
+                    "': unexpected key '", key, "' (expected 'weight' and 'bias')");
+      }
+    }
+    LITHE_CHECK(masks.weight.defined(), sdk::Errc::kInvalidModel, "mask file '", source,
+                "', layer '", name, "': missing 'weight' mask");
+    out.emplace_back(name, std::move(masks));
+  }
+  return out;
+}
+
+void save_masks(const NamedMasks& masks, const fs::path& path) {
+  write_file_atomic(path, serialize_masks(masks));
+}
+
+NamedMasks load_masks(const fs::path& path) {
+  return deserialize_masks(read_file(path), path.string());
+}
+
+void apply_compression_results(Model& model, const NamedMasks& masks, const std::string& source) {
+  // Validate everything first: a bad file must leave the model untouched.
+  std::vector<std::pair<const ModuleRecord*, const sdk::Masks*>> plan;
+  for (const auto& [name, m] : masks) {
+    const ModuleRecord* record = model.find_module(name);
+    LITHE_CHECK(record != nullptr, sdk::Errc::kShapeMismatch, "mask file '", source,
+                "': the model has no module named '", name, "'");
+    LITHE_CHECK(record->weight.has_value(), sdk::Errc::kShapeMismatch, "mask file '", source,
+                "': module '", name, "' (", record->op_type, ") has no weight");
+    LITHE_CHECK(m.weight.sizes() == record->weight->sizes(), sdk::Errc::kShapeMismatch,
+                "mask file '", source, "', layer '", name, "': weight mask shape ",
+                m.weight.sizes(), " does not match the weight shape ", record->weight->sizes());
+    if (m.bias.has_value() && record->bias.has_value()) {
+      LITHE_CHECK(m.bias->sizes() == record->bias->sizes(), sdk::Errc::kShapeMismatch,
+                  "mask file '", source, "', layer '", name, "': bias mask shape ",
+                  m.bias->sizes(), " does not match the bias shape ", record->bias->sizes());
+    }
+    plan.emplace_back(record, &m);
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& [record, m] : plan) {
+    record->weight->mul_(m->weight.to(record->weight->options()));
+    if (m->bias.has_value() && record->bias.has_value()) {
+      record->bias->mul_(m->bias->to(record->bias->options()));
+    }
+  }
+}
+
+void apply_compression_results(Model& model, const fs::path& masks_file) {
+  apply_compression_results(model, load_masks(masks_file), masks_file.string());
+}
+
+}  // namespace lithe::host

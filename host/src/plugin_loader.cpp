@@ -1,0 +1,202 @@
+#include "lithe/host/plugin_loader.h"
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "lithe/sdk/error.h"
+#include "lithe/sdk/plugin.h"
+#include "lithe/sdk/version.h"
+
+namespace lithe::host {
+
+namespace fs = std::filesystem;
+
+struct PluginLoader::Library {
+  boost::dll::shared_library library;
+};
+
+namespace {
+
+// Libraries stay mapped until the process exits: objects, vtables and exception types created
+// by plugin code may outlive any owner we could name (Boost.DLL's documented misuse), and
+// libraries that registered torch ops crash libtorch at exit when unloaded. Deliberately
+// leaked; reachable through this pointer, so leak checkers stay quiet.
+void keep_loaded_forever(std::shared_ptr<PluginLoader::Library> library) {
+  static std::mutex mutex;
+  static auto* libraries = new std::vector<std::shared_ptr<PluginLoader::Library>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  libraries->push_back(std::move(library));
+}
+
+bool looks_like_plugin_file(const fs::path& path) {
+  const std::string name = path.filename().string();
+  const std::string ext = path.extension().string();
+  return name.rfind("lithe_plugin_", 0) == 0 && (ext == ".so" || ext == ".dylib" || ext == ".dll");
+}
+
+}  // namespace
+
+std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) {
+  std::vector<fs::path> dirs = cli_dirs;
+  if (const char* env = std::getenv("LITHE_PLUGIN_PATH"); env != nullptr) {
+    std::stringstream entries(env);
+    std::string entry;
+    while (std::getline(entries, entry, ':')) {
+      if (!entry.empty()) {
+        dirs.emplace_back(entry);
+      }
+    }
+  }
+  std::error_code ec;
+  const fs::path program = boost::dll::program_location(ec);
+  if (!ec) {
+    dirs.push_back(program.parent_path().parent_path() / "lib" / "lithe" / "plugins");
+  }
+  return dirs;
+}
+
+PluginLoader::PluginLoader(PluginRegistry& registry) : registry_(registry) {}
+
+PluginLoader::~PluginLoader() {
+  for (auto& library : libraries_) {
+    keep_loaded_forever(std::move(library));
+  }
+}
+
+void PluginLoader::load_search_path(const std::vector<fs::path>& cli_dirs) {
+  for (const fs::path& dir : plugin_search_path(cli_dirs)) {
+    load_directory(dir);
+  }
+}
+
+void PluginLoader::load_directory(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return;
+  }
+  std::vector<fs::path> files;
+  for (const auto& item : fs::directory_iterator(dir, ec)) {
+    if (looks_like_plugin_file(item.path())) {
+      files.push_back(item.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& file : files) {
+    load_file(file);
+  }
+}
+
+const LoadReport& PluginLoader::load_file(const fs::path& file) {
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(file, ec);
+  if (ec) {
+    canonical = file;
+  }
+  // The same file reached twice (e.g. via --plugin-dir and LITHE_PLUGIN_PATH) is loaded once.
+  for (const LoadReport& report : reports_) {
+    if (report.path == canonical) {
+      return report;
+    }
+  }
+  LoadReport report;
+  report.path = canonical;
+  const std::string where = canonical.string();
+  auto fail = [&](const std::string& message) -> const LoadReport& {
+    report.status = LoadReport::Status::kFailed;
+    report.message = message;
+    reports_.push_back(report);
+    return reports_.back();
+  };
+
+  auto library = std::make_shared<Library>();
+  try {
+    // rtld_now: unresolved symbols fail here with the linker's message, not later mid-run.
+    library->library.load(canonical, boost::dll::load_mode::rtld_now);
+  } catch (const std::exception& e) {
+    return fail(where + ": cannot load shared library: " + e.what());
+  }
+  libraries_.push_back(library);
+  if (!library->library.has(LITHE_PLUGIN_ENTRY_SYMBOL)) {
+    return fail(where + ": has no entry point " LITHE_PLUGIN_ENTRY_SYMBOL
+                        "; is it a Lithe plugin?");
+  }
+  const lithe_plugin_info* info = nullptr;
+  try {
+    auto& entry = library->library.get<const lithe_plugin_info*()>(LITHE_PLUGIN_ENTRY_SYMBOL);
+    info = entry();
+  } catch (const std::exception& e) {
+    return fail(where + ": calling " LITHE_PLUGIN_ENTRY_SYMBOL " failed: " + e.what());
+  }
+  if (info == nullptr) {
+    return fail(where + ": " LITHE_PLUGIN_ENTRY_SYMBOL " returned no plugin information");
+  }
+  // api_version is the first field in every API version; read it before anything else.
+  if (info->api_version != LITHE_SDK_API_VERSION) {
+    std::ostringstream message;
+    message << where << ": built against Lithe SDK API " << info->api_version
+            << "; this host provides API " << LITHE_SDK_API_VERSION
+            << ". Rebuild the plugin against lithe-sdk " << LITHE_SDK_API_VERSION << ".x";
+    return fail(message.str());
+  }
+  const char* host_tag = LITHE_SDK_ABI_TAG;
+  if (info->abi_tag == nullptr || std::strcmp(info->abi_tag, host_tag) != 0) {
+    return fail(where + ": ABI tag mismatch: plugin '" +
+                (info->abi_tag == nullptr ? std::string("(null)") : std::string(info->abi_tag)) +
+                "', host '" + host_tag +
+                "'. Rebuild the plugin with the same libtorch and compiler as the host");
+  }
+  if (info->name == nullptr || info->name[0] == '\0' || info->register_algorithms == nullptr) {
+    return fail(where + ": plugin information lacks a name or a registration function");
+  }
+  report.plugin = info->name;
+  report.version = info->version == nullptr ? "" : info->version;
+  auto& names = plugin_files_;
+  if (const auto it = names.find(report.plugin); it != names.end()) {
+    return fail("duplicate plugin '" + report.plugin + "': " + where +
+                " has the same name as the already loaded " + it->second);
+  }
+
+  registry_.set_current_plugin(report.plugin, where);
+  try {
+    info->register_algorithms(registry_);
+  } catch (const sdk::Error& e) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin + "' failed to register: " + e.what());
+  } catch (const c10::Error& e) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin +
+                "' failed to register: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin + "' failed to register: " + e.what());
+  } catch (...) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin +
+                "' failed to register: unknown exception");
+  }
+  registry_.set_current_plugin("", "");
+  names.emplace(report.plugin, where);
+  for (const AlgorithmEntry& entry : registry_.algorithms()) {
+    if (entry.plugin == report.plugin) {
+      report.algorithms.push_back(std::string(algorithm_kind_name(entry.kind)) + " " +
+                                  entry.info.name);
+    }
+  }
+  report.status = LoadReport::Status::kLoaded;
+  reports_.push_back(report);
+  return reports_.back();
+}
+
+}  // namespace lithe::host

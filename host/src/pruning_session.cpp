@@ -1,0 +1,292 @@
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/compressor.h"
+#include "lithe/kernels/masking.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk_internal/options_json.h"
+
+namespace lithe::host {
+namespace {
+
+// Every call into plugin code goes through here: failures come back as one sdk::Error that
+// says which algorithm failed where, keeping the plugin's own message.
+template <class Fn>
+auto invoke_plugin(const std::string& context, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const sdk::Error& e) {
+    throw sdk::Error(e.code(), context + ": " + e.what());
+  } catch (const c10::Error& e) {
+    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what());
+  }
+}
+
+void reject_unread(const sdk::Options& options, const std::string& owner) {
+  const std::vector<std::string> unread = sdk::unread_option_paths(options);
+  if (!unread.empty()) {
+    std::string list;
+    for (const std::string& path : unread) {
+      list += (list.empty() ? "" : ", ") + path;
+    }
+    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, list, ": unknown key",
+                unread.size() > 1 ? "s" : "", " for ", owner, " (misspelled?)");
+  }
+}
+
+// Multiplies the optimizer's per-parameter state for `param` by `mask`, so that momentum and
+// Adam moments cannot push pruned weights away from zero (libtorch-notes §Q6).
+void mask_state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                   const at::Tensor& mask) {
+  auto& state = optimizer.state();
+  const auto it = state.find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+  if (it == state.end()) {
+    return;
+  }
+  const at::Tensor m = mask.to(param.scalar_type());
+  auto mask_if_defined = [&](const at::Tensor& t) {
+    if (t.defined() && t.sizes() == m.sizes()) {
+      t.mul_(m);
+    }
+  };
+  torch::optim::OptimizerParamState* raw = it->second.get();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(raw)) {
+    mask_if_defined(sgd->momentum_buffer());
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(raw)) {
+    mask_if_defined(adam->exp_avg());
+    mask_if_defined(adam->exp_avg_sq());
+    mask_if_defined(adam->max_exp_avg_sq());
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(raw)) {
+    mask_if_defined(adamw->exp_avg());
+    mask_if_defined(adamw->exp_avg_sq());
+    mask_if_defined(adamw->max_exp_avg_sq());
+  } else if (auto* rms = dynamic_cast<torch::optim::RMSpropParamState*>(raw)) {
+    mask_if_defined(rms->square_avg());
+    mask_if_defined(rms->momentum_buffer());
+    mask_if_defined(rms->grad_avg());
+  } else if (auto* adagrad = dynamic_cast<torch::optim::AdagradParamState*>(raw)) {
+    mask_if_defined(adagrad->sum());
+  }
+}
+
+}  // namespace
+
+PruningSession::PruningSession(Model& model, const PluginRegistry& registry,
+                               const CompressionConfig& config)
+    : model_(model), registry_(registry), algorithm_(config.algorithm) {
+  const std::string owner = "pruner '" + algorithm_ + "'";
+  sdk::Options options =
+      sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
+  pruner_ = registry_.make_pruner(algorithm_, options);
+  reject_unread(options, owner);
+
+  resolved_ = resolve_config_list(config.config_list_json, "/config_list", model_);
+  for (const ConfigEntry& entry : resolved_.entries) {
+    if (!entry.exclude) {
+      invoke_plugin(owner, [&] {
+        pruner_->validate_config(entry.options);
+        return 0;
+      });
+    }
+    reject_unread(entry.options, owner);
+  }
+  LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
+              "/config_list selects no layer of the model (",
+              model_.modules().size(), " modules; see `lithe inspect`)");
+
+  const auto& modules = model_.modules();
+  for (const SelectedLayer& selected : resolved_.layers) {
+    const ModuleRecord& record = modules[selected.module_index];
+    layers_.push_back(std::make_unique<sdk::LayerView>(
+        static_cast<int64_t>(layers_.size()), record.name, record.op_type, *record.weight,
+        record.bias, resolved_.entries[selected.entry_index].options));
+  }
+  register_gradient_hooks();
+}
+
+PruningSession::~PruningSession() {
+  for (auto& [tensor, index] : gradient_hooks_) {
+    tensor.remove_hook(index);
+  }
+  if (!collectors_.empty()) {
+    try {
+      model_.set_taps({}, {});
+    } catch (...) {
+      // Destructors must not throw; the taps die with the model's working copy anyway.
+    }
+  }
+}
+
+void PruningSession::register_gradient_hooks() {
+  for (const auto& layer : layers_) {
+    const sdk::LayerView* view = layer.get();
+    at::Tensor weight = view->weight();
+    if (weight.requires_grad()) {
+      const unsigned index = weight.register_hook(
+          [view](const at::Tensor& grad) { return grad * view->masks().weight.to(grad.dtype()); });
+      gradient_hooks_.emplace_back(weight, index);
+    }
+    if (view->bias().has_value() && view->bias()->requires_grad()) {
+      at::Tensor bias = *view->bias();
+      const unsigned index = bias.register_hook(
+          [view](const at::Tensor& grad) { return grad * view->masks().bias->to(grad.dtype()); });
+      gradient_hooks_.emplace_back(bias, index);
+    }
+  }
+}
+
+void PruningSession::compress() { update_masks(); }
+
+void PruningSession::update_masks() {
+  const std::string owner = "pruner '" + algorithm_ + "'";
+  if (!attached_) {
+    invoke_plugin(owner, [&] {
+      pruner_->attach(*this);
+      return 0;
+    });
+    attached_ = true;
+  }
+  for (const auto& layer : layers_) {
+    const std::string context = owner + " on layer '" + layer->name() + "'";
+    std::optional<sdk::Masks> masks =
+        invoke_plugin(context, [&] { return pruner_->calc_mask(*layer); });
+    if (masks.has_value()) {
+      invoke_plugin(context, [&] {
+        layer->set_masks(std::move(*masks));
+        return 0;
+      });
+    }
+  }
+  apply_masks();
+}
+
+void PruningSession::apply_masks() {
+  at::NoGradGuard no_grad;
+  for (const auto& layer : layers_) {
+    kernels::apply_mask_(layer->weight(), layer->masks().weight);
+    if (layer->bias().has_value() && layer->masks().bias.has_value()) {
+      kernels::apply_mask_(*layer->bias(), *layer->masks().bias);
+    }
+  }
+}
+
+void PruningSession::update_epoch(int64_t epoch) {
+  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+    pruner_->update_epoch(epoch);
+    return 0;
+  });
+}
+
+void PruningSession::step() {
+  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+    pruner_->step();
+    return 0;
+  });
+}
+
+void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
+  optimizer.step();
+  update_masks();
+  mask_optimizer_state(optimizer);
+  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+    pruner_->after_optimizer_step();
+    return 0;
+  });
+}
+
+void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {
+  at::NoGradGuard no_grad;
+  for (const auto& layer : layers_) {
+    mask_state_of(optimizer, layer->weight(), layer->masks().weight);
+    if (layer->bias().has_value() && layer->masks().bias.has_value()) {
+      mask_state_of(optimizer, *layer->bias(), *layer->masks().bias);
+    }
+  }
+}
+
+std::vector<std::pair<std::string, sdk::Masks>> PruningSession::masks() const {
+  std::vector<std::pair<std::string, sdk::Masks>> out;
+  for (const auto& layer : layers_) {
+    out.emplace_back(layer->name(), layer->masks());
+  }
+  return out;
+}
+
+std::vector<LayerReport> PruningSession::report() const {
+  std::vector<LayerReport> out;
+  for (const auto& layer : layers_) {
+    LayerReport r;
+    r.name = layer->name();
+    r.op_type = layer->op_type();
+    r.weight_numel = layer->weight().numel();
+    r.weight_zeros = layer->masks().weight.eq(0).sum().item<int64_t>();
+    if (layer->masks().bias.has_value()) {
+      r.bias_numel = layer->masks().bias->numel();
+      r.bias_zeros = layer->masks().bias->eq(0).sum().item<int64_t>();
+    }
+    r.sparsity_target = layer->config().has("sparsity")
+                            ? layer->config().get_or<double>("sparsity", -1.0)
+                            : -1.0;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<sdk::LayerView*> PruningSession::layers() {
+  std::vector<sdk::LayerView*> out;
+  for (const auto& layer : layers_) {
+    out.push_back(layer.get());
+  }
+  return out;
+}
+
+int64_t PruningSession::add_activation_collector(sdk::ActivationCollector collector) {
+  LITHE_CHECK(static_cast<bool>(collector), sdk::Errc::kInvalidConfig,
+              "add_activation_collector: the collector is empty");
+  const int64_t id = next_collector_id_++;
+  collectors_[id] = std::move(collector);
+  try {
+    refresh_taps();
+  } catch (...) {
+    collectors_.erase(id);
+    throw;
+  }
+  return id;
+}
+
+void PruningSession::remove_activation_collector(int64_t id) {
+  LITHE_CHECK(collectors_.count(id) != 0, sdk::Errc::kInvalidConfig,
+              "remove_activation_collector: no activation collector with id ", id);
+  collectors_.erase(id);
+  refresh_taps();
+}
+
+const sdk::Registry& PruningSession::registry() const { return registry_; }
+
+void PruningSession::refresh_taps() {
+  if (collectors_.empty()) {
+    model_.set_taps({}, {});
+    return;
+  }
+  std::vector<std::string> names;
+  std::map<std::string, const sdk::LayerView*> by_name;
+  for (const auto& layer : layers_) {
+    names.push_back(layer->name());
+    by_name[layer->name()] = layer.get();
+  }
+  model_.set_taps(names, [this, by_name](const std::string& name, const at::Tensor& output) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return;
+    }
+    const auto collectors = collectors_;  // a collector may remove collectors
+    for (const auto& [id, collector] : collectors) {
+      collector(*it->second, output);
+    }
+  });
+}
+
+}  // namespace lithe::host

@@ -1,0 +1,35 @@
+// Out-of-line destructors and default hooks: they anchor each interface's vtable and typeinfo
+// in liblithe_sdk, so host and plugins agree on one copy.
+#include "lithe/sdk/context.h"
+#include "lithe/sdk/masker.h"
+#include "lithe/sdk/pruner.h"
+#include "lithe/sdk/quantizer.h"
+#include "lithe/sdk/registry.h"
+
+namespace lithe::sdk {
+
+WeightMasker::~WeightMasker() = default;
+void WeightMasker::attach(CompressionContext&) {}
+
+CompressionContext::~CompressionContext() = default;
+
+Pruner::~Pruner() = default;
+void Pruner::attach(CompressionContext&) {}
+void Pruner::update_epoch(int64_t) {}
+void Pruner::step() {}
+void Pruner::after_optimizer_step() {}
+
+QuantGrad::~QuantGrad() = default;
+at::Tensor QuantGrad::backward(const at::Tensor&, const at::Tensor& grad_output, QuantType,
+                               LayerView&) {
+  return grad_output;
+}
+
+Quantizer::~Quantizer() = default;
+void Quantizer::attach(CompressionContext&) {}
+void Quantizer::update_epoch(int64_t) {}
+void Quantizer::step() {}
+
+Registry::~Registry() = default;
+
+}  // namespace lithe::sdk

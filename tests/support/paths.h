@@ -1,0 +1,27 @@
+#pragma once
+// Locations of test inputs, fixed at configure time.
+
+#include <filesystem>
+#include <string>
+
+namespace lithe::test {
+
+inline std::filesystem::path source_dir() { return LITHE_SOURCE_DIR; }
+inline std::filesystem::path binary_dir() { return LITHE_BINARY_DIR; }
+/// ../shared next to the repository (present in CI and development checkouts).
+inline std::filesystem::path shared_dir() { return LITHE_SHARED_DIR; }
+inline std::filesystem::path lenet_model() { return source_dir() / "samples/models/lenet.pt"; }
+inline std::filesystem::path shared_blocks_model() {
+  return source_dir() / "tests/data/shared_blocks.pt";
+}
+inline std::filesystem::path lithe_cli() { return binary_dir() / "bin/lithe"; }
+
+/// A fresh empty directory under the build tree for one test.
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  const std::filesystem::path dir = binary_dir() / "tests/scratch" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace lithe::test
