@@ -1,0 +1,210 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "lithe/host/compressor.h"
+#include "lithe/host/model.h"
+#include "lithe/sdk/error.h"
+#include "support/paths.h"
+#include "support/registry.h"
+
+namespace lithe::host {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+CompressionConfig level_config(const std::string& config_list,
+                               const std::string& options = "{}") {
+  return {"level", config_list, options, "<test>"};
+}
+
+std::map<std::string, at::Tensor> snapshot_weights(const Model& model) {
+  std::map<std::string, at::Tensor> out;
+  for (const ModuleRecord& m : model.modules()) {
+    if (m.weight.has_value()) {
+      out[m.name] = m.weight->detach().clone();
+    }
+  }
+  return out;
+}
+
+TEST(PruningSessionTest, CompressPrunesExactlyKPerLayerAndZeroesTheWeights) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.82, "op_types": ["default"]}])"));
+  session.compress();
+  for (const auto& [name, masks] : session.masks()) {
+    const int64_t numel = masks.weight.numel();
+    const auto k = static_cast<int64_t>(static_cast<double>(numel) * 0.82);
+    EXPECT_EQ(masks.weight.eq(0).sum().item<int64_t>(), k) << name;
+    const at::Tensor weight = *model->find_module(name)->weight;
+    EXPECT_TRUE(weight.masked_select(masks.weight.eq(0)).eq(0).all().item<bool>()) << name;
+    ASSERT_TRUE(masks.bias.has_value());
+    EXPECT_TRUE(masks.bias->eq(1).all().item<bool>()) << "level never prunes biases: " << name;
+  }
+  EXPECT_EQ(session.report().size(), 5u);
+  EXPECT_DOUBLE_EQ(session.report()[0].sparsity_target, 0.82);
+}
+
+TEST(PruningSessionTest, UnknownAlgorithmListsTheKnownOnes) {
+  auto model = load_torchscript_model(test::lenet_model());
+  CompressionConfig config = level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])");
+  config.algorithm = "levle";
+  EXPECT_THAT([&] { PruningSession(*model, test::level_registry(), config); },
+              ThrowsMessage<sdk::Error>(HasSubstr("unknown pruner 'levle'; known pruners: level")));
+}
+
+TEST(PruningSessionTest, MisspelledConfigKeyIsRejectedInsteadOfIgnored) {
+  auto model = load_torchscript_model(test::lenet_model());
+  EXPECT_THAT(
+      [&] {
+        PruningSession(*model, test::level_registry(),
+                       level_config(R"([{"sparsity": 0.5, "sparsty": 0.9, "op_types": ["default"]}])"));
+      },
+      ThrowsMessage<sdk::Error>(
+          HasSubstr("/config_list/0/sparsty: unknown key for pruner 'level'")));
+}
+
+TEST(PruningSessionTest, UnknownOptionIsRejectedWithItsPath) {
+  auto model = load_torchscript_model(test::lenet_model());
+  EXPECT_THAT(
+      [&] {
+        PruningSession(*model, test::level_registry(),
+                       level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])",
+                                    R"({"dependency_aware": true})"));
+      },
+      ThrowsMessage<sdk::Error>(HasSubstr("/options/dependency_aware: unknown key")));
+}
+
+TEST(PruningSessionTest, BadSparsityFailsBeforeTouchingTheModel) {
+  auto model = load_torchscript_model(test::lenet_model());
+  const auto before = snapshot_weights(*model);
+  EXPECT_THAT(
+      [&] {
+        PruningSession(*model, test::level_registry(),
+                       level_config(R"([{"sparsity": 0.5, "op_types": ["default"]},
+                                        {"sparsity": 1.5, "op_names": ["fc1"]}])"));
+      },
+      ThrowsMessage<sdk::Error>(HasSubstr(
+          "pruner 'level': /config_list/1/sparsity must be a number in [0, 1), got 1.5")));
+  for (const auto& [name, weight] : snapshot_weights(*model)) {
+    EXPECT_TRUE(weight.equal(before.at(name))) << name;
+  }
+}
+
+TEST(PruningSessionTest, ConfigThatSelectsNothingIsAnError) {
+  auto model = load_torchscript_model(test::lenet_model());
+  EXPECT_THAT(
+      [&] {
+        PruningSession(*model, test::level_registry(),
+                       level_config(R"([{"sparsity": 0.5, "op_types": ["BatchNorm2d"]}])"));
+      },
+      ThrowsMessage<sdk::Error>(HasSubstr("/config_list selects no layer of the model")));
+}
+
+// Pruning in the middle of training, with optimizer state already built up: the pruned
+// weights must stay exactly zero, while training still changes the kept ones.
+void expect_pruned_weights_stay_zero(torch::optim::Optimizer& optimizer, Model& model) {
+  torch::manual_seed(3);
+  model.train(true);
+  auto train_step = [&] {
+    optimizer.zero_grad();
+    const at::Tensor input = torch::randn({8, 1, 28, 28});
+    const at::Tensor target = torch::randint(0, 10, {8});
+    torch::nn::functional::cross_entropy(model.forward(input), target).backward();
+  };
+  for (int i = 0; i < 3; ++i) {  // momentum / Adam moments exist before pruning
+    train_step();
+    optimizer.step();
+  }
+  PruningSession session(model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.6, "op_types": ["default"]}])"));
+  session.compress();
+  const auto pruned_at_start = snapshot_weights(model);
+  for (int i = 0; i < 15; ++i) {
+    train_step();
+    session.optimizer_step(optimizer);
+    for (const auto& [name, masks] : session.masks()) {
+      const at::Tensor weight = *model.find_module(name)->weight;
+      ASSERT_TRUE(weight.masked_select(masks.weight.eq(0)).eq(0).all().item<bool>())
+          << name << " after step " << i;
+    }
+  }
+  for (const auto& [name, masks] : session.masks()) {
+    const at::Tensor weight = *model.find_module(name)->weight;
+    EXPECT_FALSE(weight.equal(pruned_at_start.at(name))) << "training did not change " << name;
+    EXPECT_EQ(masks.weight.eq(0).sum().item<int64_t>(),
+              static_cast<int64_t>(static_cast<double>(masks.weight.numel()) * 0.6));
+  }
+}
+
+TEST(PruningSessionTest, PrunedWeightsStayZeroUnderSgdWithMomentumAndWeightDecay) {
+  auto model = load_torchscript_model(test::lenet_model());
+  torch::optim::SGD sgd(model->parameters(),
+                        torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
+  expect_pruned_weights_stay_zero(sgd, *model);
+}
+
+TEST(PruningSessionTest, PrunedWeightsStayZeroUnderAdam) {
+  auto model = load_torchscript_model(test::lenet_model());
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3).weight_decay(1e-4));
+  expect_pruned_weights_stay_zero(adam, *model);
+}
+
+TEST(PruningSessionTest, GradientsOfPrunedWeightsAreMasked) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.5, "op_types": ["Linear"]}])"));
+  session.compress();
+  model->train(true);
+  model->forward(torch::randn({4, 1, 28, 28})).sum().backward();
+  for (const auto& [name, masks] : session.masks()) {
+    const at::Tensor grad = model->find_module(name)->weight->grad();
+    ASSERT_TRUE(grad.defined()) << name;
+    EXPECT_TRUE(grad.masked_select(masks.weight.eq(0)).eq(0).all().item<bool>()) << name;
+    EXPECT_TRUE(grad.masked_select(masks.weight.ne(0)).ne(0).any().item<bool>()) << name;
+  }
+}
+
+// A pruner that records the calls the host makes, to check the forwarding contract.
+class RecordingPruner final : public sdk::Pruner {
+ public:
+  explicit RecordingPruner(std::vector<std::string>* log) : log_(log) {}
+  void validate_config(const sdk::Options& entry) const override {
+    (void)entry.require<double>("sparsity");
+  }
+  void attach(sdk::CompressionContext& context) override {
+    log_->push_back("attach " + std::to_string(context.layers().size()));
+  }
+  std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer) override {
+    log_->push_back("calc_mask " + layer.name());
+    return std::nullopt;
+  }
+  void update_epoch(int64_t epoch) override { log_->push_back("epoch " + std::to_string(epoch)); }
+  void step() override { log_->push_back("step"); }
+  void after_optimizer_step() override { log_->push_back("after_optimizer_step"); }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+TEST(PruningSessionTest, ForwardsTheTrainingHooksInNniOrder) {
+  std::vector<std::string> log;
+  PluginRegistry registry;
+  registry.add_pruner({"recording", "test"}, [&log](const sdk::Options&, const sdk::Registry&) {
+    return std::make_unique<RecordingPruner>(&log);
+  });
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, registry,
+                         {"recording", R"([{"sparsity": 0.1, "op_names": ["fc1", "fc3"]}])", "{}", "t"});
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.0));
+  session.update_epoch(0);
+  session.optimizer_step(sgd);
+  session.step();
+  EXPECT_EQ(log, (std::vector<std::string>{"epoch 0", "attach 2", "calc_mask fc1",
+                                           "calc_mask fc3", "after_optimizer_step", "step"}));
+}
+
+}  // namespace
+}  // namespace lithe::host
