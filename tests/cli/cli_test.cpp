@@ -1,0 +1,151 @@
+// End-to-end tests of the `lithe` executable with the real level plugin module.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "support/paths.h"
+
+namespace lithe::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+CliRun run_lithe(const std::string& args) {
+  const std::string command = lithe_cli().string() + " " + args + " 2>&1";
+  CliRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    return run;
+  }
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) {
+    run.out += buffer.data();
+  }
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(CliTest, PluginsFindsTheInTreeLevelPluginWithoutFlags) {
+  const CliRun run = run_lithe("plugins");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("loaded  level 1.0.0"));
+  EXPECT_THAT(run.out, HasSubstr("pruner level"));
+  const CliRun json = run_lithe("plugins --json");
+  EXPECT_THAT(json.out, HasSubstr("\"status\": \"loaded\""));
+}
+
+TEST(CliTest, EveryVerbHasHelp) {
+  for (const std::string verb : {"plugins", "inspect", "compress", "apply", "conformance"}) {
+    const CliRun run = run_lithe(verb + " --help");
+    EXPECT_EQ(run.exit_code, 0) << verb;
+    EXPECT_THAT(run.out, HasSubstr("usage: lithe " + verb)) << verb;
+  }
+  EXPECT_EQ(run_lithe("frobnicate").exit_code, 2);
+}
+
+TEST(CliTest, InspectListsModulesWithOpTypes) {
+  const CliRun run = run_lithe("inspect --model " + lenet_model().string());
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("fc1                              Linear"));
+  EXPECT_THAT(run.out, HasSubstr("12 modules, 44426 weight+bias parameters"));
+}
+
+TEST(CliTest, CompressWritesModelMasksAndTable) {
+  const auto dir = scratch_dir("cli_compress");
+  const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                            (source_dir() / "samples/configs/level.json").string() +
+                            " --output " + (dir / "out.pt").string() + " --masks " +
+                            (dir / "masks.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("fc1                          Linear            30720        24576     0.8000   0.8000"));
+  EXPECT_THAT(run.out, HasSubstr("fc3                          Linear              840          420     0.5000   0.5000"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "out.pt"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "masks.pt"));
+
+  // The mask file re-applied to the original model gives the same pruning.
+  const CliRun apply = run_lithe("apply --model " + lenet_model().string() + " --masks " +
+                              (dir / "masks.pt").string() + " --output " +
+                              (dir / "applied.pt").string());
+  EXPECT_EQ(apply.exit_code, 0) << apply.out;
+  EXPECT_THAT(apply.out, HasSubstr("applied masks of 5 layers"));
+}
+
+TEST(CliTest, BadConfigFailsWithOneLineAndLeavesExistingOutputUntouched) {
+  const auto dir = scratch_dir("cli_bad_config");
+  write_text(dir / "out.pt", "sentinel");
+  write_text(dir / "bad.json",
+             R"({"algorithm": "level", "config_list": [{"sparsity": 1.5, "op_types": ["default"]}]})");
+  const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                            (dir / "bad.json").string() + " --output " + (dir / "out.pt").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.out, HasSubstr("/config_list/0/sparsity must be a number in [0, 1), got 1.5"));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  EXPECT_EQ(read_text(dir / "out.pt"), "sentinel");
+}
+
+TEST(CliTest, UnknownTopLevelKeyAndMissingFilesAreNamed) {
+  const auto dir = scratch_dir("cli_bad_inputs");
+  write_text(dir / "typo.json", R"({"algoritm": "level", "config_list": []})");
+  const CliRun typo = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                             (dir / "typo.json").string() + " --output " + (dir / "o.pt").string());
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_THAT(typo.out, HasSubstr("/algoritm is not a known key"));
+
+  const CliRun missing = run_lithe("inspect --model " + (dir / "nope.pt").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.out, HasSubstr("nope.pt' does not exist"));
+
+  write_text(dir / "garbage.pt", "not a model");
+  const CliRun garbage = run_lithe("inspect --model " + (dir / "garbage.pt").string());
+  EXPECT_EQ(garbage.exit_code, 1);
+  EXPECT_THAT(garbage.out, HasSubstr("is not a loadable TorchScript archive"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "o.pt"));
+}
+
+TEST(CliTest, MissingRequiredOptionIsAUsageError) {
+  const CliRun run = run_lithe("compress --model " + lenet_model().string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.out, HasSubstr("required"));
+}
+
+TEST(CliTest, ConformanceRunsAGoldenFolderGivenAsArgument) {
+  const auto golden = shared_dir() / "conformance/golden";
+  if (!std::filesystem::is_directory(golden / "level_lenet_s0.5")) {
+    GTEST_SKIP() << "no golden set at " << golden;
+  }
+  const CliRun run = run_lithe("conformance " + golden.string() + " --case level_");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("PASS level_lenet_s0.5\n"));
+  EXPECT_THAT(run.out, HasSubstr("DEVIATION level_mlp_ties: departure 1"));
+  EXPECT_THAT(run.out, HasSubstr(" passed, 0 failed, "));
+  EXPECT_THAT(run.out, Not(HasSubstr("FAIL ")));
+}
+
+}  // namespace
+}  // namespace lithe::test

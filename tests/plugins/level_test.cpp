@@ -1,0 +1,109 @@
+#include "plugins/level/level.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "lithe/host/plugin_registry.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk/layer.h"
+#include "lithe/sdk_internal/options_json.h"
+
+namespace lithe::plugins::level {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+sdk::Options config(double sparsity) {
+  return sdk::options_from_json(
+      nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Linear"}}}, "/config_list/0");
+}
+
+class LevelPrunerTest : public ::testing::TestWithParam<double> {
+ protected:
+  LevelPrunerTest() { register_algorithms(registry_); }
+  host::PluginRegistry registry_;
+};
+
+TEST_P(LevelPrunerTest, PrunesExactlyTargetFractionOfDistinctWeights) {
+  const double sparsity = GetParam();
+  at::manual_seed(0);
+  // Distinct magnitudes 1..2048 in random order and signs: no ties, so NNI agrees exactly.
+  const at::Tensor weight =
+      ((at::randperm(2048, at::kFloat) + 1) * (at::randint(0, 2, {2048}) * 2 - 1))
+          .reshape({64, 32});
+  auto pruner = registry_.make_pruner("level", sdk::Options());
+  sdk::LayerView layer(0, "fc", "Linear", weight, at::zeros({64}), config(sparsity));
+  const std::optional<sdk::Masks> masks = pruner->calc_mask(layer);
+  ASSERT_TRUE(masks.has_value());
+  const auto expected = static_cast<int64_t>(sparsity * 2048.0);
+  EXPECT_EQ(masks->weight.eq(0).sum().item<int64_t>(), expected);
+  EXPECT_FALSE(masks->bias.has_value()) << "level keeps the current bias mask";
+  if (expected > 0) {
+    const at::Tensor kept = weight.abs().masked_select(masks->weight.ne(0));
+    const at::Tensor pruned = weight.abs().masked_select(masks->weight.eq(0));
+    EXPECT_GT(kept.min().item<float>(), pruned.max().item<float>());
+  }
+  EXPECT_FALSE(pruner->calc_mask(layer).has_value()) << "one-shot: computed once";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sparsities, LevelPrunerTest, ::testing::Values(0.0, 0.3, 0.5, 0.82, 0.9));
+
+TEST(LevelMaskerTest, TiesAtTheThresholdAreBrokenByLowerIndex) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  auto masker = registry.make_masker("level", sdk::Options());
+  // |w| = 1,2,2,2,2,3: k=3 prunes the 1 and the first two 2s (indices 1 and 2).
+  const at::Tensor weight = at::tensor({1.f, -2.f, 2.f, 2.f, -2.f, 3.f});
+  sdk::LayerView layer(0, "fc", "Linear", weight, std::nullopt, config(0.5));
+  const auto masks = masker->calc_mask(layer, 0.5);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.equal(at::tensor({0.f, 0.f, 0.f, 1.f, 1.f, 1.f})));
+}
+
+TEST(LevelMaskerTest, AlreadyPrunedWeightsCountAmongTheSmallest) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  auto masker = registry.make_masker("level", sdk::Options());
+  const at::Tensor weight = at::tensor({9.f, 8.f, 1.f, 2.f});
+  sdk::LayerView layer(0, "fc", "Linear", weight, std::nullopt, config(0.5));
+  sdk::Masks previous;
+  previous.weight = at::tensor({0.f, 1.f, 1.f, 1.f});  // 9 pruned earlier (e.g. by a schedule)
+  layer.set_masks(previous);
+  const auto masks = masker->calc_mask(layer, 0.5);
+  EXPECT_TRUE(masks->weight.equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
+}
+
+TEST(LevelMaskerTest, ZeroPruneCountGivesAllOnes) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  auto masker = registry.make_masker("level", sdk::Options());
+  const at::Tensor weight = at::randn({6, 1, 5, 5});
+  sdk::LayerView layer(0, "conv1", "Conv2d", weight, std::nullopt, config(0.006));
+  const auto masks = masker->calc_mask(layer, 0.006);  // int(150 * 0.006) == 0
+  EXPECT_TRUE(masks->weight.eq(1).all().item<bool>());
+}
+
+TEST(LevelPrunerConfigTest, RejectsSparsityOutsideHalfOpenUnitInterval) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  auto pruner = registry.make_pruner("level", sdk::Options());
+  for (double bad : {1.0, -0.1, 1.5}) {
+    EXPECT_THAT([&] { pruner->validate_config(config(bad)); },
+                ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/sparsity must be a number in [0, 1)")));
+  }
+  EXPECT_NO_THROW(pruner->validate_config(config(0.0)));
+}
+
+TEST(LevelPrunerConfigTest, RegistersMaskerAndPrunerUnderTheNameUsersType) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  EXPECT_NE(registry.find(host::AlgorithmKind::kPruner, "level"), nullptr);
+  EXPECT_NE(registry.find(host::AlgorithmKind::kMasker, "level"), nullptr);
+  EXPECT_THAT([&] { register_algorithms(registry); },
+              ThrowsMessage<sdk::Error>(HasSubstr("duplicate masker 'level'")));
+}
+
+}  // namespace
+}  // namespace lithe::plugins::level
