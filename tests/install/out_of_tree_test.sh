@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# usage: out_of_tree_test.sh <lithe build dir> <sample source dir> [cmake] [model.pt]
+#
+# 1. cmake --install <build> --prefix <tmp>/prefix
+# 2. configures and builds <sample> against that prefix (CMAKE_PREFIX_PATH only, Ninja, ccache
+#    when present), as a third party would
+# 3. runs <tmp>/prefix/bin/lithe plugins --plugin-dir <sample build dir> and requires the sample
+#    plugin loaded from the sample build dir, the level plugin loaded from
+#    <tmp>/prefix/lib/lithe/plugins (found with no flag), and no failed plugin.
+# 4. when a model is given, compresses it with the sample's pruner through the installed CLI and
+#    checks the balanced (per-row) pruning counts on conv1 of LeNet.
+# The scratch directory is removed on success and kept (path printed) on failure.
+# $LITHE_SAMPLE_CXX_FLAGS, when set, is added to the sample's compile and link flags.
+set -euo pipefail
+
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 <lithe build dir> <sample source dir> [cmake] [model.pt]" >&2
+  exit 2
+fi
+build_dir=$1
+sample_dir=$2
+cmake=${3:-cmake}
+model=${4:-}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/lithe_install_test.XXXXXX")
+work=$(cd "$work" && pwd -P)  # the loader reports canonical paths
+prefix=$work/prefix
+sample_build=$work/sample_build
+
+fail() {
+  echo "FAIL: $*" >&2
+  echo "(scratch directory kept: $work)" >&2
+  exit 1
+}
+on_exit() {
+  local status=$?
+  if [[ $status -eq 0 ]]; then
+    rm -rf "$work"
+  else
+    echo "out_of_tree_test.sh failed with status $status; scratch directory kept: $work" >&2
+  fi
+}
+trap on_exit EXIT
+
+step() { echo; echo "==> $*"; }
+
+step "installing $build_dir into $prefix"
+"$cmake" --install "$build_dir" --prefix "$prefix" > "$work/install.log" 2>&1 \
+  || { cat "$work/install.log" >&2; fail "cmake --install failed"; }
+for file in bin/lithe lib/lithe/plugins/lithe_plugin_level.so lib/cmake/Lithe/LitheConfig.cmake \
+            lib/cmake/Lithe/LithePluginHelpers.cmake include/lithe/sdk.h \
+            include/lithe/kernels/masking.h; do
+  [[ -e $prefix/$file ]] || fail "the install tree lacks $file"
+done
+
+step "configuring $sample_dir against $prefix"
+configure_args=(-S "$sample_dir" -B "$sample_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+                "-DCMAKE_PREFIX_PATH=$prefix")
+if command -v ccache > /dev/null; then
+  configure_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+# Extra flags the installed build requires of plugins (the sanitizers of a LITHE_SANITIZE build).
+if [[ -n ${LITHE_SAMPLE_CXX_FLAGS:-} ]]; then
+  configure_args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
+                   "-DCMAKE_MODULE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
+fi
+# Nothing of the Lithe build tree may leak in: no package registry, no environment hints.
+env -u Lithe_DIR -u Lithe_ROOT -u LITHE_PLUGIN_PATH "$cmake" "${configure_args[@]}" \
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+  || fail "configuring the sample against the installed Lithe failed"
+grep -q "^Lithe_DIR:PATH=$prefix/" "$sample_build/CMakeCache.txt" \
+  || fail "find_package(Lithe) did not use the installed package:" \
+          "$(grep '^Lithe_DIR' "$sample_build/CMakeCache.txt")"
+
+step "building the sample"
+"$cmake" --build "$sample_build" -j 2 \
+  || fail "building the sample against the installed Lithe failed"
+plugin=$sample_build/lithe_plugin_acme_magnitude.so
+[[ -f $plugin ]] || fail "the sample build did not produce $plugin"
+
+step "$prefix/bin/lithe plugins --plugin-dir $sample_build"
+output=$(env -u LITHE_PLUGIN_PATH "$prefix/bin/lithe" plugins --plugin-dir "$sample_build" 2>&1) \
+  || { echo "$output" >&2; fail "lithe plugins exited with an error"; }
+echo "$output"
+
+grep -qF "  $prefix/lib/lithe/plugins" <<< "$output" \
+  || fail "the search path lacks the installed plugin directory $prefix/lib/lithe/plugins"
+grep -qE "^  loaded  acme_magnitude [^ ]+  $plugin\$" <<< "$output" \
+  || fail "the out-of-tree plugin acme_magnitude was not loaded from $plugin"
+grep -qE "^          pruner acme_magnitude\$" <<< "$output" \
+  || fail "the out-of-tree plugin did not register pruner acme_magnitude"
+grep -qE "^  loaded  level [^ ]+  $prefix/lib/lithe/plugins/lithe_plugin_level.so\$" <<< "$output" \
+  || fail "the installed level plugin was not loaded from $prefix/lib/lithe/plugins"
+if grep -q "^  FAILED" <<< "$output"; then
+  fail "some plugins failed to load (see above)"
+fi
+
+if [[ -n $model ]]; then
+  [[ -f $model ]] || fail "model $model not found"
+  step "$prefix/bin/lithe compress with pruner acme_magnitude on $model"
+  output=$(env -u LITHE_PLUGIN_PATH "$prefix/bin/lithe" compress --plugin-dir "$sample_build" \
+             --model "$model" --config "$sample_dir/acme_magnitude.json" \
+             --output "$work/compressed.pt" 2>&1) \
+    || { echo "$output" >&2; fail "lithe compress with the out-of-tree pruner failed"; }
+  echo "$output"
+  [[ -s $work/compressed.pt ]] || fail "lithe compress did not write $work/compressed.pt"
+  # LeNet's conv1 weight is [6, 1, 5, 5]: balanced pruning at 0.75 removes int(25 * 0.75) = 18
+  # weights from each of the 6 rows, 108 in all (level pruning would remove int(150 * 0.75) = 112).
+  grep -qE "^conv1 +Conv2d +150 +108 " <<< "$output" \
+    || fail "conv1 should have 108 of 150 weights pruned (6 rows x 18) by acme_magnitude"
+fi
+
+echo
+echo "PASS: a plugin built against the installed Lithe loads next to the installed plugins"
