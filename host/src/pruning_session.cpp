@@ -165,10 +165,16 @@ void PruningSession::update_masks() {
 
 void PruningSession::apply_masks() {
   at::NoGradGuard no_grad;
+  // Masks are float32; weights of other dtypes get a converted copy of the mask.
+  auto apply = [](const at::Tensor& param, const at::Tensor& mask) {
+    kernels::apply_mask_(param, mask.scalar_type() == param.scalar_type()
+                                    ? mask
+                                    : mask.to(param.scalar_type()));
+  };
   for (const auto& layer : layers_) {
-    kernels::apply_mask_(layer->weight(), layer->masks().weight);
+    apply(layer->weight(), layer->masks().weight);
     if (layer->bias().has_value() && layer->masks().bias.has_value()) {
-      kernels::apply_mask_(*layer->bias(), *layer->masks().bias);
+      apply(*layer->bias(), *layer->masks().bias);
     }
   }
 }
