@@ -27,8 +27,10 @@ function(lithe_add_plugin name)
   target_link_libraries(${name} PRIVATE Lithe::sdk Lithe::kernels)
   target_compile_definitions(${name} PRIVATE LITHE_PLUGIN_BUILD_MODULE)
   target_compile_features(${name} PRIVATE cxx_std_17)
+  # Installed to <prefix>/<libdir>/lithe/plugins: the Lithe libraries are two levels up.
   set_target_properties(${name} PROPERTIES PREFIX "" OUTPUT_NAME "lithe_plugin_${name}"
-                        CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+                        CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                        INSTALL_RPATH "$ORIGIN/../..")
   if(DEFINED LITHE_PLUGIN_OUTPUT_DIR)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${LITHE_PLUGIN_OUTPUT_DIR})
   endif()

@@ -58,7 +58,8 @@ std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) 
   std::error_code ec;
   const fs::path program = boost::dll::program_location(ec);
   if (!ec) {
-    dirs.push_back(program.parent_path().parent_path() / "lib" / "lithe" / "plugins");
+    // Same relative layout in the build tree and the install tree (bin/ -> <libdir>/lithe/plugins).
+    dirs.push_back((program.parent_path() / LITHE_PLUGIN_DIR_FROM_BIN).lexically_normal());
   }
   return dirs;
 }
@@ -94,7 +95,7 @@ void PluginLoader::load_directory(const fs::path& dir) {
   }
 }
 
-const LoadReport& PluginLoader::load_file(const fs::path& file) {
+LoadReport PluginLoader::load_file(const fs::path& file) {
   std::error_code ec;
   fs::path canonical = fs::weakly_canonical(file, ec);
   if (ec) {
@@ -109,7 +110,7 @@ const LoadReport& PluginLoader::load_file(const fs::path& file) {
   LoadReport report;
   report.path = canonical;
   const std::string where = canonical.string();
-  auto fail = [&](const std::string& message) -> const LoadReport& {
+  auto fail = [&](const std::string& message) -> LoadReport {
     report.status = LoadReport::Status::kFailed;
     report.message = message;
     reports_.push_back(report);

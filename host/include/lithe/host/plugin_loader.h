@@ -27,7 +27,7 @@ struct LoadReport {
 };
 
 /// Directories searched, in order: `cli_dirs`, then each entry of $LITHE_PLUGIN_PATH
-/// (':'-separated), then <directory of the running executable>/../lib/lithe/plugins.
+/// (':'-separated), then <directory of the running executable>/../<libdir>/lithe/plugins.
 /// Directories that do not exist are kept (the loader reports nothing for them).
 std::vector<std::filesystem::path> plugin_search_path(
     const std::vector<std::filesystem::path>& cli_dirs);
@@ -41,8 +41,8 @@ class PluginLoader {
 
   /// Loads every `lithe_plugin_*.so` in `dir` (sorted by file name; not recursive).
   void load_directory(const std::filesystem::path& dir);
-  /// Loads one file; returns its report (also kept in reports()).
-  const LoadReport& load_file(const std::filesystem::path& file);
+  /// Loads one file; returns (a copy of) its report, also kept in reports().
+  LoadReport load_file(const std::filesystem::path& file);
   /// Loads every directory of plugin_search_path(cli_dirs).
   void load_search_path(const std::vector<std::filesystem::path>& cli_dirs);
 
