@@ -1,5 +1,7 @@
 // `lithe compress` and `lithe apply`.
 #include <chrono>
+#include <future>
+#include <optional>
 #include <cstdio>
 #include <iostream>
 
@@ -8,6 +10,7 @@
 #include "lithe/host/compressor.h"
 #include "lithe/host/export.h"
 #include "lithe/host/model.h"
+#include "lithe/host/staged_file.h"
 #include "lithe/sdk/error.h"
 #include "verbs.h"
 
@@ -95,10 +98,27 @@ int run_compress(const std::vector<std::string>& args) {
   const std::vector<host::LayerReport> report = session.report();
 
   const auto save_start = Clock::now();
-  if (!masks_path.empty()) {
-    host::save_masks(session.masks(), masks_path);
+  {
+    // Both files are written under temporary names, the masks on a second thread, and only
+    // renamed into place once both succeeded: a failure leaves existing outputs untouched.
+    host::StagedFile model_file(output_path);
+    std::optional<host::StagedFile> masks_file;
+    std::future<void> masks_written;
+    if (!masks_path.empty()) {
+      masks_file.emplace(masks_path);
+      masks_written = std::async(std::launch::async, [&] {
+        host::write_masks(session.masks(), masks_file->temp_path());
+      });
+    }
+    model->write(model_file.temp_path());
+    if (masks_written.valid()) {
+      masks_written.get();
+    }
+    model_file.commit();
+    if (masks_file) {
+      masks_file->commit();
+    }
   }
-  model->save(output_path);
   const double save_seconds = seconds_since(save_start);
 
   if (json) {

@@ -2,18 +2,19 @@
 // rename, so readers never see a half-written file and a failed run leaves old files intact.
 #include "lithe/host/export.h"
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "lithe/host/staged_file.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -21,29 +22,15 @@ namespace lithe::host {
 namespace fs = std::filesystem;
 
 void write_file_atomic(const fs::path& path, const std::string& bytes) {
-  static std::atomic<int> counter{0};
-  const fs::path temp = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
-                        std::to_string(counter++);
+  StagedFile staged(path);
   {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", path.string(), "': ",
-                std::strerror(errno));
+    std::ofstream out(staged.temp_path(), std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
-    if (!out.good()) {
-      out.close();
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      LITHE_CHECK(false, sdk::Errc::kIo, "cannot write '", path.string(), "': write failed");
-    }
+    LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", path.string(), "': ",
+                std::strerror(errno));
   }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temp, ignored);
-    LITHE_CHECK(false, sdk::Errc::kIo, "cannot write '", path.string(), "': ", ec.message());
-  }
+  staged.commit();
 }
 
 std::string read_file(const fs::path& path) {
@@ -58,7 +45,9 @@ std::string read_file(const fs::path& path) {
   return buffer.str();
 }
 
-std::string serialize_masks(const NamedMasks& masks) {
+namespace {
+
+c10::IValue masks_to_ivalue(const NamedMasks& masks) {
   c10::impl::GenericDict layers(c10::StringType::get(), c10::AnyType::get());
   for (const auto& [name, m] : masks) {
     c10::impl::GenericDict entry(c10::StringType::get(), c10::AnyType::get());
@@ -70,8 +59,46 @@ std::string serialize_masks(const NamedMasks& masks) {
     }
     layers.insert(name, entry);
   }
-  const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(layers));
-  return std::string(bytes.begin(), bytes.end());
+  return c10::IValue(layers);
+}
+
+// torch.save's zip layout (what torch::pickle_save produces), streamed to `sink` without
+// building the whole archive in memory: data.pkl holds the structure, data/<i> each tensor.
+void write_masks_archive(const NamedMasks& masks,
+                         const std::function<size_t(const void*, size_t)>& sink) {
+  std::string pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t size) { pickled.append(bytes, size); });
+  pickler.protocol();
+  pickler.pushIValue(masks_to_ivalue(masks));
+  pickler.stop();
+  caffe2::serialize::PyTorchStreamWriter writer(sink);
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
+                                     pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+}
+
+}  // namespace
+
+std::string serialize_masks(const NamedMasks& masks) {
+  std::string out;
+  write_masks_archive(masks, [&](const void* bytes, size_t size) {
+    out.append(static_cast<const char*>(bytes), size);
+    return size;
+  });
+  return out;
+}
+
+void write_masks(const NamedMasks& masks, const fs::path& file) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", file.string(), "': ",
+              std::strerror(errno));
+  write_masks_archive(masks, [&](const void* bytes, size_t size) {
+    out.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(size));
+    return out.good() ? size : size_t{0};
+  });
+  out.flush();
+  LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", file.string(), "': write failed");
 }
 
 NamedMasks deserialize_masks(const std::string& bytes, const std::string& source) {
@@ -123,7 +150,9 @@ NamedMasks deserialize_masks(const std::string& bytes, const std::string& source
 }
 
 void save_masks(const NamedMasks& masks, const fs::path& path) {
-  write_file_atomic(path, serialize_masks(masks));
+  StagedFile staged(path);
+  write_masks(masks, staged.temp_path());
+  staged.commit();
 }
 
 NamedMasks load_masks(const fs::path& path) {

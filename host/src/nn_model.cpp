@@ -3,7 +3,6 @@
 // registered as a child, so names and parameters do not change) and swaps it back on removal.
 #include <torch/torch.h>
 
-#include <unistd.h>
 
 #include <map>
 
@@ -125,21 +124,16 @@ class NnModel final : public Model {
     }
   }
 
-  void save(const std::filesystem::path& path) const override {
-    const std::filesystem::path temp =
-        path.string() + ".tmp." + std::to_string(::getpid()) + ".nn";
+  void write(const std::filesystem::path& file) const override {
     try {
       torch::serialize::OutputArchive archive;
       root_->save(archive);
-      archive.save_to(temp.string());
+      archive.save_to(file.string());
     } catch (const std::exception& e) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + path.string() + "': " + e.what());
+      const std::string message = e.what();
+      throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + file.string() +
+                                           "': " + message.substr(0, message.find('\n')));
     }
-    std::error_code ec;
-    std::filesystem::rename(temp, path, ec);
-    LITHE_CHECK(!ec, sdk::Errc::kIo, "cannot write model to '", path.string(), "': ", ec.message());
   }
 
  private:

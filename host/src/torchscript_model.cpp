@@ -13,9 +13,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/script.h>
 
-#include <unistd.h>
 
-#include <atomic>
 #include <fstream>
 #include <set>
 
@@ -192,22 +190,13 @@ class TorchScriptModel final : public Model {
     tap_target_ = target;
   }
 
-  void save(const std::filesystem::path& path) const override {
-    const std::filesystem::path temp =
-        path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter_++);
+  void write(const std::filesystem::path& file) const override {
     try {
-      original_.save(temp.string());
+      original_.save(file.string());
     } catch (const std::exception& e) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + path.string() + "': " +
-                                           std::string(e.what()).substr(0, 400));
-    }
-    std::error_code ec;
-    std::filesystem::rename(temp, path, ec);
-    if (ec) {
-      std::filesystem::remove(temp, ec);
-      throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + path.string() + "': rename failed");
+      const std::string message = e.what();
+      throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + file.string() +
+                                           "': " + message.substr(0, message.find('\n')));
     }
   }
 
@@ -217,7 +206,6 @@ class TorchScriptModel final : public Model {
   std::vector<ModuleRecord> modules_;
   bool training_ = false;
   int64_t tap_target_ = 0;
-  mutable std::atomic<int> counter_{0};
 };
 
 }  // namespace

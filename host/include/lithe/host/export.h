@@ -26,7 +26,9 @@ std::string serialize_masks(const NamedMasks& masks);
 /// Parses NNI's mask.pth layout; sdk::Error(kInvalidModel) naming `source` and the entry for
 /// any other structure.
 NamedMasks deserialize_masks(const std::string& bytes, const std::string& source);
-/// serialize_masks + write_file_atomic.
+/// Streams masks in NNI's mask.pth layout straight to `file` (no temporary; see StagedFile).
+void write_masks(const NamedMasks& masks, const std::filesystem::path& file);
+/// write_masks, atomically.
 void save_masks(const NamedMasks& masks, const std::filesystem::path& path);
 /// read_file + deserialize_masks.
 NamedMasks load_masks(const std::filesystem::path& path);

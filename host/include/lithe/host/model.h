@@ -57,7 +57,9 @@ class Model {
   /// Saves the model atomically to `path`: a TorchScript archive (loads with torch.jit.load,
   /// never contains taps), or for C++-frontend models a torch::save archive of its parameters
   /// and buffers (loads with torch::load into the same module class).
-  virtual void save(const std::filesystem::path& path) const = 0;
+  void save(const std::filesystem::path& path) const;
+  /// Writes the same content as save() directly to `file` (no temporary; see StagedFile).
+  virtual void write(const std::filesystem::path& file) const = 0;
 };
 
 /// Loads a TorchScript file (sdk::Error(kInvalidModel) naming the file when it is not one).
