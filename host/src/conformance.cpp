@@ -148,6 +148,17 @@ bool explained_by_tie_overpruning(const at::Tensor& lithe_mask, const at::Tensor
   return s.masked_select(extra).eq(threshold).all().item<bool>();
 }
 
+// Copies of every weight, to check rules against what the pruner saw.
+std::map<std::string, at::Tensor> snapshot_weights(const Model& model) {
+  std::map<std::string, at::Tensor> out;
+  for (const ModuleRecord& m : model.modules()) {
+    if (m.weight.has_value()) {
+      out[m.name] = m.weight->detach().clone();
+    }
+  }
+  return out;
+}
+
 struct CaseContext {
   fs::path golden_dir;
   fs::path case_dir;
@@ -203,12 +214,7 @@ Verdict replay_expected_error(const CaseContext& c, const PluginRegistry& regist
                               const std::string& algorithm) {
   torch::jit::Module module = load_case_model(c);
   auto model = make_torchscript_model(module);
-  std::map<std::string, at::Tensor> weights_before;
-  for (const ModuleRecord& m : model->modules()) {
-    if (m.weight.has_value()) {
-      weights_before[m.name] = m.weight->detach().clone();
-    }
-  }
+  const std::map<std::string, at::Tensor> weights_before = snapshot_weights(*model);
   std::string error;
   std::unique_ptr<PruningSession> session;
   try {
@@ -267,12 +273,7 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
                         const std::string& algorithm) {
   torch::jit::Module module = load_case_model(c);
   auto model = make_torchscript_model(module);
-  std::map<std::string, at::Tensor> weights_before;
-  for (const ModuleRecord& m : model->modules()) {
-    if (m.weight.has_value()) {
-      weights_before[m.name] = m.weight->detach().clone();
-    }
-  }
+  const std::map<std::string, at::Tensor> weights_before = snapshot_weights(*model);
   PruningSession session(*model, registry, case_compression_config(c, algorithm));
   session.compress();
 

@@ -1,7 +1,6 @@
 #include "lithe/host/plugin_registry.h"
 
-#include <c10/util/Exception.h>
-
+#include "invoke_plugin.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -14,23 +13,14 @@ std::string owner_text(const AlgorithmEntry& entry) {
   return "plugin '" + entry.plugin + "' (" + (entry.plugin_path.empty() ? "linked in" : entry.plugin_path) + ")";
 }
 
-// Runs a plugin factory and turns any failure into one sdk::Error that names the algorithm and
-// its plugin; the original message (which states where/rule/value) is kept.
+// Runs a plugin factory: failures name the algorithm and its plugin.
 template <class Fn>
 auto invoke_factory(const AlgorithmEntry& entry, Fn&& fn) -> decltype(fn()) {
   const std::string context = std::string(algorithm_kind_name(entry.kind)) + " '" +
                               entry.info.name + "' (" + owner_text(entry) + ")";
-  try {
-    auto result = fn();
-    LITHE_CHECK(result != nullptr, sdk::Errc::kInternal, context, " returned no object");
-    return result;
-  } catch (const sdk::Error& e) {
-    throw sdk::Error(e.code(), context + ": " + e.what());
-  } catch (const c10::Error& e) {
-    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what());
-  }
+  auto result = detail::invoke_plugin(context, std::forward<Fn>(fn));
+  LITHE_CHECK(result != nullptr, sdk::Errc::kInternal, context, " returned no object");
+  return result;
 }
 
 }  // namespace

@@ -4,26 +4,14 @@
 
 #include "lithe/host/compressor.h"
 #include "lithe/kernels/masking.h"
+#include "invoke_plugin.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk_internal/options_json.h"
 
 namespace lithe::host {
 namespace {
 
-// Every call into plugin code goes through here: failures come back as one sdk::Error that
-// says which algorithm failed where, keeping the plugin's own message.
-template <class Fn>
-auto invoke_plugin(const std::string& context, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const sdk::Error& e) {
-    throw sdk::Error(e.code(), context + ": " + e.what());
-  } catch (const c10::Error& e) {
-    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what());
-  }
-}
+using detail::invoke_plugin;
 
 void reject_unread(const sdk::Options& options, const std::string& owner) {
   const std::vector<std::string> unread = sdk::unread_option_paths(options);

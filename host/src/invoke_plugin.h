@@ -1,0 +1,27 @@
+#pragma once
+// Every call into plugin code goes through invoke_plugin: whatever the plugin throws comes back
+// as one sdk::Error that says which algorithm failed where, keeping the plugin's own message
+// (which states where, the rule and the value).
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+#include "lithe/sdk/error.h"
+
+namespace lithe::host::detail {
+
+template <class Fn>
+auto invoke_plugin(const std::string& context, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const sdk::Error& e) {
+    throw sdk::Error(e.code(), context + ": " + e.what());
+  } catch (const c10::Error& e) {
+    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what());
+  }
+}
+
+}  // namespace lithe::host::detail
