@@ -15,6 +15,7 @@
 
 
 #include <fstream>
+#include <fstream>
 #include <set>
 
 #include "lithe/host/model.h"
@@ -192,7 +193,14 @@ class TorchScriptModel final : public Model {
 
   void write(const std::filesystem::path& file) const override {
     try {
-      original_.save(file.string());
+      // Through a stream, the archive's inner folder is always "archive/" rather than derived
+      // from the (temporary) file name, so identical models give identical bytes.
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write model to '", file.string(), "'");
+      original_.save(out);
+      out.flush();
+      LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write model to '", file.string(),
+                  "': write failed");
     } catch (const std::exception& e) {
       const std::string message = e.what();
       throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + file.string() +

@@ -96,6 +96,24 @@ TEST(CliTest, CompressWritesModelMasksAndTable) {
   EXPECT_THAT(apply.out, HasSubstr("applied masks of 5 layers"));
 }
 
+TEST(CliTest, OutputsAreByteIdenticalWhateverTheThreadCount) {
+  std::vector<std::string> files;
+  for (const int threads : {1, 2}) {
+    const auto dir = scratch_dir("cli_threads_" + std::to_string(threads));
+    const CliRun run = run_lithe("compress --threads " + std::to_string(threads) + " --model " +
+                                 lenet_model().string() + " --config " +
+                                 (source_dir() / "samples/configs/level.json").string() +
+                                 " --output " + (dir / "out.pt").string() + " --masks " +
+                                 (dir / "masks.pt").string());
+    ASSERT_EQ(run.exit_code, 0) << run.out;
+    files.push_back(read_text(dir / "out.pt"));
+    files.push_back(read_text(dir / "masks.pt"));
+  }
+  EXPECT_FALSE(files[0].empty());
+  EXPECT_EQ(files[0], files[2]) << "pruned model differs between 1 and 2 threads";
+  EXPECT_EQ(files[1], files[3]) << "masks differ between 1 and 2 threads";
+}
+
 TEST(CliTest, BadConfigFailsWithOneLineAndLeavesExistingOutputUntouched) {
   const auto dir = scratch_dir("cli_bad_config");
   write_text(dir / "out.pt", "sentinel");
