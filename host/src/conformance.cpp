@@ -107,45 +107,63 @@ bool close_enough(const at::Tensor& actual, const at::Tensor& expected, std::str
 
 int64_t count_zeros(const at::Tensor& t) { return t.eq(0).sum().item<int64_t>(); }
 
-// Lithe's exact-k rule for unstructured masks (departure 1): exactly k zeros, and every pruned
-// |w| <= every kept |w|, where w is the weight the masker saw.
-bool follows_exact_k(const at::Tensor& mask, const at::Tensor& scores, int64_t k,
-                     std::string* detail) {
-  const int64_t zeros = count_zeros(mask);
-  if (zeros != k) {
-    *detail = std::to_string(zeros) + " zeros instead of exactly k=" + std::to_string(k);
+// A layer's prunable units as booleans "pruned", with the scores they were ranked by: single
+// weights scored by |w| (unstructured pruners), or whole filters/channels scored by NNI's own
+// per-filter statistic when the case records one (`stat.<layer>`).
+struct UnitView {
+  at::Tensor lithe_pruned;
+  at::Tensor nni_pruned;
+  at::Tensor scores;
+};
+
+UnitView unit_view(const at::Tensor& lithe_mask, const at::Tensor& nni_mask,
+                   const at::Tensor& weight_before, const at::Tensor* stat) {
+  UnitView v;
+  if (stat != nullptr && stat->numel() == lithe_mask.size(0) && lithe_mask.dim() > 1) {
+    const int64_t units = stat->numel();
+    v.lithe_pruned = lithe_mask.reshape({units, -1}).eq(0).all(1);
+    v.nni_pruned = nni_mask.reshape({units, -1}).eq(0).all(1);
+    v.scores = stat->flatten().to(at::kDouble);
+  } else {
+    v.lithe_pruned = lithe_mask.flatten().eq(0);
+    v.nni_pruned = nni_mask.flatten().eq(0);
+    v.scores = weight_before.abs().flatten().to(at::kDouble);
+  }
+  return v;
+}
+
+// Lithe's rule (departure 1): exactly k units pruned (k < 0: not checked here), and no pruned
+// unit scores higher than a kept one.
+bool follows_exact_k(const UnitView& v, int64_t k, std::string* detail) {
+  const int64_t pruned = v.lithe_pruned.sum().item<int64_t>();
+  if (k >= 0 && pruned != k) {
+    *detail = std::to_string(pruned) + " units pruned instead of exactly k=" + std::to_string(k);
     return false;
   }
-  if (k == 0 || k == mask.numel()) {
+  if (pruned == 0 || pruned == v.lithe_pruned.numel()) {
     return true;
   }
-  const at::Tensor s = scores.abs().flatten();
-  const at::Tensor m = mask.flatten();
-  const double pruned_max = s.masked_select(m.eq(0)).max().item<double>();
-  const double kept_min = s.masked_select(m.ne(0)).min().item<double>();
+  const double pruned_max = v.scores.masked_select(v.lithe_pruned).max().item<double>();
+  const double kept_min = v.scores.masked_select(v.lithe_pruned.logical_not()).min().item<double>();
   if (pruned_max > kept_min) {
-    *detail = "a pruned |w| (" + std::to_string(pruned_max) + ") exceeds a kept one (" +
+    *detail = "a pruned unit's score (" + std::to_string(pruned_max) + ") exceeds a kept one (" +
               std::to_string(kept_min) + ")";
     return false;
   }
   return true;
 }
 
-// NNI's mask is Lithe's plus weights tied at NNI's threshold (N2 over-pruning).
-bool explained_by_tie_overpruning(const at::Tensor& lithe_mask, const at::Tensor& nni_mask,
-                                  const at::Tensor& scores) {
-  const at::Tensor lithe_zero = lithe_mask.eq(0);
-  const at::Tensor nni_zero = nni_mask.eq(0);
-  if (lithe_zero.logical_and(nni_zero.logical_not()).any().item<bool>()) {
+// NNI pruned Lithe's units plus units tied with NNI's threshold (N2 over-pruning).
+bool explained_by_tie_overpruning(const UnitView& v) {
+  if (v.lithe_pruned.logical_and(v.nni_pruned.logical_not()).any().item<bool>()) {
     return false;  // Lithe pruned something NNI kept
   }
-  const at::Tensor extra = nni_zero.logical_and(lithe_zero.logical_not());
+  const at::Tensor extra = v.nni_pruned.logical_and(v.lithe_pruned.logical_not());
   if (!extra.any().item<bool>()) {
     return false;
   }
-  const at::Tensor s = scores.abs();
-  const double threshold = s.masked_select(nni_zero).max().item<double>();
-  return s.masked_select(extra).eq(threshold).all().item<bool>();
+  const double threshold = v.scores.masked_select(v.nni_pruned).max().item<double>();
+  return v.scores.masked_select(extra).eq(threshold).all().item<bool>();
 }
 
 // Copies of every weight, to check rules against what the pruner saw.
@@ -288,6 +306,7 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
     }
   }
   std::vector<std::string> deviations;
+  const bool global_k = algorithm == "slim";
   for (const auto& item : expected_masks.items()) {
     const std::string& name = item.key();
     const auto it = ours.find(name);
@@ -299,13 +318,20 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
     if (!lithe_weight.equal(nni_weight.to(lithe_weight.dtype()))) {
       const json& layer_config = item.value().at("config");
       const double sparsity = layer_config.value("sparsity", -1.0);
-      const int64_t k = sdk::prune_count(lithe_weight.numel(), sparsity);
+      const auto stat = c.tensors.find("stat." + name);
+      const UnitView units =
+          unit_view(lithe_weight, nni_weight.to(lithe_weight.dtype()), weights_before.at(name),
+                    stat == c.tensors.end() ? nullptr : &stat->second);
+      // Slim ranks channels of all layers together: its exact k is global (checked below).
+      const int64_t k = global_k ? -1 : sdk::prune_count(units.lithe_pruned.numel(), sparsity);
       std::string detail;
-      const at::Tensor& scores = weights_before.at(name);
-      if (sparsity >= 0 && follows_exact_k(lithe_weight, scores, k, &detail) &&
-          explained_by_tie_overpruning(lithe_weight, nni_weight, scores)) {
-        deviations.push_back(name + " (NNI " + std::to_string(count_zeros(nni_weight)) +
-                             " zeros, Lithe exactly k=" + std::to_string(k) + ")");
+      if (sparsity >= 0 && follows_exact_k(units, k, &detail) &&
+          explained_by_tie_overpruning(units)) {
+        const int64_t lithe_units = units.lithe_pruned.sum().item<int64_t>();
+        deviations.push_back(name + " (NNI pruned " +
+                             std::to_string(units.nni_pruned.sum().item<int64_t>()) + " of " +
+                             std::to_string(units.lithe_pruned.numel()) + ", Lithe " +
+                             std::to_string(lithe_units) + ")");
         continue;
       }
       const int64_t differing = lithe_weight.ne(nni_weight).sum().item<int64_t>();
@@ -324,6 +350,22 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
       }
     } else if (it->second.bias.has_value()) {
       fail("layer '" + name + "': Lithe has a bias mask, NNI none");
+    }
+  }
+
+  if (global_k && !deviations.empty()) {
+    // Exactly k = int(total * config_list[0].sparsity) channels over all selected layers.
+    int64_t total = 0;
+    int64_t pruned = 0;
+    for (const auto& [name, m] : ours) {
+      total += m.weight.numel();
+      pruned += m.weight.eq(0).sum().item<int64_t>();
+    }
+    const double first_sparsity = c.config.at("config_list").at(0).value("sparsity", 0.0);
+    const int64_t k = sdk::prune_count(total, first_sparsity);
+    if (pruned != k) {
+      fail("Lithe pruned " + std::to_string(pruned) + " of " + std::to_string(total) +
+           " channels; its global rule requires exactly k=" + std::to_string(k));
     }
   }
 
