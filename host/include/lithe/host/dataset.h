@@ -1,0 +1,47 @@
+#pragma once
+/// \file
+/// Labelled image datasets for fine-tuning and evaluation: MNIST-layout IDX files (gzip or
+/// plain, detected from the bytes), e.g. Debian's dataset-fashion-mnist, and tensor files
+/// {"images": T, "labels": T} saved by Python's torch.save or by Lithe. Every failure is an
+/// sdk::Error(kIo or kInvalidModel) naming the file, what was expected and what was found.
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <string>
+
+namespace lithe::host {
+
+/// Debian's Fashion-MNIST location, the default for `--data`.
+inline const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
+
+struct Dataset {
+  at::Tensor images;  ///< float32 N x C x H x W
+  at::Tensor labels;  ///< int64 N
+  std::string source; ///< for messages
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+/// x = (pixel / 255 - mean) / std. Defaults: Fashion-MNIST's statistics (recipes.md).
+struct Normalization {
+  double mean = 0.2860;
+  double std = 0.3530;
+};
+
+/// Reads an IDX image file (magic 0x00000803: N x rows x cols uint8) and its IDX label file
+/// (magic 0x00000801: N uint8); images become N x 1 x rows x cols.
+Dataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
+                 const Normalization& normalization = {});
+
+/// `split` "train" or "test" from a directory in MNIST layout: train-images-idx3-ubyte[.gz],
+/// train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz].
+Dataset load_mnist_directory(const std::filesystem::path& dir, const std::string& split,
+                             const Normalization& normalization = {});
+
+/// A torch pickle of {"images": float N x ..., "labels": integer N} (used as is).
+Dataset load_tensor_file(const std::filesystem::path& file);
+
+/// Writes `data` as a tensor file readable by load_tensor_file and Python's torch.load.
+void save_tensor_file(const Dataset& data, const std::filesystem::path& file);
+
+}  // namespace lithe::host

@@ -1,0 +1,321 @@
+#include "plugins/filter_norm/filter_norm.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lithe/host/plugin_registry.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk/layer.h"
+#include "lithe/sdk_internal/options_json.h"
+#include "support/paths.h"
+
+namespace lithe::plugins::filter_norm {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+sdk::Options config(double sparsity) {
+  return sdk::options_from_json(
+      nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, "/config_list/0");
+}
+
+sdk::Options entry(const nlohmann::ordered_json& json) {
+  return sdk::options_from_json(json, "/config_list/1");
+}
+
+// The error code thrown by `f` (fails the test when nothing is thrown).
+sdk::Errc error_code(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const sdk::Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no sdk::Error thrown";
+  return sdk::Errc::kInternal;
+}
+
+// A Conv2d weight [F, 1, 1, n] whose filter i holds filters[i].
+at::Tensor conv_weight(const std::vector<std::vector<float>>& filters) {
+  std::vector<at::Tensor> rows;
+  for (const auto& f : filters) {
+    rows.push_back(at::tensor(f));
+  }
+  const at::Tensor w = at::stack(rows);
+  return w.reshape({w.size(0), 1, 1, w.size(1)});
+}
+
+// Pruned filters of a weight mask [F, ...] as a bool vector [F].
+at::Tensor pruned_filters(const at::Tensor& weight_mask) {
+  return weight_mask.reshape({weight_mask.size(0), -1}).eq(0).all(1);
+}
+
+class FilterNormTest : public ::testing::Test {
+ protected:
+  FilterNormTest() { register_algorithms(registry_); }
+
+  sdk::Masks prune(const std::string& algorithm, const at::Tensor& weight,
+                   std::optional<at::Tensor> bias, double sparsity) {
+    auto pruner = registry_.make_pruner(algorithm, sdk::Options());
+    const sdk::Options cfg = config(sparsity);
+    pruner->validate_config(cfg);
+    sdk::LayerView layer(0, "conv", "Conv2d", weight, std::move(bias), cfg);
+    std::optional<sdk::Masks> masks = pruner->calc_mask(layer);
+    EXPECT_TRUE(masks.has_value());
+    EXPECT_FALSE(pruner->calc_mask(layer).has_value()) << "one-shot: computed once";
+    return masks.value_or(sdk::Masks::keep_all(layer));
+  }
+
+  host::PluginRegistry registry_;
+};
+
+class FilterNormCountTest : public FilterNormTest,
+                            public ::testing::WithParamInterface<std::tuple<const char*, double>> {};
+
+TEST_P(FilterNormCountTest, PrunesExactlyIntFiltersTimesSparsityOfTheWeakestFilters) {
+  const auto [algorithm, sparsity] = GetParam();
+  at::manual_seed(0);
+  const at::Tensor weight = at::randn({20, 3, 3, 3});
+  const at::Tensor bias = at::randn({20});
+  const sdk::Masks masks = prune(algorithm, weight, bias, sparsity);
+  const int64_t expected = static_cast<int64_t>(20 * sparsity);
+  const at::Tensor pruned = pruned_filters(masks.weight);
+  EXPECT_EQ(pruned.sum().item<int64_t>(), expected);
+  EXPECT_EQ(masks.weight.sizes(), weight.sizes());
+  EXPECT_EQ(masks.weight.scalar_type(), at::kFloat);
+  // Whole filters: every entry of a filter has the same mask value.
+  const at::Tensor rows = masks.weight.reshape({20, -1});
+  EXPECT_TRUE(rows.eq(rows.select(1, 0).unsqueeze(1)).all().item<bool>());
+  if (expected > 0) {
+    const at::Tensor norm =
+        filter_importance(weight, std::string(algorithm) == "l1_filter" ? Norm::kL1 : Norm::kL2);
+    EXPECT_GT(norm.masked_select(pruned.logical_not()).min().item<float>(),
+              norm.masked_select(pruned).max().item<float>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sparsities, FilterNormCountTest,
+                         ::testing::Combine(::testing::Values("l1_filter", "l2_filter"),
+                                            ::testing::Values(0.05, 0.3, 0.5, 0.82, 0.95)));
+
+TEST_F(FilterNormTest, ImportanceIsL1SumOrL2NormPerFilter) {
+  const at::Tensor weight = conv_weight({{3, 0, 0, -4}, {1, -1, 1, 1}});
+  EXPECT_TRUE(filter_importance(weight, Norm::kL1).equal(at::tensor({7.f, 4.f})));
+  EXPECT_TRUE(filter_importance(weight, Norm::kL2).equal(at::tensor({5.f, 2.f})));
+}
+
+TEST_F(FilterNormTest, L1AndL2CanRankFiltersDifferently) {
+  // A = [3,0,0,0], B = [1,1,1,1]: L1 3 < 4 prunes A, L2 3 > 2 prunes B.
+  const at::Tensor weight = conv_weight({{3, 0, 0, 0}, {1, 1, 1, 1}});
+  EXPECT_TRUE(prune("l1_filter", weight, std::nullopt, 0.5)
+                  .weight.equal(at::tensor({0.f, 0.f, 0.f, 0.f, 1.f, 1.f, 1.f, 1.f})
+                                    .reshape({2, 1, 1, 4})));
+  EXPECT_TRUE(prune("l2_filter", weight, std::nullopt, 0.5)
+                  .weight.equal(at::tensor({1.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 0.f})
+                                    .reshape({2, 1, 1, 4})));
+}
+
+TEST_F(FilterNormTest, TiesAreBrokenByTheLowerFilterIndex) {
+  // Norms [2,2,2,5] at 0.25: num_prune 1. NNI prunes all three 2s; Lithe exactly filter 0.
+  const at::Tensor weight = conv_weight({{2}, {-2}, {2}, {5}});
+  for (const char* algorithm : {"l1_filter", "l2_filter"}) {
+    const sdk::Masks masks = prune(algorithm, weight, at::zeros({4}), 0.25);
+    EXPECT_TRUE(masks.weight.flatten().equal(at::tensor({0.f, 1.f, 1.f, 1.f}))) << algorithm;
+    ASSERT_TRUE(masks.bias.has_value()) << algorithm;
+    EXPECT_TRUE(masks.bias->equal(at::tensor({0.f, 1.f, 1.f, 1.f}))) << algorithm;
+  }
+  // All equal with num_prune 2: the first two go.
+  const sdk::Masks all_equal = prune("l1_filter", conv_weight({{1}, {1}, {1}, {1}}), std::nullopt, 0.5);
+  EXPECT_TRUE(all_equal.weight.flatten().equal(at::tensor({0.f, 0.f, 1.f, 1.f})));
+}
+
+TEST_F(FilterNormTest, BiasMaskFollowsThePrunedFilters) {
+  at::manual_seed(1);
+  const at::Tensor weight = at::randn({8, 4, 3, 3});
+  const sdk::Masks masks = prune("l2_filter", weight, at::randn({8}), 0.5);
+  ASSERT_TRUE(masks.bias.has_value());
+  EXPECT_EQ(masks.bias->scalar_type(), at::kFloat);
+  EXPECT_TRUE(masks.bias->eq(0).equal(pruned_filters(masks.weight)));
+  EXPECT_EQ(masks.bias->eq(0).sum().item<int64_t>(), 4);
+}
+
+TEST_F(FilterNormTest, LayersWithoutBiasGetNoBiasMask) {
+  at::manual_seed(2);
+  const sdk::Masks masks = prune("l1_filter", at::randn({8, 4, 3, 3}), std::nullopt, 0.5);
+  EXPECT_FALSE(masks.bias.has_value());
+  EXPECT_EQ(pruned_filters(masks.weight).sum().item<int64_t>(), 4);
+}
+
+TEST_F(FilterNormTest, ImportanceUsesTheRawWeightNotTheCurrentMask) {
+  auto masker = registry_.make_masker("l1_filter", sdk::Options());
+  const at::Tensor weight = conv_weight({{9}, {8}, {1}, {2}});
+  sdk::LayerView layer(0, "conv", "Conv2d", weight, at::zeros({4}), config(0.5));
+  sdk::Masks previous = sdk::Masks::keep_all(layer);
+  previous.weight = at::tensor({0.f, 1.f, 1.f, 1.f}).reshape({4, 1, 1, 1});  // 9 pruned earlier
+  layer.set_masks(previous);
+  const auto masks = masker->calc_mask(layer, 0.5);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.flatten().equal(at::tensor({1.f, 1.f, 0.f, 0.f})));
+  EXPECT_TRUE(masks->bias->equal(at::tensor({1.f, 1.f, 0.f, 0.f})));
+}
+
+TEST_F(FilterNormTest, FewerThanTwoFiltersOrNothingToPruneKeepsTheCurrentMasks) {
+  auto masker = registry_.make_masker("l2_filter", sdk::Options());
+  // int(6 * 0.1) == 0: nothing to prune; masks stay as they are (here: partly zero already).
+  at::manual_seed(3);
+  const at::Tensor weight = at::randn({6, 1, 5, 5});
+  sdk::LayerView layer(0, "conv1", "Conv2d", weight, at::zeros({6}), config(0.1));
+  sdk::Masks previous = sdk::Masks::keep_all(layer);
+  previous.weight[2].zero_();
+  previous.bias->index_put_({4}, 0.f);
+  layer.set_masks(previous);
+  auto masks = masker->calc_mask(layer, 0.1);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.equal(layer.masks().weight));
+  ASSERT_TRUE(masks->bias.has_value());
+  EXPECT_TRUE(masks->bias->equal(*layer.masks().bias));
+
+  // A single filter is never pruned, whatever the sparsity.
+  sdk::LayerView single(1, "conv2", "Conv2d", at::randn({1, 3, 3, 3}), std::nullopt, config(0.9));
+  masks = masker->calc_mask(single, 0.9);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.eq(1).all().item<bool>());
+  EXPECT_FALSE(masks->bias.has_value());
+
+  // Through the pruner: s = 0.1 on 6 filters gives all-ones masks.
+  const sdk::Masks via_pruner = prune("l1_filter", weight, at::zeros({6}), 0.1);
+  EXPECT_TRUE(via_pruner.weight.eq(1).all().item<bool>());
+  EXPECT_TRUE(via_pruner.bias->eq(1).all().item<bool>());
+}
+
+TEST_F(FilterNormTest, RejectsLayersOtherThanConv2d) {
+  for (const char* algorithm : {"l1_filter", "l2_filter"}) {
+    auto pruner = registry_.make_pruner(algorithm, sdk::Options());
+    sdk::LayerView layer(0, "fc1", "Linear", at::randn({10, 4}), at::zeros({10}),
+                         entry({{"sparsity", 0.5}, {"op_names", {"fc1"}}}));
+    EXPECT_THAT([&] { pruner->calc_mask(layer); },
+                ThrowsMessage<sdk::Error>(AllOf(HasSubstr("layer 'fc1' is a Linear"),
+                                                HasSubstr(std::string(algorithm) +
+                                                          " prunes Conv2d filters only"))));
+    EXPECT_EQ(error_code([&] { pruner->calc_mask(layer); }), sdk::Errc::kUnsupportedLayer);
+  }
+}
+
+TEST_F(FilterNormTest, ConfigAcceptsConv2dOnlyOpTypes) {
+  auto pruner = registry_.make_pruner("l1_filter", sdk::Options());
+  EXPECT_THAT(
+      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}})); },
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
+                                                "\"Conv2d\""),
+                                      HasSubstr("l1_filter prunes Conv2d filters only"),
+                                      HasSubstr("got [\"Linear\"]"))));
+  EXPECT_THAT(
+      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}})); },
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types"),
+                                      HasSubstr("\"default\" is not accepted"),
+                                      HasSubstr("got [\"default\"]"))));
+  EXPECT_THAT(
+      [&] {
+        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Conv2d", "Linear"}}}));
+      },
+      ThrowsMessage<sdk::Error>(HasSubstr("got [\"Conv2d\", \"Linear\"]")));
+  EXPECT_EQ(error_code([&] {
+              pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}}));
+            }),
+            sdk::Errc::kInvalidConfig);
+  EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Conv2d"}}})));
+  EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_names", {"conv1"}}})));
+}
+
+TEST_F(FilterNormTest, ConfigRequiresSparsityInHalfOpenUnitInterval) {
+  for (const char* algorithm : {"l1_filter", "l2_filter"}) {
+    auto pruner = registry_.make_pruner(algorithm, sdk::Options());
+    for (double bad : {1.0, -0.1, 1.5}) {
+      EXPECT_THAT([&] { pruner->validate_config(config(bad)); },
+                  ThrowsMessage<sdk::Error>(
+                      HasSubstr("/config_list/0/sparsity must be a number in [0, 1)")))
+          << algorithm << " " << bad;
+    }
+    EXPECT_THAT([&] { pruner->validate_config(entry({{"op_types", {"Conv2d"}}})); },
+                ThrowsMessage<sdk::Error>(HasSubstr("sparsity")));
+    EXPECT_NO_THROW(pruner->validate_config(config(0.0)));
+  }
+}
+
+TEST_F(FilterNormTest, ConfigReadsNoOtherKeys) {
+  auto pruner = registry_.make_pruner("l2_filter", sdk::Options());
+  const sdk::Options cfg = entry({{"sparsity", 0.5}, {"op_types", {"Conv2d"}}, {"typo", 1}});
+  pruner->validate_config(cfg);
+  EXPECT_EQ(sdk::unread_option_paths(cfg), std::vector<std::string>{"/config_list/1/typo"});
+}
+
+TEST_F(FilterNormTest, OptionsAcceptNoKeysYet) {
+  // dependency_aware arrives later: unread, so the host rejects it as unknown.
+  const sdk::Options options =
+      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options");
+  auto pruner = registry_.make_pruner("l1_filter", options);
+  EXPECT_EQ(sdk::unread_option_paths(options),
+            std::vector<std::string>{"/options/dependency_aware"});
+}
+
+TEST_F(FilterNormTest, RegistersMaskersAndPrunersUnderTheNamesUsersType) {
+  for (const char* name : {"l1_filter", "l2_filter"}) {
+    EXPECT_NE(registry_.find(host::AlgorithmKind::kPruner, name), nullptr) << name;
+    EXPECT_NE(registry_.find(host::AlgorithmKind::kMasker, name), nullptr) << name;
+  }
+  EXPECT_THAT([&] { register_algorithms(registry_); },
+              ThrowsMessage<sdk::Error>(HasSubstr("duplicate masker 'l1_filter'")));
+}
+
+// --- NNI's per-filter statistics of the conformance cases -------------------------------------
+
+std::map<std::string, at::Tensor> load_tensors(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict()) {
+    if (item.value().isTensor()) {
+      out[item.key().toStringRef()] = item.value().toTensor();
+    }
+  }
+  return out;
+}
+
+TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
+  const auto conformance = test::shared_dir() / "conformance";
+  if (!std::filesystem::exists(conformance / "golden")) {
+    GTEST_SKIP() << "no conformance data at " << conformance;
+  }
+  int checked = 0;
+  for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
+    const auto state = load_tensors(conformance / "models" / (std::string(model) + "_state.pt"));
+    for (const auto& [prefix, norm] : {std::pair{"l1filter_", Norm::kL1}, {"l2filter_", Norm::kL2}}) {
+      const auto golden = load_tensors(conformance / "golden" /
+                                       (std::string(prefix) + model + "_s0.5") / "tensors.pt");
+      for (const auto& [key, stat] : golden) {
+        if (key.rfind("stat.", 0) != 0) {
+          continue;
+        }
+        const at::Tensor& weight = state.at(key.substr(5) + ".weight");
+        EXPECT_TRUE(filter_importance(weight, norm).equal(stat)) << prefix << model << " " << key;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * (2 + 3 + 5));
+}
+
+}  // namespace
+}  // namespace lithe::plugins::filter_norm

@@ -1,0 +1,281 @@
+#include "plugins/fpgm/fpgm.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lithe/host/plugin_registry.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk/layer.h"
+#include "lithe/sdk_internal/options_json.h"
+#include "support/paths.h"
+
+namespace lithe::plugins::fpgm {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+sdk::Options config(double sparsity) {
+  return sdk::options_from_json(
+      nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, "/config_list/0");
+}
+
+sdk::Options entry(const nlohmann::ordered_json& json) {
+  return sdk::options_from_json(json, "/config_list/1");
+}
+
+sdk::Errc error_code(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const sdk::Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no sdk::Error thrown";
+  return sdk::Errc::kInternal;
+}
+
+// Pruned filters of a weight mask [F, ...] as a bool vector [F].
+at::Tensor pruned_filters(const at::Tensor& weight_mask) {
+  return weight_mask.reshape({weight_mask.size(0), -1}).eq(0).all(1);
+}
+
+// NNI's FPGMPrunerMasker._get_distance_sum, literally (one filter at a time).
+at::Tensor reference_distance_sums(const at::Tensor& weight) {
+  const at::Tensor w = weight.reshape({weight.size(0), -1});
+  std::vector<float> out;
+  for (int64_t i = 0; i < w.size(0); ++i) {
+    const at::Tensor x = w - w[i].unsqueeze(0).expand(w.sizes());
+    out.push_back(at::sqrt((x * x).sum(-1)).sum().item<float>());
+  }
+  return at::tensor(out);
+}
+
+class FpgmTest : public ::testing::Test {
+ protected:
+  FpgmTest() { register_algorithms(registry_); }
+
+  sdk::Masks prune(const at::Tensor& weight, std::optional<at::Tensor> bias, double sparsity) {
+    auto pruner = registry_.make_pruner("fpgm", sdk::Options());
+    const sdk::Options cfg = config(sparsity);
+    pruner->validate_config(cfg);
+    sdk::LayerView layer(0, "conv", "Conv2d", weight, std::move(bias), cfg);
+    std::optional<sdk::Masks> masks = pruner->calc_mask(layer);
+    EXPECT_TRUE(masks.has_value());
+    EXPECT_FALSE(pruner->calc_mask(layer).has_value()) << "one-shot: computed once";
+    return masks.value_or(sdk::Masks::keep_all(layer));
+  }
+
+  host::PluginRegistry registry_;
+};
+
+TEST_F(FpgmTest, PrunesTheFiltersNearestTheGeometricMedian) {
+  // 1-element filters [1,-2,3,4]: d = [8,14,8,10] -> prune {0, 2}.
+  const at::Tensor weight = at::tensor({1.f, -2.f, 3.f, 4.f}).reshape({4, 1, 1, 1});
+  EXPECT_TRUE(distance_sums(weight).equal(at::tensor({8.f, 14.f, 8.f, 10.f})));
+  const sdk::Masks masks = prune(weight, at::zeros({4}), 0.5);
+  EXPECT_TRUE(masks.weight.flatten().equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
+  ASSERT_TRUE(masks.bias.has_value());
+  EXPECT_TRUE(masks.bias->equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
+}
+
+TEST_F(FpgmTest, TiesGoToTheLowerFilterIndex) {
+  // d = [8,14,8,10]: with num_prune 1 filter 0 (not 2) is pruned, like NNI's stable sorted().
+  const at::Tensor weight = at::tensor({1.f, -2.f, 3.f, 4.f}).reshape({4, 1, 1, 1});
+  const sdk::Masks masks = prune(weight, std::nullopt, 0.25);
+  EXPECT_TRUE(masks.weight.flatten().equal(at::tensor({0.f, 1.f, 1.f, 1.f})));
+}
+
+class FpgmCountTest : public FpgmTest, public ::testing::WithParamInterface<double> {};
+
+TEST_P(FpgmCountTest, PrunesExactlyIntFiltersTimesSparsityWithTheSmallestDistanceSums) {
+  const double sparsity = GetParam();
+  at::manual_seed(0);
+  const at::Tensor weight = at::randn({20, 3, 3, 3});
+  const sdk::Masks masks = prune(weight, at::randn({20}), sparsity);
+  const at::Tensor pruned = pruned_filters(masks.weight);
+  const int64_t expected = static_cast<int64_t>(20 * sparsity);
+  EXPECT_EQ(pruned.sum().item<int64_t>(), expected);
+  EXPECT_EQ(masks.weight.sizes(), weight.sizes());
+  EXPECT_EQ(masks.weight.scalar_type(), at::kFloat);
+  EXPECT_TRUE(masks.bias->eq(0).equal(pruned)) << "bias mask follows the filters";
+  const at::Tensor rows = masks.weight.reshape({20, -1});
+  EXPECT_TRUE(rows.eq(rows.select(1, 0).unsqueeze(1)).all().item<bool>());
+  if (expected > 0) {
+    const at::Tensor d = distance_sums(weight);
+    EXPECT_GT(d.masked_select(pruned.logical_not()).min().item<float>(),
+              d.masked_select(pruned).max().item<float>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sparsities, FpgmCountTest, ::testing::Values(0.05, 0.3, 0.5, 0.82, 0.95));
+
+TEST_F(FpgmTest, DistanceSumsMatchNnisPerFilterComputation) {
+  at::manual_seed(4);
+  for (const auto& shape : {std::vector<int64_t>{16, 6, 5, 5}, std::vector<int64_t>{64, 32, 3, 3},
+                            std::vector<int64_t>{32, 1, 3, 3}, std::vector<int64_t>{8, 4, 7}}) {
+    const at::Tensor weight = at::randn(shape);
+    EXPECT_TRUE(distance_sums(weight).equal(reference_distance_sums(weight))) << weight.sizes();
+  }
+}
+
+TEST_F(FpgmTest, LayersWithoutBiasGetNoBiasMask) {
+  at::manual_seed(2);
+  const sdk::Masks masks = prune(at::randn({8, 4, 3, 3}), std::nullopt, 0.5);
+  EXPECT_FALSE(masks.bias.has_value());
+  EXPECT_EQ(pruned_filters(masks.weight).sum().item<int64_t>(), 4);
+}
+
+TEST_F(FpgmTest, PrunedFiltersAreZeroedInTheCurrentMasks) {
+  // NNI zeroes the chosen filters in a copy of the current masks; the distances use the raw
+  // weight. d = [8,14,8,10] -> {0, 2}; filter 3 was pruned before and stays pruned.
+  auto masker = registry_.make_masker("fpgm", sdk::Options());
+  const at::Tensor weight = at::tensor({1.f, -2.f, 3.f, 4.f}).reshape({4, 1, 1, 1});
+  sdk::LayerView layer(0, "conv", "Conv2d", weight, at::zeros({4}), config(0.5));
+  sdk::Masks previous = sdk::Masks::keep_all(layer);
+  previous.weight = at::tensor({1.f, 1.f, 1.f, 0.f}).reshape({4, 1, 1, 1});
+  previous.bias = at::tensor({1.f, 1.f, 1.f, 0.f});
+  layer.set_masks(previous);
+  const auto masks = masker->calc_mask(layer, 0.5);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.flatten().equal(at::tensor({0.f, 1.f, 0.f, 0.f})));
+  EXPECT_TRUE(masks->bias->equal(at::tensor({0.f, 1.f, 0.f, 0.f})));
+  EXPECT_TRUE(layer.masks().weight.flatten().equal(at::tensor({1.f, 1.f, 1.f, 0.f})))
+      << "the layer's own masks are not modified in place";
+}
+
+TEST_F(FpgmTest, FewerThanTwoFiltersOrNothingToPruneKeepsTheCurrentMasks) {
+  auto masker = registry_.make_masker("fpgm", sdk::Options());
+  at::manual_seed(3);
+  const at::Tensor weight = at::randn({6, 1, 5, 5});
+  sdk::LayerView layer(0, "conv1", "Conv2d", weight, at::zeros({6}), config(0.1));
+  sdk::Masks previous = sdk::Masks::keep_all(layer);
+  previous.weight[2].zero_();
+  layer.set_masks(previous);
+  auto masks = masker->calc_mask(layer, 0.1);  // int(6 * 0.1) == 0
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.equal(layer.masks().weight));
+  EXPECT_TRUE(masks->bias->equal(*layer.masks().bias));
+
+  sdk::LayerView single(1, "conv2", "Conv2d", at::randn({1, 3, 3, 3}), std::nullopt, config(0.9));
+  masks = masker->calc_mask(single, 0.9);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.eq(1).all().item<bool>());
+  EXPECT_FALSE(masks->bias.has_value());
+
+  const sdk::Masks via_pruner = prune(weight, at::zeros({6}), 0.1);
+  EXPECT_TRUE(via_pruner.weight.eq(1).all().item<bool>());
+  EXPECT_TRUE(via_pruner.bias->eq(1).all().item<bool>());
+}
+
+TEST_F(FpgmTest, RejectsLayersOtherThanConv2d) {
+  auto pruner = registry_.make_pruner("fpgm", sdk::Options());
+  sdk::LayerView layer(0, "fc1", "Linear", at::randn({10, 4}), at::zeros({10}),
+                       entry({{"sparsity", 0.5}, {"op_names", {"fc1"}}}));
+  EXPECT_THAT([&] { pruner->calc_mask(layer); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("layer 'fc1' is a Linear"),
+                                              HasSubstr("fpgm prunes Conv2d filters only"))));
+  EXPECT_EQ(error_code([&] { pruner->calc_mask(layer); }), sdk::Errc::kUnsupportedLayer);
+}
+
+TEST_F(FpgmTest, ConfigAcceptsConv2dOnlyOpTypes) {
+  auto pruner = registry_.make_pruner("fpgm", sdk::Options());
+  EXPECT_THAT(
+      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}})); },
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
+                                                "\"Conv2d\""),
+                                      HasSubstr("fpgm prunes Conv2d filters only"),
+                                      HasSubstr("got [\"Linear\"]"))));
+  EXPECT_THAT(
+      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}})); },
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types"),
+                                      HasSubstr("\"default\" is not accepted"),
+                                      HasSubstr("got [\"default\"]"))));
+  EXPECT_EQ(error_code([&] {
+              pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}}));
+            }),
+            sdk::Errc::kInvalidConfig);
+  EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Conv2d"}}})));
+  EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_names", {"conv1"}}})));
+}
+
+TEST_F(FpgmTest, ConfigRequiresSparsityInHalfOpenUnitInterval) {
+  auto pruner = registry_.make_pruner("fpgm", sdk::Options());
+  for (double bad : {1.0, -0.1, 1.5}) {
+    EXPECT_THAT([&] { pruner->validate_config(config(bad)); },
+                ThrowsMessage<sdk::Error>(
+                    HasSubstr("/config_list/0/sparsity must be a number in [0, 1)")))
+        << bad;
+  }
+  EXPECT_NO_THROW(pruner->validate_config(config(0.0)));
+  const sdk::Options cfg = entry({{"sparsity", 0.5}, {"op_types", {"Conv2d"}}, {"typo", 1}});
+  pruner->validate_config(cfg);
+  EXPECT_EQ(sdk::unread_option_paths(cfg), std::vector<std::string>{"/config_list/1/typo"});
+}
+
+TEST_F(FpgmTest, OptionsAcceptNoKeysYet) {
+  const sdk::Options options =
+      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options");
+  auto pruner = registry_.make_pruner("fpgm", options);
+  EXPECT_EQ(sdk::unread_option_paths(options),
+            std::vector<std::string>{"/options/dependency_aware"});
+}
+
+TEST_F(FpgmTest, RegistersMaskerAndPrunerUnderTheNameUsersType) {
+  EXPECT_NE(registry_.find(host::AlgorithmKind::kPruner, "fpgm"), nullptr);
+  EXPECT_NE(registry_.find(host::AlgorithmKind::kMasker, "fpgm"), nullptr);
+  EXPECT_THAT([&] { register_algorithms(registry_); },
+              ThrowsMessage<sdk::Error>(HasSubstr("duplicate masker 'fpgm'")));
+}
+
+// --- NNI's per-filter statistics of the conformance cases -------------------------------------
+
+std::map<std::string, at::Tensor> load_tensors(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict()) {
+    if (item.value().isTensor()) {
+      out[item.key().toStringRef()] = item.value().toTensor();
+    }
+  }
+  return out;
+}
+
+TEST(FpgmGoldenTest, DistanceSumsAreBitIdenticalToNnisStatistics) {
+  const auto conformance = test::shared_dir() / "conformance";
+  if (!std::filesystem::exists(conformance / "golden")) {
+    GTEST_SKIP() << "no conformance data at " << conformance;
+  }
+  int checked = 0;
+  for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
+    const auto state = load_tensors(conformance / "models" / (std::string(model) + "_state.pt"));
+    const auto golden =
+        load_tensors(conformance / "golden" / (std::string("fpgm_") + model + "_s0.5") / "tensors.pt");
+    for (const auto& [key, stat] : golden) {
+      if (key.rfind("stat.", 0) != 0) {
+        continue;
+      }
+      const at::Tensor& weight = state.at(key.substr(5) + ".weight");
+      const at::Tensor d = distance_sums(weight);
+      EXPECT_TRUE(d.equal(stat)) << model << " " << key << ": max |diff| "
+                                 << (d - stat).abs().max().item<float>();
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 + 3 + 5);
+}
+
+}  // namespace
+}  // namespace lithe::plugins::fpgm
