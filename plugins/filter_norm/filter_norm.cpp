@@ -74,9 +74,8 @@ class FilterNormMasker final : public sdk::WeightMasker {
     if (filters < 2 || num_prune < 1) {
       return copy_of(layer.masks());  // NNI: the layer's masks stay as they are
     }
-    const at::Tensor keep =
-        kernels::exact_k_keep_mask(filter_importance(weight, norm_), num_prune,
-                                   /*by_magnitude=*/false);
+    const at::Tensor keep = kernels::exact_k_keep_mask(filter_importance(weight, norm_), num_prune,
+                                                       /*by_magnitude=*/false);
     std::vector<int64_t> shape(static_cast<size_t>(weight.dim()), 1);
     shape[0] = filters;
     sdk::Masks masks;
@@ -95,7 +94,8 @@ class FilterNormMasker final : public sdk::WeightMasker {
 class FilterNormPruner final : public sdk::Pruner {
  public:
   explicit FilterNormPruner(Norm norm)
-      : norm_(norm), one_shot_(sdk::make_one_shot_pruner(std::make_unique<FilterNormMasker>(norm))) {}
+      : norm_(norm),
+        one_shot_(sdk::make_one_shot_pruner(std::make_unique<FilterNormMasker>(norm))) {}
 
   void validate_config(const sdk::Options& entry) const override {
     check_conv2d_op_types(entry, algorithm_name(norm_));

@@ -3,7 +3,6 @@
 // tests, which link this plugin's object library and register it into their own registry.
 
 #include <ATen/core/Tensor.h>
-
 #include <lithe/sdk/registry.h>
 
 namespace lithe::plugins::filter_norm {

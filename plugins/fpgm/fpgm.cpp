@@ -57,8 +57,8 @@ sdk::Masks copy_of(const sdk::Masks& masks) {
 class FpgmMasker final : public sdk::WeightMasker {
  public:
   std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer, double sparsity) override {
-    LITHE_CHECK(layer.op_type() == "Conv2d", sdk::Errc::kUnsupportedLayer, "layer '",
-                layer.name(), "' is a ", layer.op_type(), "; ", kAlgorithm,
+    LITHE_CHECK(layer.op_type() == "Conv2d", sdk::Errc::kUnsupportedLayer, "layer '", layer.name(),
+                "' is a ", layer.op_type(), "; ", kAlgorithm,
                 " prunes Conv2d filters only (restrict the config entry with op_types "
                 "[\"Conv2d\"])");
     const at::Tensor& weight = layer.weight();
@@ -120,10 +120,9 @@ at::Tensor distance_sums(const at::Tensor& weight) {
 }
 
 void register_algorithms(sdk::Registry& registry) {
-  registry.add_masker({"fpgm", "the Conv2d filters nearest the geometric median of their layer"},
-                      [](const sdk::Options&, const sdk::Registry&) {
-                        return std::make_unique<FpgmMasker>();
-                      });
+  registry.add_masker(
+      {"fpgm", "the Conv2d filters nearest the geometric median of their layer"},
+      [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<FpgmMasker>(); });
   registry.add_pruner(
       {"fpgm", "one-shot pruning of the Conv2d filters nearest their layer's geometric median"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<FpgmPruner>(); });

@@ -3,7 +3,6 @@
 // plugin's object library and register it into their own registry.
 
 #include <ATen/core/Tensor.h>
-
 #include <lithe/sdk/registry.h>
 
 namespace lithe::plugins::fpgm {

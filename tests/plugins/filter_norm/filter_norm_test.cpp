@@ -81,7 +81,8 @@ class FilterNormTest : public ::testing::Test {
 };
 
 class FilterNormCountTest : public FilterNormTest,
-                            public ::testing::WithParamInterface<std::tuple<const char*, double>> {};
+                            public ::testing::WithParamInterface<std::tuple<const char*, double>> {
+};
 
 TEST_P(FilterNormCountTest, PrunesExactlyIntFiltersTimesSparsityOfTheWeakestFilters) {
   const auto [algorithm, sparsity] = GetParam();
@@ -119,11 +120,11 @@ TEST_F(FilterNormTest, L1AndL2CanRankFiltersDifferently) {
   // A = [3,0,0,0], B = [1,1,1,1]: L1 3 < 4 prunes A, L2 3 > 2 prunes B.
   const at::Tensor weight = conv_weight({{3, 0, 0, 0}, {1, 1, 1, 1}});
   EXPECT_TRUE(prune("l1_filter", weight, std::nullopt, 0.5)
-                  .weight.equal(at::tensor({0.f, 0.f, 0.f, 0.f, 1.f, 1.f, 1.f, 1.f})
-                                    .reshape({2, 1, 1, 4})));
+                  .weight.equal(
+                      at::tensor({0.f, 0.f, 0.f, 0.f, 1.f, 1.f, 1.f, 1.f}).reshape({2, 1, 1, 4})));
   EXPECT_TRUE(prune("l2_filter", weight, std::nullopt, 0.5)
-                  .weight.equal(at::tensor({1.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 0.f})
-                                    .reshape({2, 1, 1, 4})));
+                  .weight.equal(
+                      at::tensor({1.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 0.f}).reshape({2, 1, 1, 4})));
 }
 
 TEST_F(FilterNormTest, TiesAreBrokenByTheLowerFilterIndex) {
@@ -136,7 +137,8 @@ TEST_F(FilterNormTest, TiesAreBrokenByTheLowerFilterIndex) {
     EXPECT_TRUE(masks.bias->equal(at::tensor({0.f, 1.f, 1.f, 1.f}))) << algorithm;
   }
   // All equal with num_prune 2: the first two go.
-  const sdk::Masks all_equal = prune("l1_filter", conv_weight({{1}, {1}, {1}, {1}}), std::nullopt, 0.5);
+  const sdk::Masks all_equal =
+      prune("l1_filter", conv_weight({{1}, {1}, {1}, {1}}), std::nullopt, 0.5);
   EXPECT_TRUE(all_equal.weight.flatten().equal(at::tensor({0.f, 0.f, 1.f, 1.f})));
 }
 
@@ -205,9 +207,9 @@ TEST_F(FilterNormTest, RejectsLayersOtherThanConv2d) {
     sdk::LayerView layer(0, "fc1", "Linear", at::randn({10, 4}), at::zeros({10}),
                          entry({{"sparsity", 0.5}, {"op_names", {"fc1"}}}));
     EXPECT_THAT([&] { pruner->calc_mask(layer); },
-                ThrowsMessage<sdk::Error>(AllOf(HasSubstr("layer 'fc1' is a Linear"),
-                                                HasSubstr(std::string(algorithm) +
-                                                          " prunes Conv2d filters only"))));
+                ThrowsMessage<sdk::Error>(
+                    AllOf(HasSubstr("layer 'fc1' is a Linear"),
+                          HasSubstr(std::string(algorithm) + " prunes Conv2d filters only"))));
     EXPECT_EQ(error_code([&] { pruner->calc_mask(layer); }), sdk::Errc::kUnsupportedLayer);
   }
 }
@@ -215,13 +217,17 @@ TEST_F(FilterNormTest, RejectsLayersOtherThanConv2d) {
 TEST_F(FilterNormTest, ConfigAcceptsConv2dOnlyOpTypes) {
   auto pruner = registry_.make_pruner("l1_filter", sdk::Options());
   EXPECT_THAT(
-      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}})); },
+      [&] {
+        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}}));
+      },
       ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
                                                 "\"Conv2d\""),
                                       HasSubstr("l1_filter prunes Conv2d filters only"),
                                       HasSubstr("got [\"Linear\"]"))));
   EXPECT_THAT(
-      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}})); },
+      [&] {
+        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}}));
+      },
       ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types"),
                                       HasSubstr("\"default\" is not accepted"),
                                       HasSubstr("got [\"default\"]"))));
@@ -247,8 +253,11 @@ TEST_F(FilterNormTest, ConfigRequiresSparsityInHalfOpenUnitInterval) {
                       HasSubstr("/config_list/0/sparsity must be a number in [0, 1)")))
           << algorithm << " " << bad;
     }
-    EXPECT_THAT([&] { pruner->validate_config(entry({{"op_types", {"Conv2d"}}})); },
-                ThrowsMessage<sdk::Error>(HasSubstr("sparsity")));
+    EXPECT_THAT(
+        [&] {
+          pruner->validate_config(entry({{"op_types", {"Conv2d"}}}));
+        },
+        ThrowsMessage<sdk::Error>(HasSubstr("sparsity")));
     EXPECT_NO_THROW(pruner->validate_config(config(0.0)));
   }
 }
@@ -301,7 +310,8 @@ TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
   int checked = 0;
   for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
     const auto state = load_tensors(conformance / "models" / (std::string(model) + "_state.pt"));
-    for (const auto& [prefix, norm] : {std::pair{"l1filter_", Norm::kL1}, {"l2filter_", Norm::kL2}}) {
+    for (const auto& [prefix, norm] :
+         {std::pair{"l1filter_", Norm::kL1}, {"l2filter_", Norm::kL2}}) {
       const auto golden = load_tensors(conformance / "golden" /
                                        (std::string(prefix) + model + "_s0.5") / "tensors.pt");
       for (const auto& [key, stat] : golden) {

@@ -191,13 +191,17 @@ TEST_F(FpgmTest, RejectsLayersOtherThanConv2d) {
 TEST_F(FpgmTest, ConfigAcceptsConv2dOnlyOpTypes) {
   auto pruner = registry_.make_pruner("fpgm", sdk::Options());
   EXPECT_THAT(
-      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}})); },
+      [&] {
+        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}}));
+      },
       ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
                                                 "\"Conv2d\""),
                                       HasSubstr("fpgm prunes Conv2d filters only"),
                                       HasSubstr("got [\"Linear\"]"))));
   EXPECT_THAT(
-      [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}})); },
+      [&] {
+        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}}));
+      },
       ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types"),
                                       HasSubstr("\"default\" is not accepted"),
                                       HasSubstr("got [\"default\"]"))));
@@ -212,9 +216,9 @@ TEST_F(FpgmTest, ConfigAcceptsConv2dOnlyOpTypes) {
 TEST_F(FpgmTest, ConfigRequiresSparsityInHalfOpenUnitInterval) {
   auto pruner = registry_.make_pruner("fpgm", sdk::Options());
   for (double bad : {1.0, -0.1, 1.5}) {
-    EXPECT_THAT([&] { pruner->validate_config(config(bad)); },
-                ThrowsMessage<sdk::Error>(
-                    HasSubstr("/config_list/0/sparsity must be a number in [0, 1)")))
+    EXPECT_THAT(
+        [&] { pruner->validate_config(config(bad)); },
+        ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/sparsity must be a number in [0, 1)")))
         << bad;
   }
   EXPECT_NO_THROW(pruner->validate_config(config(0.0)));
@@ -261,8 +265,8 @@ TEST(FpgmGoldenTest, DistanceSumsAreBitIdenticalToNnisStatistics) {
   int checked = 0;
   for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
     const auto state = load_tensors(conformance / "models" / (std::string(model) + "_state.pt"));
-    const auto golden =
-        load_tensors(conformance / "golden" / (std::string("fpgm_") + model + "_s0.5") / "tensors.pt");
+    const auto golden = load_tensors(conformance / "golden" /
+                                     (std::string("fpgm_") + model + "_s0.5") / "tensors.pt");
     for (const auto& [key, stat] : golden) {
       if (key.rfind("stat.", 0) != 0) {
         continue;
