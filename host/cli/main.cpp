@@ -64,7 +64,9 @@ void print_usage() {
                "  inspect      list a model's modules, op types and parameters\n"
                "  compress     compress a TorchScript model with a JSON config\n"
                "  apply        apply a mask file to a model (NNI apply_compression_results)\n"
-               "  conformance  replay NNI golden cases from a directory\n";
+               "  conformance  replay NNI golden cases from a directory\n"
+               "  train        train a TorchScript model on Fashion-MNIST or a tensor file\n"
+               "  eval         top-1 accuracy and loss of a model on a dataset\n";
 }
 
 }  // namespace
@@ -74,7 +76,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(const std::vector<std::string>&)> verbs = {
       {"plugins", &lithe::cli::run_plugins},         {"inspect", &lithe::cli::run_inspect},
       {"compress", &lithe::cli::run_compress},       {"apply", &lithe::cli::run_apply},
-      {"conformance", &lithe::cli::run_conformance},
+      {"conformance", &lithe::cli::run_conformance}, {"train", &lithe::cli::run_train},
+      {"eval", &lithe::cli::run_eval},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {

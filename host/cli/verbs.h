@@ -38,5 +38,7 @@ int run_inspect(const std::vector<std::string>& args);
 int run_compress(const std::vector<std::string>& args);
 int run_apply(const std::vector<std::string>& args);
 int run_conformance(const std::vector<std::string>& args);
+int run_train(const std::vector<std::string>& args);
+int run_eval(const std::vector<std::string>& args);
 
 }  // namespace lithe::cli

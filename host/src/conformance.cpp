@@ -388,8 +388,8 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
     const size_t dot = param.rfind('.');
     const ModuleRecord* record = model->find_module(param.substr(0, dot));
     const std::string field = param.substr(dot + 1);
-    if (record == nullptr || (field == "weight" && !record->weight) ||
-        (field == "bias" && !record->bias)) {
+    if (record == nullptr || (field != "weight" && field != "bias") ||
+        (field == "weight" && !record->weight) || (field == "bias" && !record->bias)) {
       continue;  // not a compressed layer's tensor; nothing Lithe changes
     }
     const at::Tensor& mine = field == "weight" ? *record->weight : *record->bias;

@@ -1,0 +1,120 @@
+// `lithe train` and `lithe eval`.
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/dataset.h"
+#include "lithe/host/model.h"
+#include "lithe/host/staged_file.h"
+#include "lithe/host/threads.h"
+#include "lithe/host/trainer.h"
+#include "lithe/sdk/error.h"
+#include "verbs.h"
+
+namespace lithe::cli {
+namespace {
+
+// --data is an MNIST-layout directory (the split is chosen) or a tensor file (used as is).
+host::Dataset load_data(const std::string& data, const std::string& split) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(data, ec)) {
+    return host::load_mnist_directory(data, split);
+  }
+  return host::load_tensor_file(data);
+}
+
+nlohmann::ordered_json eval_json(const host::EvalResult& r) {
+  return {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}};
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) {
+  std::string model_path;
+  std::string data = host::kDefaultDataDir;
+  std::string output_path;
+  int threads = 0;
+  bool json = false;
+  host::TrainOptions o;
+  po::options_description desc("options");
+  desc.add_options()
+      ("model", po::value(&model_path)->required(), "TorchScript model to train")
+      ("data", po::value(&data)->default_value(data),
+       "MNIST-layout directory (train/t10k IDX files) or a tensor file {images, labels}")
+      ("output", po::value(&output_path)->required(), "trained TorchScript model to write")
+      ("epochs", po::value(&o.epochs)->default_value(o.epochs), "epochs (> 0)")
+      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "batch size")
+      ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "sgd or adam")
+      ("lr", po::value(&o.lr)->default_value(o.lr), "learning rate")
+      ("momentum", po::value(&o.momentum)->default_value(o.momentum), "SGD momentum")
+      ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "weight decay")
+      ("lr-step", po::value(&o.lr_step)->default_value(0), "decay the lr every N epochs (0 = never)")
+      ("lr-gamma", po::value(&o.lr_gamma)->default_value(o.lr_gamma), "lr decay factor")
+      ("seed", po::value(&o.seed)->default_value(0), "shuffling seed")
+      ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)")
+      ("json", po::bool_switch(&json), "print a JSON summary");
+  if (!parse_verb_args("train", "--model M.pt [--data DIR] --epochs N --output OUT.pt", args,
+                       desc)) {
+    return 0;
+  }
+  host::validate_train_options(o);
+  host::StagedFile output(output_path);  // checks the directory before any work
+  host::configure_threads(threads);
+  const auto model = host::load_torchscript_model(model_path);
+  const host::Dataset train_data = load_data(data, "train");
+  std::error_code ec;
+  const bool has_test = std::filesystem::is_directory(data, ec);
+  const host::Dataset test_data = has_test ? load_data(data, "test") : host::Dataset{};
+  const auto results = host::train(*model, train_data, has_test ? &test_data : nullptr, o);
+  model->write(output.temp_path());
+  output.commit();
+  if (json) {
+    nlohmann::ordered_json out;
+    out["model"] = model_path;
+    out["output"] = output_path;
+    out["epochs"] = nlohmann::ordered_json::array();
+    for (const host::EpochResult& r : results) {
+      out["epochs"].push_back({{"epoch", r.epoch},
+                               {"train_loss", r.train_loss},
+                               {"seconds", r.seconds},
+                               {"test", eval_json(r.test)}});
+    }
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::printf("wrote %s\n", output_path.c_str());
+  }
+  return 0;
+}
+
+int run_eval(const std::vector<std::string>& args) {
+  std::string model_path;
+  std::string data = host::kDefaultDataDir;
+  std::string split = "test";
+  int threads = 0;
+  bool json = false;
+  po::options_description desc("options");
+  desc.add_options()
+      ("model", po::value(&model_path)->required(), "TorchScript model")
+      ("data", po::value(&data)->default_value(data), "MNIST-layout directory or tensor file")
+      ("split", po::value(&split)->default_value(split), "train or test (directories only)")
+      ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)")
+      ("json", po::bool_switch(&json), "print JSON");
+  if (!parse_verb_args("eval", "--model M.pt [--data DIR] [--split test]", args, desc)) {
+    return 0;
+  }
+  host::configure_threads(threads);
+  const auto model = host::load_torchscript_model(model_path);
+  const host::Dataset dataset = load_data(data, split);
+  host::check_dataset_fits_model(*model, dataset);
+  const host::EvalResult r = host::evaluate(*model, dataset);
+  if (json) {
+    std::cout << eval_json(r).dump(2) << "\n";
+  } else {
+    std::printf("accuracy %.4f  loss %.4f  (%lld samples of %s)\n", r.accuracy, r.loss,
+                static_cast<long long>(r.samples), dataset.source.c_str());
+  }
+  return 0;
+}
+
+}  // namespace lithe::cli

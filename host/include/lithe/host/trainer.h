@@ -1,0 +1,62 @@
+#pragma once
+/// \file
+/// The training engine: seeded shuffled mini-batches, cross-entropy, SGD or Adam, per-epoch
+/// evaluation. When a PruningSession is given, it is driven exactly like NNI's patched
+/// optimizer: update_epoch(e) at each epoch start, masks recomputed and re-applied at every
+/// optimizer step (PruningSession::optimizer_step), step() after each batch.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lithe/host/dataset.h"
+#include "lithe/host/model.h"
+
+namespace lithe::host {
+
+class PruningSession;
+
+struct TrainOptions {
+  int64_t epochs = 1;          ///< > 0
+  int64_t batch_size = 64;     ///< > 0; the last batch may be smaller (not dropped)
+  std::string optimizer = "sgd";  ///< "sgd" or "adam"
+  double lr = 0.01;            ///< > 0
+  double momentum = 0.9;       ///< SGD only, [0, 1)
+  double weight_decay = 5e-4;  ///< >= 0
+  int64_t lr_step = 0;         ///< multiply lr by lr_gamma every lr_step epochs (0 = never)
+  double lr_gamma = 0.1;       ///< (0, 1]
+  uint64_t seed = 0;           ///< epoch e uses the e-th randperm(N) of a CPU generator seeded so
+  int64_t eval_batch_size = 1000;
+  bool progress = true;        ///< progress output on stderr (a bar on a terminal, lines otherwise)
+};
+
+struct EvalResult {
+  double accuracy = 0;  ///< top-1, in [0, 1]
+  double loss = 0;      ///< mean cross-entropy
+  int64_t samples = 0;
+};
+
+struct EpochResult {
+  int64_t epoch = 0;
+  double train_loss = 0;
+  EvalResult test;       ///< empty (samples 0) without a test set
+  double seconds = 0;    ///< training time of the epoch (evaluation excluded)
+};
+
+/// Throws sdk::Error(kInvalidConfig) naming the option, the rule and the value.
+void validate_train_options(const TrainOptions& options);
+
+/// Checks before any work that the model accepts the dataset's samples and that labels fit its
+/// outputs (sdk::Error(kShapeMismatch) naming the dataset and both shapes).
+void check_dataset_fits_model(Model& model, const Dataset& data);
+
+/// Evaluation mode, no gradients, batches in file order.
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000);
+
+/// Trains `model` in place. `session` may be null. `on_epoch` runs after each epoch.
+std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,
+                               const TrainOptions& options, PruningSession* session = nullptr,
+                               const std::function<void(const EpochResult&)>& on_epoch = {});
+
+}  // namespace lithe::host

@@ -1,0 +1,214 @@
+#include "lithe/host/trainer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "lithe/host/compressor.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One line per epoch when stderr is not a terminal; an updating bar with rate and ETA when it is.
+class Progress {
+ public:
+  Progress(bool enabled, int64_t epoch, int64_t epochs, int64_t steps)
+      : enabled_(enabled), tty_(::isatty(2) != 0), epoch_(epoch), epochs_(epochs), steps_(steps),
+        start_(Clock::now()) {}
+
+  void update(int64_t step, double loss) {
+    if (!enabled_ || !tty_ || (step % 10 != 0 && step != steps_)) {
+      return;
+    }
+    const double elapsed = seconds_since(start_);
+    const double rate = step / std::max(elapsed, 1e-9);
+    const double eta = (steps_ - step) / std::max(rate, 1e-9);
+    const int width = 30;
+    const int filled = static_cast<int>(width * step / std::max<int64_t>(steps_, 1));
+    std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %lld/%lld  %.0f steps/s  eta %.0fs  loss %.4f ",
+                 static_cast<long long>(epoch_ + 1), static_cast<long long>(epochs_),
+                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                 static_cast<long long>(step), static_cast<long long>(steps_), rate, eta, loss);
+    std::fflush(stderr);
+  }
+
+  void finish(const EpochResult& r) {
+    if (!enabled_) {
+      return;
+    }
+    if (tty_) {
+      std::fprintf(stderr, "\n");
+    }
+    std::fprintf(stderr, "epoch %lld/%lld: train loss %.4f, %.1f s", static_cast<long long>(r.epoch + 1),
+                 static_cast<long long>(epochs_), r.train_loss, r.seconds);
+    if (r.test.samples > 0) {
+      std::fprintf(stderr, ", test accuracy %.4f, test loss %.4f", r.test.accuracy, r.test.loss);
+    }
+    std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool enabled_;
+  bool tty_;
+  int64_t epoch_;
+  int64_t epochs_;
+  int64_t steps_;
+  Clock::time_point start_;
+};
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& o, Model& model) {
+  if (o.optimizer == "adam") {
+    return std::make_unique<torch::optim::Adam>(
+        model.parameters(), torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(
+      model.parameters(),
+      torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) {
+    group.options().set_lr(lr);
+  }
+}
+
+}  // namespace
+
+void validate_train_options(const TrainOptions& o) {
+  LITHE_CHECK(o.epochs > 0, sdk::Errc::kInvalidConfig, "epochs must be > 0, got ", o.epochs);
+  LITHE_CHECK(o.batch_size > 0, sdk::Errc::kInvalidConfig, "batch size must be > 0, got ",
+              o.batch_size);
+  LITHE_CHECK(o.eval_batch_size > 0, sdk::Errc::kInvalidConfig,
+              "evaluation batch size must be > 0, got ", o.eval_batch_size);
+  LITHE_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", sdk::Errc::kInvalidConfig,
+              "optimizer must be 'sgd' or 'adam', got '", o.optimizer, "'");
+  LITHE_CHECK(o.lr > 0, sdk::Errc::kInvalidConfig, "learning rate must be > 0, got ", o.lr);
+  LITHE_CHECK(o.momentum >= 0 && o.momentum < 1, sdk::Errc::kInvalidConfig,
+              "momentum must be in [0, 1), got ", o.momentum);
+  LITHE_CHECK(o.weight_decay >= 0, sdk::Errc::kInvalidConfig, "weight decay must be >= 0, got ",
+              o.weight_decay);
+  LITHE_CHECK(o.lr_step >= 0, sdk::Errc::kInvalidConfig, "lr step must be >= 0, got ", o.lr_step);
+  LITHE_CHECK(o.lr_gamma > 0 && o.lr_gamma <= 1, sdk::Errc::kInvalidConfig,
+              "lr gamma must be in (0, 1], got ", o.lr_gamma);
+}
+
+void check_dataset_fits_model(Model& model, const Dataset& data) {
+  LITHE_CHECK(data.size() > 0, sdk::Errc::kShapeMismatch, "dataset '", data.source, "' is empty");
+  const bool was_training = model.is_training();
+  model.train(false);
+  at::Tensor output;
+  try {
+    at::NoGradGuard no_grad;
+    output = model.forward(data.images.narrow(0, 0, 1));
+  } catch (const std::exception& e) {
+    model.train(was_training);
+    const std::string message = e.what();
+    throw sdk::Error(sdk::Errc::kShapeMismatch,
+                     "dataset '" + data.source + "' has samples of shape " +
+                         c10::str(data.images.sizes().slice(1)) +
+                         ", which the model does not accept: " +
+                         message.substr(0, message.find('\n')));
+  }
+  model.train(was_training);
+  LITHE_CHECK(output.dim() == 2 && output.size(0) == 1, sdk::Errc::kShapeMismatch,
+              "the model must output [batch, classes] logits, got shape ", output.sizes());
+  const int64_t max_label = data.labels.max().item<int64_t>();
+  LITHE_CHECK(data.labels.min().item<int64_t>() >= 0 && max_label < output.size(1),
+              sdk::Errc::kShapeMismatch, "dataset '", data.source, "' has labels up to ",
+              max_label, " but the model outputs ", output.size(1), " classes");
+}
+
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
+  const bool was_training = model.is_training();
+  model.train(false);
+  at::NoGradGuard no_grad;
+  EvalResult r;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t start = 0; start < data.size(); start += batch_size) {
+    const int64_t n = std::min(batch_size, data.size() - start);
+    const at::Tensor logits = model.forward(data.images.narrow(0, start, n));
+    const at::Tensor labels = data.labels.narrow(0, start, n);
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits, labels,
+                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .item<double>();
+    correct += logits.argmax(1).eq(labels).sum().item<int64_t>();
+  }
+  r.samples = data.size();
+  r.accuracy = r.samples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(r.samples);
+  r.loss = r.samples == 0 ? 0.0 : loss_sum / static_cast<double>(r.samples);
+  model.train(was_training);
+  return r;
+}
+
+std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,
+                               const TrainOptions& options, PruningSession* session,
+                               const std::function<void(const EpochResult&)>& on_epoch) {
+  validate_train_options(options);
+  check_dataset_fits_model(model, train_data);
+  if (test_data != nullptr) {
+    check_dataset_fits_model(model, *test_data);
+  }
+  auto optimizer = make_optimizer(options, model);
+  at::Generator generator = at::detail::createCPUGenerator(options.seed);
+  const int64_t n = train_data.size();
+  const int64_t steps = (n + options.batch_size - 1) / options.batch_size;
+  std::vector<EpochResult> results;
+  for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
+    if (options.lr_step > 0) {
+      const auto decays = static_cast<double>(epoch / options.lr_step);
+      set_learning_rate(*optimizer, options.lr * std::pow(options.lr_gamma, decays));
+    }
+    if (session != nullptr) {
+      session->update_epoch(epoch);
+    }
+    model.train(true);
+    const auto start = Clock::now();
+    const at::Tensor order = at::randperm(n, generator, at::TensorOptions().dtype(at::kLong));
+    Progress progress(options.progress, epoch, options.epochs, steps);
+    double loss_sum = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      const int64_t begin = step * options.batch_size;
+      const at::Tensor index = order.narrow(0, begin, std::min(options.batch_size, n - begin));
+      const at::Tensor images = train_data.images.index_select(0, index);
+      const at::Tensor labels = train_data.labels.index_select(0, index);
+      optimizer->zero_grad();
+      const at::Tensor loss = torch::nn::functional::cross_entropy(model.forward(images), labels);
+      loss.backward();
+      if (session != nullptr) {
+        session->optimizer_step(*optimizer);
+        session->step();
+      } else {
+        optimizer->step();
+      }
+      const double value = loss.item<double>();
+      loss_sum += value * static_cast<double>(index.size(0));
+      progress.update(step + 1, value);
+    }
+    EpochResult result;
+    result.epoch = epoch;
+    result.seconds = seconds_since(start);
+    result.train_loss = loss_sum / static_cast<double>(n);
+    if (test_data != nullptr) {
+      result.test = evaluate(model, *test_data, options.eval_batch_size);
+    }
+    progress.finish(result);
+    results.push_back(result);
+    if (on_epoch) {
+      on_epoch(result);
+    }
+  }
+  return results;
+}
+
+}  // namespace lithe::host

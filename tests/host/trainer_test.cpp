@@ -1,0 +1,104 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "lithe/host/compressor.h"
+#include "lithe/host/dataset.h"
+#include "lithe/host/trainer.h"
+#include "lithe/sdk/error.h"
+#include "support/paths.h"
+#include "support/registry.h"
+
+namespace lithe::host {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+Dataset head(const Dataset& data, int64_t n) {
+  Dataset out = data;
+  out.images = data.images.narrow(0, 0, n);
+  out.labels = data.labels.narrow(0, 0, n);
+  return out;
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::is_directory(kDefaultDataDir)) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+    static const Dataset train_split = load_mnist_directory(kDefaultDataDir, "train");
+    static const Dataset test_split = load_mnist_directory(kDefaultDataDir, "test");
+    train_ = head(train_split, 6000);
+    test_ = head(test_split, 1000);
+    options_.progress = false;
+    options_.batch_size = 32;  // ~190 steps per epoch: enough to learn, fast enough for a test
+    options_.lr = 0.05;
+  }
+  Dataset train_;
+  Dataset test_;
+  TrainOptions options_;
+};
+
+TEST_F(TrainerTest, OneEpochOnRealDataLearnsWellAboveChance) {
+  auto model = load_torchscript_model(test::lenet_model());
+  const EvalResult before = evaluate(*model, test_);
+  const auto results = train(*model, train_, &test_, options_);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].test.samples, 1000);
+  EXPECT_LT(before.accuracy, 0.3);
+  EXPECT_GT(results[0].test.accuracy, 0.6);
+  EXPECT_LT(results[0].test.loss, before.loss);
+}
+
+TEST_F(TrainerTest, SameSeedGivesIdenticalWeights) {
+  std::vector<at::Tensor> weights;
+  for (int run = 0; run < 2; ++run) {
+    auto model = load_torchscript_model(test::lenet_model());
+    train(*model, head(train_, 640), nullptr, options_);
+    weights.push_back(model->find_module("fc1")->weight->clone());
+  }
+  EXPECT_TRUE(weights[0].equal(weights[1]));
+}
+
+TEST_F(TrainerTest, FineTuningWhilePruningKeepsExactSparsity) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         {"level", R"([{"sparsity": 0.8, "op_types": ["default"]}])", "{}", "t"});
+  session.compress();
+  options_.epochs = 2;
+  const auto results = train(*model, train_, &test_, options_, &session);
+  EXPECT_GT(results.back().test.accuracy, 0.5);
+  for (const auto& [name, masks] : session.masks()) {
+    const at::Tensor weight = *model->find_module(name)->weight;
+    EXPECT_EQ(weight.eq(0).sum().item<int64_t>(),
+              static_cast<int64_t>(static_cast<double>(weight.numel()) * 0.8))
+        << name;
+  }
+}
+
+TEST_F(TrainerTest, BadInputsFailBeforeAnyWork) {
+  auto model = load_torchscript_model(test::lenet_model());
+  const at::Tensor before = model->find_module("fc1")->weight->clone();
+  TrainOptions zero_epochs = options_;
+  zero_epochs.epochs = 0;
+  EXPECT_THAT([&] { train(*model, train_, nullptr, zero_epochs); },
+              ThrowsMessage<sdk::Error>(HasSubstr("epochs must be > 0, got 0")));
+  Dataset wrong_shape;
+  wrong_shape.images = torch::randn({4, 3, 32, 32});
+  wrong_shape.labels = torch::zeros({4}, torch::kLong);
+  wrong_shape.source = "cifar.pt";
+  EXPECT_THAT([&] { train(*model, wrong_shape, nullptr, options_); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "dataset 'cifar.pt' has samples of shape [3, 32, 32], which the model does not "
+                  "accept")));
+  Dataset too_many_classes = head(train_, 8);
+  too_many_classes.labels = torch::full({8}, 12, torch::kLong);
+  EXPECT_THAT([&] { train(*model, too_many_classes, nullptr, options_); },
+              ThrowsMessage<sdk::Error>(HasSubstr("labels up to 12 but the model outputs 10")));
+  EXPECT_TRUE(model->find_module("fc1")->weight->equal(before));
+}
+
+}  // namespace
+}  // namespace lithe::host
