@@ -23,17 +23,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Output files are checked before any work: a typo in a directory should not cost a run.
-void check_output_path(const std::string& option, const std::string& path) {
-  const std::filesystem::path p(path);
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-  std::error_code ec;
-  LITHE_CHECK(std::filesystem::is_directory(dir, ec), sdk::Errc::kIo, "--", option, " '", path,
-              "': directory '", dir.string(), "' does not exist");
-  LITHE_CHECK(!std::filesystem::is_directory(p, ec), sdk::Errc::kIo, "--", option, " '", path,
-              "' is a directory; expected a file name");
-}
-
 void print_table(const std::vector<host::LayerReport>& report) {
   std::printf("%-28s %-10s %12s %12s %10s %8s\n", "layer", "type", "params", "pruned",
               "sparsity", "target");
@@ -80,14 +69,17 @@ int run_compress(const std::vector<std::string>& args) {
     return 0;
   }
   const auto start = Clock::now();
-  check_output_path("output", output_path);
+  // Staged first: a bad output directory fails before any work. Both files are written under
+  // temporary names and only renamed into place once both succeeded.
+  host::StagedFile model_file(output_path);
+  std::optional<host::StagedFile> masks_file;
   if (!masks_path.empty()) {
-    check_output_path("masks", masks_path);
+    masks_file.emplace(masks_path);
   }
   const host::CompressionConfig config = host::read_compression_config(config_path);
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
-  prepare(common, registry, loader);
+  prepare(common, loader);
   const auto model = host::load_torchscript_model(model_path);
   const double load_seconds = seconds_since(start);
 
@@ -99,13 +91,8 @@ int run_compress(const std::vector<std::string>& args) {
 
   const auto save_start = Clock::now();
   {
-    // Both files are written under temporary names, the masks on a second thread, and only
-    // renamed into place once both succeeded: a failure leaves existing outputs untouched.
-    host::StagedFile model_file(output_path);
-    std::optional<host::StagedFile> masks_file;
-    std::future<void> masks_written;
-    if (!masks_path.empty()) {
-      masks_file.emplace(masks_path);
+    std::future<void> masks_written;  // the masks are written on a second thread
+    if (masks_file) {
       masks_written = std::async(std::launch::async, [&] {
         host::write_masks(session.masks(), masks_file->temp_path());
       });
@@ -160,11 +147,12 @@ int run_apply(const std::vector<std::string>& args) {
   if (!parse_verb_args("apply", "--model M.pt --masks MASKS.pt --output OUT.pt", args, desc)) {
     return 0;
   }
-  check_output_path("output", output_path);
+  host::StagedFile output(output_path);
   const auto model = host::load_torchscript_model(model_path);
   const host::NamedMasks masks = host::load_masks(masks_path);
   host::apply_compression_results(*model, masks, masks_path);
-  model->save(output_path);
+  model->write(output.temp_path());
+  output.commit();
   std::printf("applied masks of %d layers from %s; wrote %s\n", static_cast<int>(masks.size()),
               masks_path.c_str(), output_path.c_str());
   return 0;

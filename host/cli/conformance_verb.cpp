@@ -24,7 +24,7 @@ int run_conformance(const std::vector<std::string>& args) {
   }
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
-  prepare(common, registry, loader);
+  prepare(common, loader);
   const host::ConformanceSummary summary =
       host::run_conformance(dir, registry, filter, [&](const host::CaseResult& result) {
         std::cout << host::outcome_name(result.outcome) << " " << result.name;

@@ -37,8 +37,7 @@ bool parse_verb_args(const std::string& verb, const std::string& synopsis,
   return true;
 }
 
-void prepare(const CommonOptions& common, host::PluginRegistry& /*registry*/,
-             host::PluginLoader& loader, bool warn_failed_plugins) {
+void prepare(const CommonOptions& common, host::PluginLoader& loader, bool warn_failed_plugins) {
   host::configure_threads(common.threads);
   std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
   loader.load_search_path(dirs);

@@ -18,7 +18,7 @@ int run_plugins(const std::vector<std::string>& args) {
   }
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
-  prepare(common, registry, loader, /*warn_failed_plugins=*/false);
+  prepare(common, loader, /*warn_failed_plugins=*/false);
 
   std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
   if (json) {

@@ -28,10 +28,10 @@ void add_common_options(po::options_description& desc, CommonOptions& common);
 bool parse_verb_args(const std::string& verb, const std::string& synopsis,
                      const std::vector<std::string>& args, po::options_description& desc,
                      const po::positional_options_description* positional = nullptr);
-/// Applies --threads and loads plugins from the search path into `registry`; failed plugin
-/// files are reported as warnings on stderr.
-void prepare(const CommonOptions& common, host::PluginRegistry& registry,
-             host::PluginLoader& loader, bool warn_failed_plugins = true);
+/// Applies --threads and loads plugins from the search path into the loader's registry; failed
+/// plugin files are reported as warnings on stderr.
+void prepare(const CommonOptions& common, host::PluginLoader& loader,
+             bool warn_failed_plugins = true);
 
 int run_plugins(const std::vector<std::string>& args);
 int run_inspect(const std::vector<std::string>& args);

@@ -1,6 +1,7 @@
 #include "lithe/host/model.h"
 
 #include "lithe/host/staged_file.h"
+#include "lithe/sdk/error.h"
 
 namespace lithe::host {
 
@@ -10,6 +11,13 @@ void Model::save(const std::filesystem::path& path) const {
   StagedFile staged(path);
   write(staged.temp_path());
   staged.commit();
+}
+
+LayerDependencies Model::dependencies() const {
+  throw sdk::Error(sdk::Errc::kUnsupported,
+                   "dependency analysis needs the model's graph, which " + kind() +
+                       " models do not expose; use a TorchScript model (torch.jit.script) or "
+                       "turn dependency_aware off");
 }
 
 const ModuleRecord* Model::find_module(const std::string& name) const {

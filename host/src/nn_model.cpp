@@ -76,6 +76,13 @@ class NnModel final : public Model {
   const std::vector<ModuleRecord>& modules() const override { return modules_; }
 
   std::vector<at::Tensor> parameters() const override { return root_->parameters(); }
+  std::vector<at::Tensor> state_tensors() const override {
+    std::vector<at::Tensor> out = root_->parameters();
+    for (const at::Tensor& b : root_->buffers()) {
+      out.push_back(b);
+    }
+    return out;
+  }
 
   at::Tensor forward(const at::Tensor& input) override {
     LITHE_CHECK(static_cast<bool>(forward_), sdk::Errc::kUnsupported, "C++-frontend model '",

@@ -182,13 +182,27 @@ void PruningSession::step() {
 }
 
 void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
+  if (reset_optimizer_state_) {
+    // A restored model starts over with a fresh optimizer state, as NNI's LotteryTicket
+    // restores the optimizer's state saved before any step.
+    optimizer.state().clear();
+    reset_optimizer_state_ = false;
+  }
   optimizer.step();
   update_masks();
   mask_optimizer_state(optimizer);
-  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+  const std::string owner = "pruner '" + algorithm_ + "'";
+  invoke_plugin(owner, [&] {
     pruner_->after_optimizer_step();
     return 0;
   });
+  const auto callbacks = step_callbacks_;  // a callback may remove callbacks
+  for (const auto& [id, callback] : callbacks) {
+    invoke_plugin(owner + " (optimizer-step callback)", [&] {
+      callback();
+      return 0;
+    });
+  }
 }
 
 void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {
@@ -259,6 +273,65 @@ void PruningSession::remove_activation_collector(int64_t id) {
 }
 
 const sdk::Registry& PruningSession::registry() const { return registry_; }
+
+int64_t PruningSession::add_optimizer_step_callback(std::function<void()> callback) {
+  LITHE_CHECK(static_cast<bool>(callback), sdk::Errc::kInvalidConfig,
+              "add_optimizer_step_callback: the callback is empty");
+  const int64_t id = next_step_callback_id_++;
+  step_callbacks_[id] = std::move(callback);
+  return id;
+}
+
+void PruningSession::remove_optimizer_step_callback(int64_t id) {
+  LITHE_CHECK(step_callbacks_.erase(id) == 1, sdk::Errc::kInvalidConfig,
+              "remove_optimizer_step_callback: no optimizer-step callback with id ", id);
+}
+
+void PruningSession::update_masks_now() { update_masks(); }
+
+int64_t PruningSession::save_model_state() {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> copies;
+  for (const at::Tensor& t : model_.state_tensors()) {
+    copies.push_back(t.detach().clone());
+  }
+  const int64_t handle = static_cast<int64_t>(saved_states_.size()) + 1;
+  saved_states_[handle] = std::move(copies);
+  return handle;
+}
+
+void PruningSession::restore_model_state(int64_t handle) {
+  const auto it = saved_states_.find(handle);
+  LITHE_CHECK(it != saved_states_.end(), sdk::Errc::kInvalidConfig,
+              "restore_model_state: no saved model state with handle ", handle);
+  const std::vector<at::Tensor> live = model_.state_tensors();
+  LITHE_CHECK(live.size() == it->second.size(), sdk::Errc::kInternal,
+              "restore_model_state: the model has ", live.size(), " state tensors, the saved "
+              "state ", it->second.size());
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < live.size(); ++i) {
+      live[i].copy_(it->second[i]);
+    }
+  }
+  apply_masks();
+  reset_optimizer_state_ = true;
+}
+
+const LayerDependencies& PruningSession::dependencies() {
+  if (!dependencies_.has_value()) {
+    dependencies_ = model_.dependencies();
+  }
+  return *dependencies_;
+}
+
+std::vector<std::vector<std::string>> PruningSession::channel_dependency_sets() {
+  return dependencies().channel_sets;
+}
+
+std::map<std::string, int64_t> PruningSession::group_dependencies() {
+  return dependencies().groups;
+}
 
 void PruningSession::refresh_taps() {
   if (collectors_.empty()) {

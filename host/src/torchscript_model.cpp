@@ -150,6 +150,17 @@ class TorchScriptModel final : public Model {
     return out;
   }
 
+  std::vector<at::Tensor> state_tensors() const override {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& p : original_.parameters()) {
+      out.push_back(p);
+    }
+    for (const at::Tensor& b : original_.buffers()) {
+      out.push_back(b);
+    }
+    return out;
+  }
+
   at::Tensor forward(const at::Tensor& input) override {
     const c10::IValue output = working_.forward({input});
     LITHE_CHECK(output.isTensor(), sdk::Errc::kUnsupported,

@@ -16,6 +16,15 @@ Masks Masks::keep_all(const LayerView& layer) {
   return masks;
 }
 
+Masks Masks::clone() const {
+  Masks out;
+  out.weight = weight.clone();
+  if (bias.has_value()) {
+    out.bias = bias->clone();
+  }
+  return out;
+}
+
 LayerView::LayerView(int64_t index, std::string name, std::string op_type, at::Tensor weight,
                      std::optional<at::Tensor> bias, Options config)
     : index_(index),

@@ -3,6 +3,8 @@
 // next mask update.
 #include <cmath>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/pruner.h"
@@ -10,13 +12,34 @@
 namespace lithe::sdk {
 namespace {
 
+std::string quoted_list(const std::vector<std::string>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    out += (i == 0 ? "\"" : ", \"") + values[i] + "\"";
+  }
+  return out + "]";
+}
+
 class OneShotPruner final : public Pruner {
  public:
-  explicit OneShotPruner(std::unique_ptr<WeightMasker> masker) : masker_(std::move(masker)) {
+  OneShotPruner(std::unique_ptr<WeightMasker> masker, std::string algorithm,
+                std::string only_op_type)
+      : masker_(std::move(masker)),
+        algorithm_(std::move(algorithm)),
+        only_op_type_(std::move(only_op_type)) {
     LITHE_INTERNAL_ASSERT(masker_ != nullptr);
   }
 
   void validate_config(const Options& entry) const override {
+    if (!only_op_type_.empty() && entry.has("op_types")) {
+      const auto op_types = entry.require<std::vector<std::string>>("op_types");
+      for (const std::string& type : op_types) {
+        LITHE_CHECK(type == only_op_type_, Errc::kInvalidConfig, entry.path(),
+                    "/op_types must contain only \"", only_op_type_, "\" (", algorithm_,
+                    " prunes ", only_op_type_, " layers only; \"default\" is not accepted), got ",
+                    quoted_list(op_types));
+      }
+    }
     const double sparsity = entry.require<double>("sparsity");
     LITHE_CHECK(sparsity >= 0.0 && sparsity < 1.0, Errc::kInvalidConfig, entry.path(),
                 "/sparsity must be a number in [0, 1), got ", sparsity);
@@ -38,13 +61,28 @@ class OneShotPruner final : public Pruner {
 
  private:
   std::unique_ptr<WeightMasker> masker_;
+  std::string algorithm_;
+  std::string only_op_type_;  // empty: any op type
   std::set<int64_t> done_;  // layers whose masks are final (NNI's if_calculated)
 };
 
 }  // namespace
 
 std::unique_ptr<Pruner> make_one_shot_pruner(std::unique_ptr<WeightMasker> masker) {
-  return std::make_unique<OneShotPruner>(std::move(masker));
+  return std::make_unique<OneShotPruner>(std::move(masker), "", "");
+}
+
+std::unique_ptr<Pruner> make_one_shot_pruner(std::unique_ptr<WeightMasker> masker,
+                                             const std::string& algorithm,
+                                             const std::string& only_op_type) {
+  return std::make_unique<OneShotPruner>(std::move(masker), algorithm, only_op_type);
+}
+
+void require_layer_op_type(const LayerView& layer, const std::string& op_type,
+                           const std::string& algorithm) {
+  LITHE_CHECK(layer.op_type() == op_type, Errc::kUnsupportedLayer, "layer '", layer.name(),
+              "' is a ", layer.op_type(), "; ", algorithm, " prunes ", op_type,
+              " layers only (restrict the config entry with op_types [\"", op_type, "\"])");
 }
 
 int64_t prune_count(int64_t count, double sparsity) {

@@ -146,6 +146,16 @@ TEST(CliTest, UnknownTopLevelKeyAndMissingFilesAreNamed) {
   EXPECT_FALSE(std::filesystem::exists(dir / "o.pt"));
 }
 
+TEST(CliTest, MissingOutputDirectoryFailsBeforeAnyWork) {
+  const auto dir = scratch_dir("cli_missing_dir");
+  const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                               (source_dir() / "samples/configs/level.json").string() +
+                               " --output " + (dir / "no/such/out.pt").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.out, HasSubstr("no/such/out.pt': directory '"));
+  EXPECT_THAT(run.out, HasSubstr("no/such' does not exist"));
+}
+
 TEST(CliTest, MissingRequiredOptionIsAUsageError) {
   const CliRun run = run_lithe("compress --model " + lenet_model().string());
   EXPECT_EQ(run.exit_code, 2);

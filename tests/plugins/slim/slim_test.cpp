@@ -19,6 +19,8 @@
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
+#include "support/fake_context.h"
+#include "support/plugin_test.h"
 #include "support/paths.h"
 
 namespace lithe::plugins::slim {
@@ -42,19 +44,10 @@ host::CompressionConfig slim_config(const std::string& config_list) {
 }
 
 sdk::Options entry(const nlohmann::ordered_json& json, int index = 0) {
-  return sdk::options_from_json(json, "/config_list/" + std::to_string(index));
+  return test::config_entry(json, index);
 }
+using test::error_code;
 
-// The error code thrown by `f` (fails the test when nothing is thrown).
-sdk::Errc error_code(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const sdk::Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no sdk::Error thrown";
-  return sdk::Errc::kInternal;
-}
 
 // Sequential of BatchNorm2d layers (named "0", "1", ...) with the given γ values.
 torch::nn::Sequential batchnorms(const std::vector<std::vector<float>>& gammas) {
@@ -157,20 +150,7 @@ TEST(SlimPrunerTest, ExcludedLayersAreNeitherRankedNorPruned) {
   EXPECT_TRUE(model->find_module("0")->weight->detach().equal(at::tensor({.1f, .5f, -.9f, .3f})));
 }
 
-// A minimal context over hand-made layers, for cases a real model cannot express.
-class FakeContext final : public sdk::CompressionContext {
- public:
-  explicit FakeContext(std::vector<sdk::LayerView*> layers) : layers_(std::move(layers)) {}
-  std::vector<sdk::LayerView*> layers() override { return layers_; }
-  int64_t add_activation_collector(sdk::ActivationCollector) override {
-    throw sdk::Error(sdk::Errc::kUnsupported, "no collectors in this test");
-  }
-  void remove_activation_collector(int64_t) override {}
-  const sdk::Registry& registry() const override { return slim_registry(); }
-
- private:
-  std::vector<sdk::LayerView*> layers_;
-};
+using test::FakeContext;
 
 sdk::Options half() { return entry({{"sparsity", 0.5}, {"op_types", {"BatchNorm2d"}}}); }
 
@@ -185,7 +165,7 @@ TEST(SlimPrunerTest, AlreadyPrunedChannelsCountAmongTheSmallestAndMasksAreOneSho
   previous.weight = mask({0, 1, 1, 1});  // γ = 9 pruned earlier: its score is 0
   previous.bias = mask({0, 1, 1, 1});
   bn1.set_masks(previous);
-  FakeContext context({&bn1, &bn2});
+  FakeContext context({&bn1, &bn2}, slim_registry());
   pruner->attach(context);
   // k = int(8 * 0.5) = 4: scores 0, 8, 1, 2 | 7, 6, 5, 4 -> the 0, 1, 2 and 4 go.
   const auto m1 = pruner->calc_mask(bn1);
@@ -208,7 +188,7 @@ TEST(SlimPrunerTest, RejectsLayersThatAreNotBatchNorm2d) {
                                               HasSubstr("op type 'Conv2d'"),
                                               HasSubstr("BatchNorm2d layers only"))));
   EXPECT_EQ(error_code([&] { pruner->calc_mask(conv); }), sdk::Errc::kUnsupportedLayer);
-  FakeContext context({&conv});
+  FakeContext context({&conv}, slim_registry());
   EXPECT_EQ(error_code([&] { pruner->attach(context); }), sdk::Errc::kUnsupportedLayer);
 }
 
@@ -268,22 +248,15 @@ TEST(SlimPrunerTest, RegistersThePrunerOnly) {
 
 // --- the real conformance model -------------------------------------------------------------
 
-std::map<std::string, at::Tensor> golden_tensors(const std::string& case_name) {
-  const auto file = test::shared_dir() / "conformance/golden" / case_name / "tensors.pt";
-  std::ifstream in(file, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::map<std::string, at::Tensor> out;
-  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict()) {
-    out[item.key().toStringRef()] = item.value().toTensor();
-  }
-  return out;
+std::map<std::string, at::Tensor> golden_case_tensors(const std::string& case_name) {
+  return test::load_tensor_dict(test::shared_dir() / "conformance/golden" / case_name / "tensors.pt");
 }
+
 
 TEST(SlimPrunerVggBnTest, MatchesNniGoldenMasksWhereNoTiesExist) {
   auto model = host::load_torchscript_model(test::shared_dir() / "conformance/models/vgg_bn.pt");
   const auto masks = compress(*model, kHalf);
-  const auto golden = golden_tensors("slim_vgg_bn_s0.5");
+  const auto golden = golden_case_tensors("slim_vgg_bn_s0.5");
   ASSERT_EQ(masks.size(), 3u);
   int64_t pruned = 0;
   for (const auto& [name, m] : masks) {

@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,10 +85,18 @@ class PruningSession final : public sdk::CompressionContext {
   int64_t add_activation_collector(sdk::ActivationCollector collector) override;
   void remove_activation_collector(int64_t id) override;
   const sdk::Registry& registry() const override;
+  int64_t add_optimizer_step_callback(std::function<void()> callback) override;
+  void remove_optimizer_step_callback(int64_t id) override;
+  void update_masks_now() override;
+  int64_t save_model_state() override;
+  void restore_model_state(int64_t handle) override;
+  std::vector<std::vector<std::string>> channel_dependency_sets() override;
+  std::map<std::string, int64_t> group_dependencies() override;
 
  private:
   void refresh_taps();
   void register_gradient_hooks();
+  const LayerDependencies& dependencies();
 
   Model& model_;
   const PluginRegistry& registry_;
@@ -96,6 +106,11 @@ class PruningSession final : public sdk::CompressionContext {
   std::vector<std::unique_ptr<sdk::LayerView>> layers_;
   std::map<int64_t, sdk::ActivationCollector> collectors_;
   int64_t next_collector_id_ = 1;
+  std::map<int64_t, std::function<void()>> step_callbacks_;
+  int64_t next_step_callback_id_ = 1;
+  std::map<int64_t, std::vector<at::Tensor>> saved_states_;  // handle -> copies of state_tensors
+  bool reset_optimizer_state_ = false;  // set by restore_model_state, done at the next step
+  std::optional<LayerDependencies> dependencies_;  // analysed on first use
   std::vector<std::pair<at::Tensor, unsigned>> gradient_hooks_;  // (tensor, hook index)
   bool attached_ = false;
 };

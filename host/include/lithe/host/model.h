@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "lithe/host/dependency.h"
+
 namespace torch::jit {
 struct Module;
 }
@@ -44,6 +46,12 @@ class Model {
   const ModuleRecord* find_module(const std::string& name) const;
   /// Every trainable parameter (live tensors, shared with the model).
   virtual std::vector<at::Tensor> parameters() const = 0;
+  /// Every parameter and buffer (e.g. BatchNorm running statistics), live, in a fixed order:
+  /// what a saved state must hold to restore the model.
+  virtual std::vector<at::Tensor> state_tensors() const = 0;
+  /// Channel and group dependencies between the model's convolutions, from its graph. The
+  /// default throws sdk::Error(kUnsupported): only TorchScript models expose a graph.
+  virtual LayerDependencies dependencies() const;
   /// Runs the model on one input tensor and returns its (single tensor) output.
   virtual at::Tensor forward(const at::Tensor& input) = 0;
   /// Switches training / evaluation mode.

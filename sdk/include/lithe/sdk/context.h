@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "lithe/sdk/export.h"
@@ -33,6 +35,40 @@ class LITHE_SDK_API CompressionContext {
   virtual void remove_activation_collector(int64_t id) = 0;
   /// All registered algorithms, e.g. to build a masker by name.
   virtual const Registry& registry() const = 0;
+
+  // --- appended in SDK 1.1: host-implemented, so plugins built against 1.0 keep working ---
+
+  /// Registers `callback` to run after every optimizer step, once the masks were updated and
+  /// re-applied and the pruner's after_optimizer_step ran (NNI's later patch_optimizer tasks,
+  /// e.g. TaylorFO's contribution accumulation). Callbacks run in registration order. Returns
+  /// an id (ids start at 1).
+  virtual int64_t add_optimizer_step_callback(std::function<void()> callback) = 0;
+  /// Removes an optimizer-step callback; throws sdk::Error(kInvalidConfig) for an unknown id.
+  virtual void remove_optimizer_step_callback(int64_t id) = 0;
+
+  /// Runs one mask update now, exactly as after an optimizer step: Pruner::calc_mask for every
+  /// layer, then the masks are applied to the weights. Must not be called from calc_mask.
+  virtual void update_masks_now() = 0;
+
+  /// Copies every parameter and buffer of the model (not only the compressed layers); returns
+  /// a handle for restore_model_state (handles start at 1).
+  virtual int64_t save_model_state() = 0;
+  /// Copies a saved state back into the model, re-applies the current masks, and resets the
+  /// optimizer's per-parameter state (momentum, Adam moments) before its next step, as NNI's
+  /// LotteryTicket reset does. Throws sdk::Error(kInvalidConfig) for an unknown handle.
+  virtual void restore_model_state(int64_t handle) = 0;
+
+  /// Sets of layers whose output channels must be pruned alike because their outputs meet in
+  /// an element-wise add (or a concatenation along another dimension than channels), built
+  /// from the model's graph like NNI's ChannelDependency. Every Conv2d module of the model
+  /// appears in exactly one set (a singleton when it has no partner); sets and their members
+  /// are in graph order; names are dotted module names, compressed or not.
+  /// Throws sdk::Error(kUnsupported) when the model's graph cannot be analysed (C++-frontend
+  /// models).
+  virtual std::vector<std::vector<std::string>> channel_dependency_sets() = 0;
+  /// NNI's GroupDependency: for every Conv2d module, the largest `groups` among itself and the
+  /// grouped convolutions its output feeds directly. Same errors as channel_dependency_sets.
+  virtual std::map<std::string, int64_t> group_dependencies() = 0;
 };
 
 }  // namespace lithe::sdk

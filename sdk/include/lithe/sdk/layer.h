@@ -28,6 +28,8 @@ struct LITHE_SDK_API Masks {
 
   /// All-ones masks for `layer` (float32, on the weight's device); bias mask iff it has a bias.
   static Masks keep_all(const LayerView& layer);
+  /// A deep copy (algorithms that edit the current masks start from one).
+  Masks clone() const;
 };
 
 /// Value of a per-layer attribute (NNI's set_wrappers_attribute).

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "lithe/sdk/context.h"
 #include "lithe/sdk/export.h"
@@ -46,6 +47,18 @@ class LITHE_SDK_API Pruner {
 /// config "sparsity" (a number in [0, 1)); a layer whose masker returns nullopt is retried at
 /// the next update. validate_config requires "sparsity" in [0, 1).
 LITHE_SDK_API std::unique_ptr<Pruner> make_one_shot_pruner(std::unique_ptr<WeightMasker> masker);
+
+/// The same, for algorithms that handle one op type only (NNI's schema for filter pruners):
+/// validate_config also rejects an entry whose `op_types` names anything but `only_op_type`
+/// ("default" included), naming `algorithm` in the message.
+LITHE_SDK_API std::unique_ptr<Pruner> make_one_shot_pruner(std::unique_ptr<WeightMasker> masker,
+                                                         const std::string& algorithm,
+                                                         const std::string& only_op_type);
+
+/// Throws sdk::Error(kUnsupportedLayer) naming the layer, its op type and `algorithm` unless the
+/// layer's op type is `op_type` (op_names entries can select any module).
+LITHE_SDK_API void require_layer_op_type(const LayerView& layer, const std::string& op_type,
+                                         const std::string& algorithm);
 
 /// Number of units to prune for `count` units at `sparsity`: int(double(count) * sparsity),
 /// truncated toward zero exactly as NNI (Python int()) does.

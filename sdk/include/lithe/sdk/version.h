@@ -11,7 +11,7 @@
 #define LITHE_SDK_API_VERSION 1
 
 /// Human-readable SDK version (semantic versioning; major == LITHE_SDK_API_VERSION).
-#define LITHE_SDK_VERSION_STRING "1.0.0"
+#define LITHE_SDK_VERSION_STRING "1.1.0"
 
 #define LITHE_DETAIL_STR2(x) #x
 #define LITHE_DETAIL_STR(x) LITHE_DETAIL_STR2(x)

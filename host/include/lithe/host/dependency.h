@@ -1,0 +1,47 @@
+#pragma once
+/// \file
+/// Which layers must be pruned alike, read from a model's graph (NNI's ChannelDependency and
+/// GroupDependency, reference §2.8): convolutions whose outputs meet in an element-wise add
+/// must keep the same output channels, and a convolution feeding a grouped convolution must
+/// prune whole groups.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Module;
+}
+
+namespace lithe::host {
+
+struct LayerDependencies {
+  /// Every Conv2d module in exactly one set (a singleton when it has no partner); sets ordered
+  /// by their first member's position in the graph, members in graph order. Dotted names.
+  /// A set may also hold the Linear / ConvTranspose2d modules coupled to its convolutions (as
+  /// in NNI); sets without a Conv2d are not listed. Conv2d modules that forward never calls
+  /// come last, as singletons, in named_modules order.
+  std::vector<std::vector<std::string>> channel_sets;
+  /// For every Conv2d (and ConvTranspose2d) module: max(its own groups, groups of the grouped
+  /// convolutions that its output reaches directly) — NNI's GroupDependency (max, not lcm).
+  std::map<std::string, int64_t> groups;
+};
+
+/// Reads the channel and group dependencies from `module`'s `forward` graph (a copy, inlined;
+/// the module is neither changed nor run). Works on scripted and traced modules; layers are
+/// recognised by their op (aten::conv2d, aten::_convolution, aten::convolution,
+/// aten::conv_transpose2d, aten::linear, aten::addmm / aten::matmul on a module's weight) and
+/// named by the attribute path of that weight. Rules (NNI v2.0, reference §2.8):
+///  - channel: every aten::add / aten::add_ with a Tensor result, and every aten::cat whose dim
+///    is not the constant 1 (a non-constant dim couples, as NNI's None != 1), couples the
+///    nearest Conv2d / Linear / ConvTranspose2d calls found walking back from its inputs
+///    (every other op, control flow and list building included, is passed through);
+///  - group: a convolution with groups g > 1 raises to g the entry of each nearest
+///    convolution walking back from its input (a Linear ends that walk: it mixes channels).
+/// Deterministic: the result depends only on the graph. Throws sdk::Error(kUnsupported) naming
+/// the module or op when the graph cannot be analysed (no forward method, a convolution whose
+/// groups is not a constant or module attribute).
+LayerDependencies analyze_dependencies(const torch::jit::Module& module);
+
+}  // namespace lithe::host
