@@ -161,6 +161,20 @@ class TorchScriptModel final : public Model {
     return out;
   }
 
+  // From the untouched original: the working clone may carry taps and may already have run.
+  LayerDependencies dependencies() const override {
+    const std::string what = "cannot read the channel/group dependencies from the model's graph: ";
+    try {
+      return analyze_dependencies(original_);
+    } catch (const sdk::Error& e) {
+      throw sdk::Error(sdk::Errc::kUnsupported, what + e.what());
+    } catch (const c10::Error& e) {
+      throw sdk::Error(sdk::Errc::kUnsupported, what + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      throw sdk::Error(sdk::Errc::kUnsupported, what + e.what());
+    }
+  }
+
   at::Tensor forward(const at::Tensor& input) override {
     const c10::IValue output = working_.forward({input});
     LITHE_CHECK(output.isTensor(), sdk::Errc::kUnsupported,

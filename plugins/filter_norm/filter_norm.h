@@ -1,5 +1,5 @@
 #pragma once
-// L1/L2 filter pruning (NNI's L1FilterPruner / L2FilterPruner, normal mode). Declared for unit
+// L1/L2 filter pruning (NNI's L1FilterPruner / L2FilterPruner). Declared for unit
 // tests, which link this plugin's object library and register it into their own registry.
 
 #include <ATen/core/Tensor.h>
@@ -14,7 +14,8 @@ enum class Norm { kL1, kL2 };
 /// weight.view(F, -1): L1 = Σ|w|, L2 = sqrt(Σ w²). Returns a float32 tensor [F].
 at::Tensor filter_importance(const at::Tensor& weight, Norm norm);
 
-/// Registers masker and pruner "l1_filter" and "l2_filter".
+/// Registers masker and pruner "l1_filter" and "l2_filter" (SDK filter framework over
+/// filter_importance; the pruners read option "dependency_aware").
 void register_algorithms(sdk::Registry& registry);
 
 }  // namespace lithe::plugins::filter_norm

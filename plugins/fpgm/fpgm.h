@@ -1,5 +1,5 @@
 #pragma once
-// FPGM filter pruning (NNI's FPGMPruner, normal mode). Declared for unit tests, which link this
+// FPGM filter pruning (NNI's FPGMPruner). Declared for unit tests, which link this
 // plugin's object library and register it into their own registry.
 
 #include <ATen/core/Tensor.h>
@@ -12,7 +12,8 @@ namespace lithe::plugins::fpgm {
 /// bit-identical to NNI's. Returns a float32 tensor [F].
 at::Tensor distance_sums(const at::Tensor& weight);
 
-/// Registers masker "fpgm" and pruner "fpgm".
+/// Registers masker "fpgm" and pruner "fpgm" (SDK filter framework over distance_sums; the
+/// pruner reads option "dependency_aware").
 void register_algorithms(sdk::Registry& registry);
 
 }  // namespace lithe::plugins::fpgm

@@ -7,6 +7,7 @@
 #include "lithe/sdk/context.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/export.h"
+#include "lithe/sdk/filter_pruning.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/masker.h"

@@ -17,6 +17,8 @@
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
+#include "support/fake_context.h"
+#include "support/plugin_test.h"
 #include "support/paths.h"
 
 namespace lithe::plugins::filter_norm {
@@ -31,20 +33,9 @@ sdk::Options config(double sparsity) {
       nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, "/config_list/0");
 }
 
-sdk::Options entry(const nlohmann::ordered_json& json) {
-  return sdk::options_from_json(json, "/config_list/1");
-}
+sdk::Options entry(const nlohmann::ordered_json& json) { return test::config_entry(json, 1); }
+using test::error_code;
 
-// The error code thrown by `f` (fails the test when nothing is thrown).
-sdk::Errc error_code(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const sdk::Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no sdk::Error thrown";
-  return sdk::Errc::kInternal;
-}
 
 // A Conv2d weight [F, 1, 1, n] whose filter i holds filters[i].
 at::Tensor conv_weight(const std::vector<std::vector<float>>& filters) {
@@ -160,16 +151,35 @@ TEST_F(FilterNormTest, LayersWithoutBiasGetNoBiasMask) {
 }
 
 TEST_F(FilterNormTest, ImportanceUsesTheRawWeightNotTheCurrentMask) {
+  // Raw L1 norms [9.5, 6, 4, 8]; with filter 0's entry 9 masked its masked norm would be the
+  // smallest (0.5), but NNI ranks the raw weight: s = 0.25 prunes filter 2.
+  auto masker = registry_.make_masker("l1_filter", sdk::Options());
+  const at::Tensor weight = conv_weight({{0.5, 9}, {3, 3}, {2, 2}, {4, 4}});
+  sdk::LayerView layer(0, "conv", "Conv2d", weight, at::zeros({4}), config(0.25));
+  sdk::Masks previous = sdk::Masks::keep_all(layer);
+  previous.weight.index_put_({0, 0, 0, 1}, 0.f);
+  layer.set_masks(previous);
+  const auto masks = masker->calc_mask(layer, 0.25);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(pruned_filters(masks->weight).equal(at::tensor({0, 0, 1, 0}).to(at::kBool)));
+  EXPECT_TRUE(masks->bias->equal(at::tensor({1.f, 1.f, 0.f, 1.f})));
+  EXPECT_EQ(masks->weight[0].flatten()[1].item<float>(), 0.f) << "earlier zeros are kept";
+}
+
+TEST_F(FilterNormTest, FiltersPrunedBeforeGoFirstSoSchedulesAreMonotone) {
+  // Norms [9, 8, 1, 2] with filter 0 pruned before (e.g. by an earlier AGP step): s = 0.5
+  // keeps it pruned and adds the smallest other filter, exactly 2 in all; nothing is revived.
   auto masker = registry_.make_masker("l1_filter", sdk::Options());
   const at::Tensor weight = conv_weight({{9}, {8}, {1}, {2}});
   sdk::LayerView layer(0, "conv", "Conv2d", weight, at::zeros({4}), config(0.5));
   sdk::Masks previous = sdk::Masks::keep_all(layer);
-  previous.weight = at::tensor({0.f, 1.f, 1.f, 1.f}).reshape({4, 1, 1, 1});  // 9 pruned earlier
+  previous.weight = at::tensor({0.f, 1.f, 1.f, 1.f}).reshape({4, 1, 1, 1});
+  previous.bias = at::tensor({0.f, 1.f, 1.f, 1.f});
   layer.set_masks(previous);
   const auto masks = masker->calc_mask(layer, 0.5);
   ASSERT_TRUE(masks.has_value());
-  EXPECT_TRUE(masks->weight.flatten().equal(at::tensor({1.f, 1.f, 0.f, 0.f})));
-  EXPECT_TRUE(masks->bias->equal(at::tensor({1.f, 1.f, 0.f, 0.f})));
+  EXPECT_TRUE(masks->weight.flatten().equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
+  EXPECT_TRUE(masks->bias->equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
 }
 
 TEST_F(FilterNormTest, FewerThanTwoFiltersOrNothingToPruneKeepsTheCurrentMasks) {
@@ -209,7 +219,7 @@ TEST_F(FilterNormTest, RejectsLayersOtherThanConv2d) {
     EXPECT_THAT([&] { pruner->calc_mask(layer); },
                 ThrowsMessage<sdk::Error>(
                     AllOf(HasSubstr("layer 'fc1' is a Linear"),
-                          HasSubstr(std::string(algorithm) + " prunes Conv2d filters only"))));
+                          HasSubstr(std::string(algorithm) + " prunes Conv2d layers only"))));
     EXPECT_EQ(error_code([&] { pruner->calc_mask(layer); }), sdk::Errc::kUnsupportedLayer);
   }
 }
@@ -222,7 +232,7 @@ TEST_F(FilterNormTest, ConfigAcceptsConv2dOnlyOpTypes) {
       },
       ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
                                                 "\"Conv2d\""),
-                                      HasSubstr("l1_filter prunes Conv2d filters only"),
+                                      HasSubstr("l1_filter prunes Conv2d layers only"),
                                       HasSubstr("got [\"Linear\"]"))));
   EXPECT_THAT(
       [&] {
@@ -269,13 +279,143 @@ TEST_F(FilterNormTest, ConfigReadsNoOtherKeys) {
   EXPECT_EQ(sdk::unread_option_paths(cfg), std::vector<std::string>{"/config_list/1/typo"});
 }
 
-TEST_F(FilterNormTest, OptionsAcceptNoKeysYet) {
-  // dependency_aware arrives later: unread, so the host rejects it as unknown.
-  const sdk::Options options =
-      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options");
+TEST_F(FilterNormTest, OptionsAreDependencyAwareAndAStringDummyInput) {
+  const sdk::Options options = sdk::options_from_json(
+      nlohmann::ordered_json{{"dependency_aware", true}, {"dummy_input", "x"}, {"typo", 1}},
+      "/options");
   auto pruner = registry_.make_pruner("l1_filter", options);
-  EXPECT_EQ(sdk::unread_option_paths(options),
+  EXPECT_EQ(sdk::unread_option_paths(options), std::vector<std::string>{"/options/typo"});
+  EXPECT_THAT(
+      [&] {
+        registry_.make_pruner("l2_filter",
+                              sdk::options_from_json(
+                                  nlohmann::ordered_json{{"dummy_input", {1, 1, 28, 28}}},
+                                  "/options"));
+      },
+      ThrowsMessage<sdk::Error>(
+          AllOf(HasSubstr("/options/dummy_input must be a string"),
+                HasSubstr("l2_filter accepts dummy_input only as a string"))));
+  // The maskers (used by schedules such as AGP) take no options.
+  const sdk::Options masker_options = sdk::options_from_json(
+      nlohmann::ordered_json{{"dependency_aware", true}}, "/options");
+  registry_.make_masker("l1_filter", masker_options);
+  EXPECT_EQ(sdk::unread_option_paths(masker_options),
             std::vector<std::string>{"/options/dependency_aware"});
+}
+
+// Reference §7 case 14 through the real pruners: x -> conv1 -> relu -> {conv2, conv3} -> add,
+// conv2 filter i = [4,3,2,1][i]/4 (4 entries), conv3 = [1,.5,3,2.5][i]/4.
+class FilterNormDependencyTest : public FilterNormTest {
+ protected:
+  std::map<std::string, std::vector<bool>> prune_case14(const std::string& algorithm, double s2,
+                                                        double s3, bool dependency_aware) {
+    const auto filters = [](std::vector<float> values) {
+      std::vector<std::vector<float>> out;
+      for (float v : values) {
+        out.push_back(std::vector<float>(4, v / 4));
+      }
+      return conv_weight(out);
+    };
+    sdk::LayerView conv2(1, "conv2", "Conv2d", filters({4, 3, 2, 1}), std::nullopt, config(s2));
+    sdk::LayerView conv3(2, "conv3", "Conv2d", filters({1, 0.5, 3, 2.5}), std::nullopt,
+                         config(s3));
+    test::FakeContext context({&conv2, &conv3}, registry_);
+    context.channel_sets = {{"conv1"}, {"conv2", "conv3"}};
+    context.groups = {{"conv1", 1}, {"conv2", 1}, {"conv3", 1}};
+    auto pruner = registry_.make_pruner(
+        algorithm, sdk::options_from_json(
+                       nlohmann::ordered_json{{"dependency_aware", dependency_aware}}, "/options"));
+    pruner->attach(context);
+    std::map<std::string, std::vector<bool>> out;
+    for (sdk::LayerView* layer : {&conv2, &conv3}) {
+      const auto masks = pruner->calc_mask(*layer);
+      EXPECT_TRUE(masks.has_value()) << layer->name();
+      const at::Tensor pruned = pruned_filters(masks.value_or(sdk::Masks::keep_all(*layer)).weight);
+      out[layer->name()] = std::vector<bool>(pruned.data_ptr<bool>(),
+                                             pruned.data_ptr<bool>() + pruned.numel());
+    }
+    return out;
+  }
+};
+
+TEST_F(FilterNormDependencyTest, AddedLayersPruneTheSameChannels) {
+  // Summed L1 [5,3.5,5,3.5] -> channels 1, 3 in both (NNI alike). L2 of a constant filter of 4
+  // entries v/4 is v/2, so L2 ranks the same way.
+  for (const char* algorithm : {"l1_filter", "l2_filter"}) {
+    auto pruned = prune_case14(algorithm, 0.5, 0.5, true);
+    EXPECT_EQ(pruned["conv2"], (std::vector<bool>{false, true, false, true})) << algorithm;
+    EXPECT_EQ(pruned["conv3"], (std::vector<bool>{false, true, false, true})) << algorithm;
+    // Normal mode: each on its own.
+    pruned = prune_case14(algorithm, 0.5, 0.5, false);
+    EXPECT_EQ(pruned["conv2"], (std::vector<bool>{false, false, true, true})) << algorithm;
+    EXPECT_EQ(pruned["conv3"], (std::vector<bool>{true, true, false, false})) << algorithm;
+  }
+}
+
+TEST_F(FilterNormDependencyTest, MixedSparsitiesShareTheCommonChannelOfTheSmallest) {
+  // min_s .25 -> one common channel: the 3.5 tie at 1 and 3 goes to channel 1 (NNI prunes both
+  // and conv2 ends with 2 pruned at sparsity .25). conv3 adds its own smallest, 0 and 3.
+  const auto pruned = prune_case14("l1_filter", 0.25, 0.75, true);
+  EXPECT_EQ(pruned.at("conv2"), (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(pruned.at("conv3"), (std::vector<bool>{true, true, false, true}));
+}
+
+// NNI's dependency-aware golden cases, replayed with NNI's dependency sets through a fake
+// context: every case here has no tie at a pruning boundary, so Lithe's exact-k rule must give
+// NNI's masks exactly.
+TEST_F(FilterNormTest, DependencyAwareMasksEqualNnisGoldenCases) {
+  const auto conformance = test::shared_dir() / "conformance";
+  if (!std::filesystem::exists(conformance / "golden")) {
+    GTEST_SKIP() << "no conformance data at " << conformance;
+  }
+  for (const auto& [name, algorithm] :
+       {std::pair{"l1filter_resblock_dep_s0.5", "l1_filter"},
+        {"l2filter_resblock_dep_s0.5", "l2_filter"},
+        {"l1filter_resblock_dep_mixed_sparsity", "l1_filter"},
+        {"l1filter_resblock_dep_partial_set", "l1_filter"},
+        {"l1filter_mobilenet_tiny_dep_s0.5", "l1_filter"}}) {
+    const auto dir = conformance / "golden" / name;
+    std::ifstream summary_file(dir / "summary.json");
+    const auto results = nlohmann::ordered_json::parse(summary_file).at("results");
+    std::ifstream config_file(dir / "config.json");
+    const std::string model = nlohmann::ordered_json::parse(config_file).at("model");
+    const auto state = test::load_tensor_dict(conformance / "models" / (model + "_state.pt"));
+
+    std::vector<std::unique_ptr<sdk::LayerView>> layers;
+    for (const auto& [layer, info] : results.at("masks").items()) {
+      const auto bias = state.find(layer + ".bias");
+      layers.push_back(std::make_unique<sdk::LayerView>(
+          static_cast<int64_t>(layers.size()), layer, "Conv2d", state.at(layer + ".weight"),
+          bias == state.end() ? std::nullopt : std::optional<at::Tensor>(bias->second),
+          sdk::options_from_json(info.at("config"), "/config_list/0")));
+    }
+    std::vector<sdk::LayerView*> views;
+    for (auto& layer : layers) {
+      views.push_back(layer.get());
+    }
+    test::FakeContext context(views, registry_);
+    context.channel_sets =
+        results.at("channel_dependency").get<std::vector<std::vector<std::string>>>();
+    context.groups = results.at("group_dependency").get<std::map<std::string, int64_t>>();
+    auto pruner = registry_.make_pruner(
+        algorithm,
+        sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options"));
+    for (sdk::LayerView* layer : views) {
+      pruner->validate_config(layer->config());
+    }
+    pruner->attach(context);
+    for (sdk::LayerView* layer : views) {
+      const auto masks = pruner->calc_mask(*layer);
+      ASSERT_TRUE(masks.has_value()) << name << " " << layer->name();
+      const at::Tensor pruned = pruned_filters(masks->weight).nonzero().flatten();
+      const auto expected =
+          results.at("masks").at(layer->name()).at("pruned_filters").get<std::vector<int64_t>>();
+      EXPECT_EQ(std::vector<int64_t>(pruned.data_ptr<int64_t>(),
+                                     pruned.data_ptr<int64_t>() + pruned.numel()),
+                expected)
+          << name << " " << layer->name();
+    }
+  }
 }
 
 TEST_F(FilterNormTest, RegistersMaskersAndPrunersUnderTheNamesUsersType) {
@@ -289,18 +429,6 @@ TEST_F(FilterNormTest, RegistersMaskersAndPrunersUnderTheNamesUsersType) {
 
 // --- NNI's per-filter statistics of the conformance cases -------------------------------------
 
-std::map<std::string, at::Tensor> load_tensors(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::map<std::string, at::Tensor> out;
-  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict()) {
-    if (item.value().isTensor()) {
-      out[item.key().toStringRef()] = item.value().toTensor();
-    }
-  }
-  return out;
-}
 
 TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
   const auto conformance = test::shared_dir() / "conformance";
@@ -309,10 +437,10 @@ TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
   }
   int checked = 0;
   for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
-    const auto state = load_tensors(conformance / "models" / (std::string(model) + "_state.pt"));
+    const auto state = test::load_tensor_dict(conformance / "models" / (std::string(model) + "_state.pt"));
     for (const auto& [prefix, norm] :
          {std::pair{"l1filter_", Norm::kL1}, {"l2filter_", Norm::kL2}}) {
-      const auto golden = load_tensors(conformance / "golden" /
+      const auto golden = test::load_tensor_dict(conformance / "golden" /
                                        (std::string(prefix) + model + "_s0.5") / "tensors.pt");
       for (const auto& [key, stat] : golden) {
         if (key.rfind("stat.", 0) != 0) {

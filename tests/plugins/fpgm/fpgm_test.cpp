@@ -17,6 +17,8 @@
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
+#include "support/fake_context.h"
+#include "support/plugin_test.h"
 #include "support/paths.h"
 
 namespace lithe::plugins::fpgm {
@@ -31,19 +33,9 @@ sdk::Options config(double sparsity) {
       nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, "/config_list/0");
 }
 
-sdk::Options entry(const nlohmann::ordered_json& json) {
-  return sdk::options_from_json(json, "/config_list/1");
-}
+sdk::Options entry(const nlohmann::ordered_json& json) { return test::config_entry(json, 1); }
+using test::error_code;
 
-sdk::Errc error_code(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const sdk::Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no sdk::Error thrown";
-  return sdk::Errc::kInternal;
-}
 
 // Pruned filters of a weight mask [F, ...] as a bool vector [F].
 at::Tensor pruned_filters(const at::Tensor& weight_mask) {
@@ -137,8 +129,10 @@ TEST_F(FpgmTest, LayersWithoutBiasGetNoBiasMask) {
 }
 
 TEST_F(FpgmTest, PrunedFiltersAreZeroedInTheCurrentMasks) {
-  // NNI zeroes the chosen filters in a copy of the current masks; the distances use the raw
-  // weight. d = [8,14,8,10] -> {0, 2}; filter 3 was pruned before and stays pruned.
+  // The chosen filters are zeroed in a copy of the current masks; the distances use the raw
+  // weight. d = [8,14,8,10]; filter 3 was pruned before, so it counts first and stays pruned,
+  // and one more goes: filter 0 (the 8 tie, lower index). Exactly 2 of 4 (NNI would zero 0 and
+  // 2 on top of 3, three filters at sparsity 0.5).
   auto masker = registry_.make_masker("fpgm", sdk::Options());
   const at::Tensor weight = at::tensor({1.f, -2.f, 3.f, 4.f}).reshape({4, 1, 1, 1});
   sdk::LayerView layer(0, "conv", "Conv2d", weight, at::zeros({4}), config(0.5));
@@ -148,8 +142,8 @@ TEST_F(FpgmTest, PrunedFiltersAreZeroedInTheCurrentMasks) {
   layer.set_masks(previous);
   const auto masks = masker->calc_mask(layer, 0.5);
   ASSERT_TRUE(masks.has_value());
-  EXPECT_TRUE(masks->weight.flatten().equal(at::tensor({0.f, 1.f, 0.f, 0.f})));
-  EXPECT_TRUE(masks->bias->equal(at::tensor({0.f, 1.f, 0.f, 0.f})));
+  EXPECT_TRUE(masks->weight.flatten().equal(at::tensor({0.f, 1.f, 1.f, 0.f})));
+  EXPECT_TRUE(masks->bias->equal(at::tensor({0.f, 1.f, 1.f, 0.f})));
   EXPECT_TRUE(layer.masks().weight.flatten().equal(at::tensor({1.f, 1.f, 1.f, 0.f})))
       << "the layer's own masks are not modified in place";
 }
@@ -184,7 +178,7 @@ TEST_F(FpgmTest, RejectsLayersOtherThanConv2d) {
                        entry({{"sparsity", 0.5}, {"op_names", {"fc1"}}}));
   EXPECT_THAT([&] { pruner->calc_mask(layer); },
               ThrowsMessage<sdk::Error>(AllOf(HasSubstr("layer 'fc1' is a Linear"),
-                                              HasSubstr("fpgm prunes Conv2d filters only"))));
+                                              HasSubstr("fpgm prunes Conv2d layers only"))));
   EXPECT_EQ(error_code([&] { pruner->calc_mask(layer); }), sdk::Errc::kUnsupportedLayer);
 }
 
@@ -196,7 +190,7 @@ TEST_F(FpgmTest, ConfigAcceptsConv2dOnlyOpTypes) {
       },
       ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
                                                 "\"Conv2d\""),
-                                      HasSubstr("fpgm prunes Conv2d filters only"),
+                                      HasSubstr("fpgm prunes Conv2d layers only"),
                                       HasSubstr("got [\"Linear\"]"))));
   EXPECT_THAT(
       [&] {
@@ -227,12 +221,85 @@ TEST_F(FpgmTest, ConfigRequiresSparsityInHalfOpenUnitInterval) {
   EXPECT_EQ(sdk::unread_option_paths(cfg), std::vector<std::string>{"/config_list/1/typo"});
 }
 
-TEST_F(FpgmTest, OptionsAcceptNoKeysYet) {
-  const sdk::Options options =
-      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options");
+TEST_F(FpgmTest, OptionsAreDependencyAwareAndAStringDummyInput) {
+  const sdk::Options options = sdk::options_from_json(
+      nlohmann::ordered_json{{"dependency_aware", true}, {"dummy_input", "x"}, {"typo", 1}},
+      "/options");
   auto pruner = registry_.make_pruner("fpgm", options);
-  EXPECT_EQ(sdk::unread_option_paths(options),
-            std::vector<std::string>{"/options/dependency_aware"});
+  EXPECT_EQ(sdk::unread_option_paths(options), std::vector<std::string>{"/options/typo"});
+  EXPECT_THAT(
+      [&] {
+        registry_.make_pruner(
+            "fpgm", sdk::options_from_json(nlohmann::ordered_json{{"dummy_input", 3}}, "/options"));
+      },
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/options/dummy_input must be a string"),
+                                      HasSubstr("fpgm accepts dummy_input only as a string"))));
+}
+
+TEST_F(FpgmTest, DependencyAwareAddedLayersPruneTheSameChannels) {
+  // Two added layers of 1-element filters: d(a) = [8,14,8,10] for [1,-2,3,4], d(b) = [6,4,4,6]
+  // for [0,1,2,3], summed [14,18,12,16] -> the common channels at s = .5 are 2 and 0 (NNI
+  // alike); alone, b would prune 1 and 2.
+  sdk::LayerView a(0, "a", "Conv2d", at::tensor({1.f, -2.f, 3.f, 4.f}).reshape({4, 1, 1, 1}),
+                   at::zeros({4}), config(0.5));
+  sdk::LayerView b(1, "b", "Conv2d", at::tensor({0.f, 1.f, 2.f, 3.f}).reshape({4, 1, 1, 1}),
+                   std::nullopt, config(0.5));
+  ASSERT_TRUE(distance_sums(b.weight()).equal(at::tensor({6.f, 4.f, 4.f, 6.f})));
+  test::FakeContext context({&a, &b}, registry_);
+  context.channel_sets = {{"a", "b"}};
+  auto pruner = registry_.make_pruner(
+      "fpgm",
+      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options"));
+  pruner->attach(context);
+  const auto ma = pruner->calc_mask(a);
+  const auto mb = pruner->calc_mask(b);
+  ASSERT_TRUE(ma.has_value() && mb.has_value());
+  EXPECT_TRUE(ma->weight.flatten().equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
+  EXPECT_TRUE(ma->bias->equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
+  EXPECT_TRUE(mb->weight.flatten().equal(at::tensor({0.f, 1.f, 0.f, 1.f})));
+  EXPECT_FALSE(mb->bias.has_value());
+}
+
+// NNI's dependency-aware FPGM golden case, replayed with NNI's dependency sets: no tie at a
+// pruning boundary, so Lithe must give NNI's masks exactly.
+TEST_F(FpgmTest, DependencyAwareMasksEqualNnisGoldenCase) {
+  const auto conformance = test::shared_dir() / "conformance";
+  const auto dir = conformance / "golden" / "fpgm_resblock_dep_s0.5";
+  if (!std::filesystem::exists(dir)) {
+    GTEST_SKIP() << "no conformance data at " << dir;
+  }
+  std::ifstream summary_file(dir / "summary.json");
+  const auto results = nlohmann::ordered_json::parse(summary_file).at("results");
+  const auto state = test::load_tensor_dict(conformance / "models" / "resblock_state.pt");
+  std::vector<std::unique_ptr<sdk::LayerView>> layers;
+  std::vector<sdk::LayerView*> views;
+  for (const auto& [layer, info] : results.at("masks").items()) {
+    const auto bias = state.find(layer + ".bias");
+    layers.push_back(std::make_unique<sdk::LayerView>(
+        static_cast<int64_t>(layers.size()), layer, "Conv2d", state.at(layer + ".weight"),
+        bias == state.end() ? std::nullopt : std::optional<at::Tensor>(bias->second),
+        sdk::options_from_json(info.at("config"), "/config_list/0")));
+    views.push_back(layers.back().get());
+  }
+  test::FakeContext context(views, registry_);
+  context.channel_sets =
+      results.at("channel_dependency").get<std::vector<std::vector<std::string>>>();
+  context.groups = results.at("group_dependency").get<std::map<std::string, int64_t>>();
+  auto pruner = registry_.make_pruner(
+      "fpgm",
+      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options"));
+  pruner->attach(context);
+  for (sdk::LayerView* layer : views) {
+    const auto masks = pruner->calc_mask(*layer);
+    ASSERT_TRUE(masks.has_value()) << layer->name();
+    const at::Tensor pruned = pruned_filters(masks->weight).nonzero().flatten();
+    const auto expected =
+        results.at("masks").at(layer->name()).at("pruned_filters").get<std::vector<int64_t>>();
+    EXPECT_EQ(std::vector<int64_t>(pruned.data_ptr<int64_t>(),
+                                   pruned.data_ptr<int64_t>() + pruned.numel()),
+              expected)
+        << layer->name();
+  }
 }
 
 TEST_F(FpgmTest, RegistersMaskerAndPrunerUnderTheNameUsersType) {
@@ -244,18 +311,6 @@ TEST_F(FpgmTest, RegistersMaskerAndPrunerUnderTheNameUsersType) {
 
 // --- NNI's per-filter statistics of the conformance cases -------------------------------------
 
-std::map<std::string, at::Tensor> load_tensors(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::map<std::string, at::Tensor> out;
-  for (const auto& item : torch::jit::pickle_load(bytes).toGenericDict()) {
-    if (item.value().isTensor()) {
-      out[item.key().toStringRef()] = item.value().toTensor();
-    }
-  }
-  return out;
-}
 
 TEST(FpgmGoldenTest, DistanceSumsAreBitIdenticalToNnisStatistics) {
   const auto conformance = test::shared_dir() / "conformance";
@@ -264,8 +319,8 @@ TEST(FpgmGoldenTest, DistanceSumsAreBitIdenticalToNnisStatistics) {
   }
   int checked = 0;
   for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
-    const auto state = load_tensors(conformance / "models" / (std::string(model) + "_state.pt"));
-    const auto golden = load_tensors(conformance / "golden" /
+    const auto state = test::load_tensor_dict(conformance / "models" / (std::string(model) + "_state.pt"));
+    const auto golden = test::load_tensor_dict(conformance / "golden" /
                                      (std::string("fpgm_") + model + "_s0.5") / "tensors.pt");
     for (const auto& [key, stat] : golden) {
       if (key.rfind("stat.", 0) != 0) {

@@ -1,0 +1,99 @@
+#pragma once
+// Internal to the conformance runner: one golden case's inputs, verdicts, and the comparisons
+// every replay shares (mask comparison with the departure-1 tie rule, tolerant output
+// comparison). Each replay family lives in its own conformance_*.cpp.
+
+#include <ATen/core/Tensor.h>
+#include <torch/script.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lithe/host/compressor.h"
+#include "lithe/host/conformance.h"
+#include "lithe/host/model.h"
+#include "lithe/host/plugin_registry.h"
+#include "lithe/sdk/layer.h"
+
+namespace lithe::host::conformance_detail {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+using Outcome = CaseResult::Outcome;
+
+/// Raised inside a case to end it with a verdict.
+struct Verdict {
+  Outcome outcome;
+  std::string reason;
+};
+
+[[noreturn]] void fail(const std::string& reason);
+[[noreturn]] void unsupported(const std::string& reason);
+
+/// Everything a replay reads of one golden case folder.
+struct CaseContext {
+  fs::path golden_dir;
+  fs::path case_dir;
+  json config;   ///< config.json
+  json summary;  ///< summary.json
+  std::map<std::string, at::Tensor> tensors;  ///< tensors.pt
+};
+
+/// The tensors of a torch pickle dict file (tensors.pt, NAME_state.pt).
+std::map<std::string, at::Tensor> load_tensor_dict(const fs::path& file);
+/// The case's TorchScript model with its state and `init.*` overrides, in eval mode.
+torch::jit::Module load_case_model(const CaseContext& c);
+/// Copies `state` entries starting with `prefix` into the module's parameters/buffers.
+void load_state(torch::jit::Module& module, const std::map<std::string, at::Tensor>& state,
+                const std::string& prefix);
+/// The golden tensor `key` (fails the case when missing).
+const at::Tensor& tensor(const CaseContext& c, const std::string& key);
+/// The case's config as a Lithe compression config: NNI kwargs become options, minus the
+/// arguments the host owns (optimizer, lr_scheduler).
+CompressionConfig case_compression_config(const CaseContext& c, const std::string& algorithm);
+/// Whether a line of the case's `procedure` contains `text`.
+bool procedure_mentions(const json& config, const std::string& text);
+
+/// |actual − expected| <= 1e-5·max(1, |expected|) everywhere (README: goldens used another
+/// BLAS); `detail` says the worst difference otherwise.
+bool close_enough(const at::Tensor& actual, const at::Tensor& expected, std::string* detail);
+int64_t count_zeros(const at::Tensor& t);
+/// Copies of every module weight, to check rules against what a pruner saw.
+std::map<std::string, at::Tensor> snapshot_weights(const Model& model);
+
+/// How a layer's NNI sparsity is read from its recorded config (default: "sparsity").
+using SparsityOf = std::function<double(const std::string& layer, const json& layer_config)>;
+
+/// Compares Lithe's masks with NNI's recorded ones (`expected`: {layer: {weight: key, bias:
+/// key|null, config}}, keys into the case's tensors). A difference explained by NNI's tie
+/// over-pruning while Lithe prunes exactly k (departure 1) is returned as a note; any other
+/// difference fails the case. `global_k`: k is checked over all layers together (Slim).
+std::vector<std::string> compare_masks(const CaseContext& c,
+                                       const std::vector<std::pair<std::string, sdk::Masks>>& ours,
+                                       const json& expected,
+                                       const std::map<std::string, at::Tensor>& weights_before,
+                                       bool global_k, const SparsityOf& sparsity_of = {});
+
+/// compare_masks for a dependency-aware case: where Lithe differs from NNI, Lithe's own rule
+/// (departure 5: exact num_prune per layer, coupled layers share the common channels) is
+/// checked instead and a note returned; a broken rule fails the case.
+std::vector<std::string> compare_masks_dependency_aware(
+    const CaseContext& c, const std::vector<std::pair<std::string, sdk::Masks>>& ours,
+    const std::map<std::string, at::Tensor>& weights_before);
+
+/// "a, b, c".
+std::string join(const std::vector<std::string>& parts);
+
+// Replay families (one file each).
+Verdict replay_schedule(const CaseContext& c, const PluginRegistry& registry,
+                        const std::string& algorithm);
+Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
+                           const std::string& algorithm);
+
+}  // namespace lithe::host::conformance_detail

@@ -1,0 +1,161 @@
+// Replays of NNI's schedule cases: AGP (masks over epochs) and Lottery Ticket (pruning rounds
+// with weight rewinding). Weights never train in these cases (SGD with lr 0, or stored
+// perturbations standing in for training), so every mask is fully determined; each recorded
+// event's zero counts and every stored mask snapshot are compared.
+#include <torch/torch.h>
+
+#include <string>
+
+#include "conformance_case.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host::conformance_detail {
+namespace {
+
+// Zero counts per layer of Lithe's current masks against NNI's `zeros` object.
+void compare_zero_counts(const PruningSession& session, const json& nni_zeros,
+                         const std::string& event) {
+  for (const auto& [name, masks] : session.masks()) {
+    if (!nni_zeros.contains(name)) {
+      fail(event + ": Lithe compresses layer '" + name + "', NNI does not");
+    }
+    const int64_t ours = count_zeros(masks.weight);
+    const auto theirs = nni_zeros.at(name).get<int64_t>();
+    if (ours != theirs) {
+      fail(event + ": layer '" + name + "' has " + std::to_string(ours) + " pruned weights, NNI " +
+           std::to_string(theirs));
+    }
+  }
+}
+
+// AGP layer configs have no "sparsity": the epoch's target (recorded per event) is what the
+// masker was asked for, used only to check Lithe's exact-k rule if masks ever differ.
+SparsityOf agp_target(double target) {
+  return [target](const std::string&, const json&) { return target; };
+}
+
+Verdict replay_agp(const CaseContext& c, const PluginRegistry& registry) {
+  torch::jit::Module module = load_case_model(c);
+  auto model = make_torchscript_model(module);
+  const auto weights_before = snapshot_weights(*model);
+  PruningSession session(*model, registry, case_compression_config(c, "agp"));
+  auto params = model->parameters();
+  torch::optim::SGD optimizer(params, torch::optim::SGDOptions(0.0));
+  const json& results = c.summary.at("results");
+  int snapshots = 0;
+  int events = 0;
+  std::vector<std::string> deviations;
+  auto check_snapshot = [&](const std::string& key, double target) {
+    if (results.contains(key)) {
+      const auto notes = compare_masks(c, session.masks(), results.at(key), weights_before,
+                                       /*global_k=*/false, agp_target(target));
+      deviations.insert(deviations.end(), notes.begin(), notes.end());
+      ++snapshots;
+    }
+  };
+  for (const json& event : results.at("schedule")) {
+    const std::string name = event.at("event").get<std::string>();
+    const double target = event.value("target_sparsity", 0.0);
+    if (!event.contains("epoch")) {  // "compress"
+      session.compress();
+      compare_zero_counts(session, event.at("zeros"), name);
+      check_snapshot("masks_compress", target);
+      ++events;
+      continue;
+    }
+    const auto epoch = event.at("epoch").get<int64_t>();
+    session.update_epoch(epoch);
+    session.optimizer_step(optimizer);  // no gradients: SGD changes nothing, masks update
+    if (deviations.empty()) {
+      compare_zero_counts(session, event.at("zeros"), name);
+    }
+    check_snapshot("masks_epoch" + std::to_string(epoch), target);
+    ++events;
+  }
+  if (!deviations.empty()) {
+    return {Outcome::kDeviation,
+            "departure 1: NNI over-prunes tied weights; Lithe prunes exactly the epoch's k: " +
+                join(deviations)};
+  }
+  std::string detail;
+  if (c.tensors.count("output_final") != 0) {
+    model->train(false);
+    at::NoGradGuard no_grad;
+    if (!close_enough(model->forward(tensor(c, "input")), tensor(c, "output_final"), &detail)) {
+      fail("output after the schedule differs from NNI: " + detail);
+    }
+  }
+  return {Outcome::kPass, std::to_string(events) + " schedule events and " +
+                              std::to_string(snapshots) + " mask snapshots match NNI"};
+}
+
+Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& registry) {
+  torch::jit::Module module = load_case_model(c);
+  auto model = make_torchscript_model(module);
+  const auto initial = snapshot_weights(*model);
+  PruningSession session(*model, registry, case_compression_config(c, "lottery_ticket"));
+  session.compress();
+  const json& results = c.summary.at("results");
+  const json& rounds = results.at("prune_iterations");
+  std::vector<std::string> deviations;
+  for (const json& round_json : rounds) {
+    const auto round = round_json.get<int64_t>();
+    if (round > 0) {
+      // The stored perturbation stands in for a round of training (added to the raw weight).
+      at::NoGradGuard no_grad;
+      for (const auto& [name, masks] : session.masks()) {
+        const auto it = c.tensors.find("perturb" + std::to_string(round) + "." + name);
+        if (it != c.tensors.end()) {
+          model->find_module(name)->weight->add_(it->second);
+        }
+      }
+    }
+    session.update_epoch(round);  // epochs_per_iteration 1: round r starts at epoch r
+    const std::string event = "round " + std::to_string(round);
+    if (round == 0) {
+      for (const auto& [name, masks] : session.masks()) {
+        if (count_zeros(masks.weight) != 0) {
+          fail(event + ": layer '" + name + "' is pruned; NNI's round 0 keeps every weight");
+        }
+      }
+    } else {
+      const double sparsity = results.at("sequence").at(round).at("sparsity").begin()->get<double>();
+      const auto notes =
+          compare_masks(c, session.masks(), results.at("masks_iter" + std::to_string(round)),
+                        initial, /*global_k=*/false, [&](const std::string& layer, const json&) {
+                          return results.at("sequence").at(round).at("sparsity").value(layer,
+                                                                                       sparsity);
+                        });
+      deviations.insert(deviations.end(), notes.begin(), notes.end());
+    }
+    // Weights are rewound to their initial values (Lithe keeps pruned ones at zero in place).
+    for (const auto& [name, masks] : session.masks()) {
+      const at::Tensor expected = initial.at(name) * masks.weight;
+      if (!model->find_module(name)->weight->detach().equal(expected)) {
+        fail(event + ": layer '" + name + "' was not rewound to its initial weights");
+      }
+    }
+  }
+  if (!deviations.empty()) {
+    return {Outcome::kDeviation,
+            "departure 1: NNI over-prunes tied weights; Lithe prunes exactly k: " +
+                join(deviations)};
+  }
+  return {Outcome::kPass, std::to_string(rounds.size()) +
+                              " rounds: masks match NNI and weights are rewound each round"};
+}
+
+}  // namespace
+
+Verdict replay_schedule(const CaseContext& c, const PluginRegistry& registry,
+                        const std::string& algorithm) {
+  if (algorithm == "agp") {
+    return replay_agp(c, registry);
+  }
+  if (algorithm == "lottery_ticket") {
+    return replay_lottery_ticket(c, registry);
+  }
+  unsupported("no schedule replay for '" + algorithm + "'");
+}
+
+}  // namespace lithe::host::conformance_detail
