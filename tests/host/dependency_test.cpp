@@ -1,0 +1,233 @@
+// Channel / group dependency analysis (NNI v2.0 ChannelDependency and GroupDependency, reference
+// §2.8): against NNI's recorded results on the conformance models, and on small purpose-built
+// models (scripts/make_dependency_models.py) for the rules those models do not exercise.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lithe/host/dependency.h"
+#include "lithe/host/model.h"
+#include "lithe/sdk/error.h"
+#include "support/paths.h"
+
+namespace lithe::host {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+using Sets = std::vector<std::vector<std::string>>;
+using SetOfSets = std::set<std::set<std::string>>;
+
+SetOfSets as_set_of_sets(const Sets& sets) {
+  SetOfSets out;
+  for (const auto& members : sets) {
+    out.insert(std::set<std::string>(members.begin(), members.end()));
+  }
+  return out;
+}
+
+std::filesystem::path conformance_model(const std::string& name) {
+  return test::shared_dir() / "conformance/models" / (name + ".pt");
+}
+
+LayerDependencies model_dependencies(const std::filesystem::path& path) {
+  return load_torchscript_model(path)->dependencies();
+}
+
+LayerDependencies test_model_dependencies(const std::string& name) {
+  return model_dependencies(test::source_dir() / "tests/data" / (name + ".pt"));
+}
+
+struct NniDependencies {
+  Sets channel_sets;
+  std::map<std::string, int64_t> groups;
+};
+
+NniDependencies golden_dependencies(const std::string& case_name) {
+  const auto path = test::shared_dir() / "conformance/golden" / case_name / "summary.json";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  const nlohmann::json results = nlohmann::json::parse(in).at("results");
+  NniDependencies out;
+  out.channel_sets = results.at("channel_dependency").get<Sets>();
+  out.groups = results.at("group_dependency").get<std::map<std::string, int64_t>>();
+  return out;
+}
+
+// Every Conv2d module of the model appears in exactly one set.
+void expect_partition(const Sets& sets, const std::vector<std::string>& convs) {
+  std::multiset<std::string> seen;
+  for (const auto& members : sets) {
+    seen.insert(members.begin(), members.end());
+  }
+  EXPECT_EQ(seen, std::multiset<std::string>(convs.begin(), convs.end()));
+}
+
+TEST(DependencyAnalysisTest, ResblockMatchesNni) {
+  const LayerDependencies deps = model_dependencies(conformance_model("resblock"));
+  const NniDependencies nni = golden_dependencies("l1filter_resblock_dep_s0.5");
+  // The residual adds couple conv1 with layer1.conv2 (identity shortcut) and layer2.conv2
+  // with the 1x1 shortcut conv; BN/ReLU between them are passed through.
+  EXPECT_EQ(as_set_of_sets(deps.channel_sets), as_set_of_sets(nni.channel_sets));
+  EXPECT_EQ(deps.groups, nni.groups);
+  // Our own deterministic order: sets by first member's graph position, members in graph order.
+  EXPECT_THAT(deps.channel_sets,
+              ElementsAre(ElementsAre("conv1", "layer1.conv2"), ElementsAre("layer1.conv1"),
+                          ElementsAre("layer2.conv1"),
+                          ElementsAre("layer2.conv2", "layer2.shortcut.0")));
+}
+
+TEST(DependencyAnalysisTest, MobilenetTinyGroupsMatchNni) {
+  const LayerDependencies deps = model_dependencies(conformance_model("mobilenet_tiny"));
+  const NniDependencies nni = golden_dependencies("l1filter_mobilenet_tiny_dep_s0.5");
+  EXPECT_EQ(as_set_of_sets(deps.channel_sets), as_set_of_sets(nni.channel_sets));
+  // Depthwise dw1 (16 groups) and dw2 (32) pass their groups to conv1 and pw1, through BN/ReLU.
+  EXPECT_EQ(deps.groups, nni.groups);
+  EXPECT_THAT(deps.groups, ElementsAre(Pair("conv1", 16), Pair("dw1", 16), Pair("dw2", 32),
+                                       Pair("pw1", 32), Pair("pw2", 1)));
+  EXPECT_THAT(deps.channel_sets, ElementsAre(ElementsAre("conv1"), ElementsAre("dw1"),
+                                             ElementsAre("pw1"), ElementsAre("dw2"),
+                                             ElementsAre("pw2")));
+}
+
+TEST(DependencyAnalysisTest, PlainChainsHaveOnlySingletonsAndNoGroups) {
+  const LayerDependencies lenet = model_dependencies(conformance_model("lenet"));
+  EXPECT_THAT(lenet.channel_sets, ElementsAre(ElementsAre("conv1"), ElementsAre("conv2")));
+  EXPECT_THAT(lenet.groups, ElementsAre(Pair("conv1", 1), Pair("conv2", 1)));
+
+  const LayerDependencies vgg = model_dependencies(conformance_model("vgg_bn"));
+  EXPECT_THAT(vgg.channel_sets,
+              ElementsAre(ElementsAre("conv1"), ElementsAre("conv2"), ElementsAre("conv3")));
+  EXPECT_THAT(vgg.groups, ElementsAre(Pair("conv1", 1), Pair("conv2", 1), Pair("conv3", 1)));
+
+  // Linear layers are never listed on their own: the sets cover Conv2d modules.
+  const LayerDependencies mlp = model_dependencies(conformance_model("mlp"));
+  EXPECT_THAT(mlp.channel_sets, IsEmpty());
+  EXPECT_THAT(mlp.groups, IsEmpty());
+}
+
+TEST(DependencyAnalysisTest, CatCouplesUnlessAlongChannels) {
+  const LayerDependencies deps = test_model_dependencies("dep_cat");
+  // cat(dim=1) stacks channels side by side: c1 and c2 stay independent. cat(dim=0) needs equal
+  // channel counts: c3/c4 are coupled, and so are c5/c6 whose outputs reach cat through
+  // list.append (and a ReLU).
+  EXPECT_THAT(deps.channel_sets,
+              ElementsAre(ElementsAre("c1"), ElementsAre("c2"), ElementsAre("c3", "c4"),
+                          ElementsAre("c5", "c6")));
+  expect_partition(deps.channel_sets, {"c1", "c2", "c3", "c4", "c5", "c6"});
+}
+
+TEST(DependencyAnalysisTest, AddsCoupleAndMergeSets) {
+  const LayerDependencies deps = test_model_dependencies("dep_add");
+  // s = c1 + c2; t = s + c3: the second add reaches c1 and c2 through the first one.
+  // torch.add(c4, c5) and c6 + c7 form two sets that `m = relu(c5); m += c6` merges; c5 runs
+  // before c4, so it comes first. head(t) + c8 couples head.3 with c8 and stops there: neither
+  // head.0 (behind head.3) nor c1..c3 (behind head.0) join.
+  EXPECT_THAT(deps.channel_sets,
+              ElementsAre(ElementsAre("c1", "c2", "c3"), ElementsAre("c5", "c4", "c6", "c7"),
+                          ElementsAre("head.0"), ElementsAre("head.3", "c8")));
+  expect_partition(deps.channel_sets,
+                   {"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "head.0", "head.3"});
+  EXPECT_EQ(deps.groups.size(), 10u);
+  for (const auto& [name, groups] : deps.groups) {
+    EXPECT_EQ(groups, 1) << name;
+  }
+}
+
+TEST(DependencyAnalysisTest, TracedModelGivesTheSameResultAsScripted) {
+  // Traced, the layers run as aten::_convolution with groups as input 8.
+  const LayerDependencies traced = test_model_dependencies("dep_add_traced");
+  const LayerDependencies scripted = test_model_dependencies("dep_add");
+  EXPECT_EQ(traced.channel_sets, scripted.channel_sets);
+  EXPECT_EQ(traced.groups, scripted.groups);
+  EXPECT_EQ(traced.channel_sets.size(), 4u);
+}
+
+TEST(DependencyAnalysisTest, ModuleCalledTwiceIsOneLayerAndUncalledConvIsListedLast) {
+  const LayerDependencies deps = test_model_dependencies("dep_shared");
+  // conv_a's second call (on conv_b's output) meets conv_c in the add; conv_b only feeds it.
+  // `unused` is never called: a singleton after the called convolutions, with its own groups.
+  EXPECT_THAT(deps.channel_sets, ElementsAre(ElementsAre("conv_a", "conv_c"),
+                                             ElementsAre("conv_b"), ElementsAre("unused")));
+  EXPECT_THAT(deps.groups, ElementsAre(Pair("conv_a", 1), Pair("conv_b", 1), Pair("conv_c", 1),
+                                       Pair("unused", 2)));
+}
+
+TEST(DependencyAnalysisTest, WalkSeesThroughControlFlowAndTuples) {
+  const LayerDependencies deps = test_model_dependencies("dep_control");
+  // y comes from c1 or c2 (if/else), z from c3 through a loop: y + z couples all three.
+  // pair returns (left(x), right(x)); only the unpacked `p` meets c4, `q` stays alone.
+  EXPECT_THAT(deps.channel_sets,
+              ElementsAre(ElementsAre("c1", "c2", "c3"), ElementsAre("pair.left", "c4"),
+                          ElementsAre("pair.right")));
+}
+
+TEST(DependencyAnalysisTest, GroupsPropagateToNearestParentsWithMax) {
+  const LayerDependencies deps = test_model_dependencies("dep_groups");
+  // stem feeds g4 (groups 4) and g6 (groups 6) through BN and ReLU: max is 6 (lcm would be 12).
+  // pw feeds the depthwise dw (12); dw feeds the ConvTranspose2d up (groups 3) and keeps
+  // max(12, 3) = 12. Only the nearest parents are raised: stem is not behind dw.
+  EXPECT_THAT(deps.groups, ElementsAre(Pair("dw", 12), Pair("g4", 4), Pair("g6", 6),
+                                       Pair("pw", 12), Pair("stem", 6), Pair("up", 3)));
+  // No adds: all Conv2d modules are singletons; the ConvTranspose2d is in no set.
+  EXPECT_THAT(deps.channel_sets, ElementsAre(ElementsAre("stem"), ElementsAre("g4"),
+                                             ElementsAre("g6"), ElementsAre("pw"),
+                                             ElementsAre("dw")));
+}
+
+TEST(DependencyAnalysisTest, IsDeterministicAndLeavesTheModuleUsable) {
+  torch::jit::Module module = torch::jit::load(conformance_model("resblock").string());
+  const LayerDependencies first = analyze_dependencies(module);
+  const LayerDependencies second = analyze_dependencies(module);
+  EXPECT_EQ(first.channel_sets, second.channel_sets);
+  EXPECT_EQ(first.groups, second.groups);
+  // The analysis works on an inlined copy of the graph: the module still runs, and a module
+  // that already ran analyses the same.
+  module.eval();
+  const at::Tensor out = module.forward({torch::zeros({1, 3, 16, 16})}).toTensor();
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{1, 10}));
+  const LayerDependencies after_run = analyze_dependencies(module);
+  EXPECT_EQ(after_run.channel_sets, first.channel_sets);
+  EXPECT_EQ(after_run.groups, first.groups);
+}
+
+sdk::Errc error_code_of(const std::function<void()>& run, std::string& message) {
+  try {
+    run();
+  } catch (const sdk::Error& e) {
+    message = e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "no sdk::Error thrown";
+  return sdk::Errc::kInternal;
+}
+
+TEST(DependencyAnalysisTest, ModelsWithoutAnalysableGraphThrowUnsupported) {
+  std::string message;
+  auto nn = make_nn_model(
+      torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 2, 3))).ptr());
+  EXPECT_EQ(error_code_of([&] { nn->dependencies(); }, message), sdk::Errc::kUnsupported);
+  EXPECT_THAT(message, HasSubstr("graph"));
+
+  // A TorchScript module without forward: the adapter says what could not be analysed.
+  auto no_forward = make_torchscript_model(torch::jit::Module("NoForward"));
+  EXPECT_EQ(error_code_of([&] { no_forward->dependencies(); }, message),
+            sdk::Errc::kUnsupported);
+  EXPECT_THAT(message, HasSubstr("dependencies"));
+  EXPECT_THAT(message, HasSubstr("no forward method"));
+}
+
+}  // namespace
+}  // namespace lithe::host
