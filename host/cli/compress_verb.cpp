@@ -12,6 +12,8 @@
 #include "lithe/host/model.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/sdk/error.h"
+#include "lithe/host/trainer.h"
+#include "training_options.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -46,6 +48,18 @@ void print_table(const std::vector<host::LayerReport>& report) {
               total == 0 ? 0.0 : static_cast<double>(pruned) / static_cast<double>(total));
 }
 
+nlohmann::ordered_json eval_json(const host::EvalResult& r) {
+  return {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}};
+}
+
+int64_t pruned_weights(const std::vector<host::LayerReport>& report) {
+  int64_t pruned = 0;
+  for (const host::LayerReport& r : report) {
+    pruned += r.weight_zeros;
+  }
+  return pruned;
+}
+
 }  // namespace
 
 int run_compress(const std::vector<std::string>& args) {
@@ -54,7 +68,10 @@ int run_compress(const std::vector<std::string>& args) {
   std::string config_path;
   std::string output_path;
   std::string masks_path;
+  std::string data = host::kDefaultDataDir;
   bool json = false;
+  host::TrainOptions train_options;
+  train_options.epochs = 0;  // no fine-tuning unless asked for
   po::options_description desc("options");
   desc.add_options()
       ("model", po::value(&model_path)->required(), "TorchScript model to compress")
@@ -62,11 +79,21 @@ int run_compress(const std::vector<std::string>& args) {
        "JSON file {\"algorithm\": ..., \"config_list\": [...], \"options\": {...}}")
       ("output", po::value(&output_path)->required(), "compressed TorchScript model to write")
       ("masks", po::value(&masks_path), "also write the masks (NNI mask.pth layout)")
+      ("epochs", po::value(&train_options.epochs)->default_value(0),
+       "fine-tune for N epochs while compressing (schedules such as agp and lottery_ticket, and "
+       "data-driven pruners, need them); 0 = one-shot, no data")
       ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
+  add_training_options(desc, train_options, data);
   add_common_options(desc, common);
-  if (!parse_verb_args("compress", "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt]",
+  if (!parse_verb_args("compress",
+                       "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt] "
+                       "[--epochs N [--data DIR]]",
                        args, desc)) {
     return 0;
+  }
+  const bool fine_tune = train_options.epochs != 0;
+  if (fine_tune) {
+    host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
   const auto start = Clock::now();
   // Staged first: a bad output directory fails before any work. Both files are written under
@@ -81,13 +108,40 @@ int run_compress(const std::vector<std::string>& args) {
   host::PluginLoader loader(registry);
   prepare(common, loader);
   const auto model = host::load_torchscript_model(model_path);
+  host::Dataset train_data;
+  host::Dataset test_data;
+  const bool has_test = fine_tune && has_test_split(data);
+  if (fine_tune) {
+    train_data = load_data(data, "train");
+    host::check_dataset_fits_model(*model, train_data);
+    if (has_test) {
+      test_data = load_data(data, "test");
+      host::check_dataset_fits_model(*model, test_data);
+    }
+  }
   const double load_seconds = seconds_since(start);
 
   const auto prune_start = Clock::now();
-  host::PruningSession session(*model, registry, config);
+  host::PruningSession session(*model, registry, config);  // validates the whole config
+  std::optional<host::EvalResult> before;
+  if (has_test) {
+    before = host::evaluate(*model, test_data, train_options.eval_batch_size);
+  }
   session.compress();
+  std::vector<host::EpochResult> epochs;
+  if (fine_tune) {
+    train_options.progress = !json;
+    epochs = host::train(*model, train_data, has_test ? &test_data : nullptr, train_options,
+                         &session);
+  }
   const double prune_seconds = seconds_since(prune_start);
   const std::vector<host::LayerReport> report = session.report();
+  if (!fine_tune && pruned_weights(report) == 0) {
+    std::fprintf(stderr,
+                 "lithe compress: note: '%s' pruned nothing without training; schedules and "
+                 "data-driven pruners need --epochs N (and --data)\n",
+                 config.algorithm.c_str());
+  }
 
   const auto save_start = Clock::now();
   {
@@ -123,14 +177,29 @@ int run_compress(const std::vector<std::string>& args) {
                                {"target", r.sparsity_target < 0 ? nlohmann::ordered_json()
                                                                 : nlohmann::ordered_json(r.sparsity_target)}});
     }
+    if (fine_tune) {
+      out["accuracy_before"] = before ? eval_json(*before) : nlohmann::ordered_json();
+      out["epochs"] = nlohmann::ordered_json::array();
+      for (const host::EpochResult& r : epochs) {
+        out["epochs"].push_back({{"epoch", r.epoch},
+                                 {"train_loss", r.train_loss},
+                                 {"seconds", r.seconds},
+                                 {"test", has_test ? eval_json(r.test) : nlohmann::ordered_json()}});
+      }
+    }
     out["seconds"] = {{"load", load_seconds}, {"compress", prune_seconds}, {"save", save_seconds}};
     std::cout << out.dump(2) << "\n";
   } else {
     print_table(report);
+    if (before && !epochs.empty()) {
+      std::printf("\ntest accuracy: %.4f before, %.4f after %lld epoch%s of fine-tuning\n",
+                  before->accuracy, epochs.back().test.accuracy,
+                  static_cast<long long>(epochs.size()), epochs.size() == 1 ? "" : "s");
+    }
     std::printf("\nwrote %s%s%s\n", output_path.c_str(), masks_path.empty() ? "" : " and ",
                 masks_path.c_str());
-    std::printf("time: load %.3f s, compress %.3f s, save %.3f s\n", load_seconds, prune_seconds,
-                save_seconds);
+    std::printf("time: load %.3f s, compress%s %.3f s, save %.3f s\n", load_seconds,
+                fine_tune ? " + fine-tune" : "", prune_seconds, save_seconds);
   }
   return 0;
 }

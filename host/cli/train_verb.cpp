@@ -10,19 +10,11 @@
 #include "lithe/host/threads.h"
 #include "lithe/host/trainer.h"
 #include "lithe/sdk/error.h"
+#include "training_options.h"
 #include "verbs.h"
 
 namespace lithe::cli {
 namespace {
-
-// --data is an MNIST-layout directory (the split is chosen) or a tensor file (used as is).
-host::Dataset load_data(const std::string& data, const std::string& split) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(data, ec)) {
-    return host::load_mnist_directory(data, split);
-  }
-  return host::load_tensor_file(data);
-}
 
 nlohmann::ordered_json eval_json(const host::EvalResult& r) {
   return {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}};
@@ -40,20 +32,11 @@ int run_train(const std::vector<std::string>& args) {
   po::options_description desc("options");
   desc.add_options()
       ("model", po::value(&model_path)->required(), "TorchScript model to train")
-      ("data", po::value(&data)->default_value(data),
-       "MNIST-layout directory (train/t10k IDX files) or a tensor file {images, labels}")
       ("output", po::value(&output_path)->required(), "trained TorchScript model to write")
       ("epochs", po::value(&o.epochs)->default_value(o.epochs), "epochs (> 0)")
-      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "batch size")
-      ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "sgd or adam")
-      ("lr", po::value(&o.lr)->default_value(o.lr), "learning rate")
-      ("momentum", po::value(&o.momentum)->default_value(o.momentum), "SGD momentum")
-      ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "weight decay")
-      ("lr-step", po::value(&o.lr_step)->default_value(0), "decay the lr every N epochs (0 = never)")
-      ("lr-gamma", po::value(&o.lr_gamma)->default_value(o.lr_gamma), "lr decay factor")
-      ("seed", po::value(&o.seed)->default_value(0), "shuffling seed")
       ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)")
       ("json", po::bool_switch(&json), "print a JSON summary");
+  add_training_options(desc, o, data);
   if (!parse_verb_args("train", "--model M.pt [--data DIR] --epochs N --output OUT.pt", args,
                        desc)) {
     return 0;
@@ -63,8 +46,7 @@ int run_train(const std::vector<std::string>& args) {
   host::configure_threads(threads);
   const auto model = host::load_torchscript_model(model_path);
   const host::Dataset train_data = load_data(data, "train");
-  std::error_code ec;
-  const bool has_test = std::filesystem::is_directory(data, ec);
+  const bool has_test = has_test_split(data);
   const host::Dataset test_data = has_test ? load_data(data, "test") : host::Dataset{};
   const auto results = host::train(*model, train_data, has_test ? &test_data : nullptr, o);
   model->write(output.temp_path());

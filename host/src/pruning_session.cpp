@@ -235,9 +235,11 @@ std::vector<LayerReport> PruningSession::report() const {
       r.bias_numel = layer->masks().bias->numel();
       r.bias_zeros = layer->masks().bias->eq(0).sum().item<int64_t>();
     }
-    r.sparsity_target = layer->config().has("sparsity")
-                            ? layer->config().get_or<double>("sparsity", -1.0)
-                            : -1.0;
+    // One-shot pruners state "sparsity"; schedules (AGP) their final one.
+    const sdk::Options& config = layer->config();
+    r.sparsity_target = config.has("sparsity")         ? config.get_or<double>("sparsity", -1.0)
+                        : config.has("final_sparsity") ? config.get_or<double>("final_sparsity", -1.0)
+                                                       : -1.0;
     out.push_back(r);
   }
   return out;

@@ -1,0 +1,38 @@
+#include "training_options.h"
+
+#include <filesystem>
+
+namespace lithe::cli {
+
+namespace po = boost::program_options;
+
+void add_training_options(po::options_description& desc, host::TrainOptions& o,
+                          std::string& data) {
+  desc.add_options()
+      ("data", po::value(&data)->default_value(data),
+       "MNIST-layout directory (train/t10k IDX files, gzip or plain) or a tensor file "
+       "{images, labels}")
+      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "batch size")
+      ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "sgd or adam")
+      ("lr", po::value(&o.lr)->default_value(o.lr), "learning rate")
+      ("momentum", po::value(&o.momentum)->default_value(o.momentum), "SGD momentum")
+      ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "weight decay")
+      ("lr-step", po::value(&o.lr_step)->default_value(0), "decay the lr every N epochs (0 = never)")
+      ("lr-gamma", po::value(&o.lr_gamma)->default_value(o.lr_gamma), "lr decay factor")
+      ("seed", po::value(&o.seed)->default_value(0), "shuffling seed");
+}
+
+host::Dataset load_data(const std::string& data, const std::string& split) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(data, ec)) {
+    return host::load_mnist_directory(data, split);
+  }
+  return host::load_tensor_file(data);
+}
+
+bool has_test_split(const std::string& data) {
+  std::error_code ec;
+  return std::filesystem::is_directory(data, ec);
+}
+
+}  // namespace lithe::cli

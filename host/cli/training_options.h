@@ -1,0 +1,27 @@
+#pragma once
+// Training flags shared by `lithe train` and `lithe compress` (fine-tuning while compressing),
+// so both verbs spell and check them identically.
+
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "lithe/host/dataset.h"
+#include "lithe/host/trainer.h"
+
+namespace lithe::cli {
+
+/// Adds --data, --batch-size, --optimizer, --lr, --momentum, --weight-decay, --lr-step,
+/// --lr-gamma and --seed to `desc`, bound to `options` and `data` (--epochs is the verb's own:
+/// required for train, optional for compress).
+void add_training_options(boost::program_options::options_description& desc,
+                          host::TrainOptions& options, std::string& data);
+
+/// --data as a dataset: an MNIST-layout directory (the split is chosen) or a tensor file (used
+/// as is, whatever the split).
+host::Dataset load_data(const std::string& data, const std::string& split);
+
+/// Whether --data names a directory, which also provides a test split.
+bool has_test_split(const std::string& data);
+
+}  // namespace lithe::cli
