@@ -4,6 +4,7 @@
 #include <optional>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -69,9 +70,11 @@ int run_compress(const std::vector<std::string>& args) {
   std::string output_path;
   std::string masks_path;
   std::string data = host::kDefaultDataDir;
+  std::string test_path;
   bool json = false;
   host::TrainOptions train_options;
-  train_options.epochs = 0;  // no fine-tuning unless asked for
+  constexpr int64_t kNoEpochs = std::numeric_limits<int64_t>::min();
+  train_options.epochs = kNoEpochs;  // no fine-tuning unless asked for
   po::options_description desc("options");
   desc.add_options()
       ("model", po::value(&model_path)->required(), "TorchScript model to compress")
@@ -79,11 +82,11 @@ int run_compress(const std::vector<std::string>& args) {
        "JSON file {\"algorithm\": ..., \"config_list\": [...], \"options\": {...}}")
       ("output", po::value(&output_path)->required(), "compressed TorchScript model to write")
       ("masks", po::value(&masks_path), "also write the masks (NNI mask.pth layout)")
-      ("epochs", po::value(&train_options.epochs)->default_value(0),
-       "fine-tune for N epochs while compressing (schedules such as agp and lottery_ticket, and "
-       "data-driven pruners, need them); 0 = one-shot, no data")
+      ("epochs", po::value(&train_options.epochs),
+       "fine-tune for N > 0 epochs while compressing (schedules such as agp and "
+       "lottery_ticket, and data-driven pruners, need them); without it: one-shot, no data")
       ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
-  add_training_options(desc, train_options, data);
+  add_training_options(desc, train_options, data, test_path);
   add_common_options(desc, common);
   if (!parse_verb_args("compress",
                        "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt] "
@@ -91,7 +94,7 @@ int run_compress(const std::vector<std::string>& args) {
                        args, desc)) {
     return 0;
   }
-  const bool fine_tune = train_options.epochs != 0;
+  const bool fine_tune = train_options.epochs != kNoEpochs;
   if (fine_tune) {
     host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
@@ -110,15 +113,15 @@ int run_compress(const std::vector<std::string>& args) {
   const auto model = host::load_torchscript_model(model_path);
   host::Dataset train_data;
   host::Dataset test_data;
-  const bool has_test = fine_tune && has_test_split(data);
   if (fine_tune) {
     train_data = load_data(data, "train");
     host::check_dataset_fits_model(*model, train_data);
-    if (has_test) {
-      test_data = load_data(data, "test");
+    test_data = load_test_data(data, test_path);
+    if (test_data.size() > 0) {
       host::check_dataset_fits_model(*model, test_data);
     }
   }
+  const bool has_test = test_data.size() > 0;
   const double load_seconds = seconds_since(start);
 
   const auto prune_start = Clock::now();

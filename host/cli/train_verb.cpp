@@ -36,7 +36,8 @@ int run_train(const std::vector<std::string>& args) {
       ("epochs", po::value(&o.epochs)->default_value(o.epochs), "epochs (> 0)")
       ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)")
       ("json", po::bool_switch(&json), "print a JSON summary");
-  add_training_options(desc, o, data);
+  std::string test_path;
+  add_training_options(desc, o, data, test_path);
   if (!parse_verb_args("train", "--model M.pt [--data DIR] --epochs N --output OUT.pt", args,
                        desc)) {
     return 0;
@@ -46,8 +47,8 @@ int run_train(const std::vector<std::string>& args) {
   host::configure_threads(threads);
   const auto model = host::load_torchscript_model(model_path);
   const host::Dataset train_data = load_data(data, "train");
-  const bool has_test = has_test_split(data);
-  const host::Dataset test_data = has_test ? load_data(data, "test") : host::Dataset{};
+  const host::Dataset test_data = load_test_data(data, test_path);
+  const bool has_test = test_data.size() > 0;
   const auto results = host::train(*model, train_data, has_test ? &test_data : nullptr, o);
   model->write(output.temp_path());
   output.commit();

@@ -7,11 +7,14 @@ namespace lithe::cli {
 namespace po = boost::program_options;
 
 void add_training_options(po::options_description& desc, host::TrainOptions& o,
-                          std::string& data) {
+                          std::string& data, std::string& test_data) {
   desc.add_options()
       ("data", po::value(&data)->default_value(data),
        "MNIST-layout directory (train/t10k IDX files, gzip or plain) or a tensor file "
        "{images, labels}")
+      ("test-data", po::value(&test_data),
+       "held-out tensor file or MNIST-layout directory for accuracy (default: the test split "
+       "of a --data directory)")
       ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "batch size")
       ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "sgd or adam")
       ("lr", po::value(&o.lr)->default_value(o.lr), "learning rate")
@@ -30,9 +33,12 @@ host::Dataset load_data(const std::string& data, const std::string& split) {
   return host::load_tensor_file(data);
 }
 
-bool has_test_split(const std::string& data) {
+host::Dataset load_test_data(const std::string& data, const std::string& test_data) {
+  if (!test_data.empty()) {
+    return load_data(test_data, "test");
+  }
   std::error_code ec;
-  return std::filesystem::is_directory(data, ec);
+  return std::filesystem::is_directory(data, ec) ? load_data(data, "test") : host::Dataset{};
 }
 
 }  // namespace lithe::cli

@@ -11,17 +11,19 @@
 
 namespace lithe::cli {
 
-/// Adds --data, --batch-size, --optimizer, --lr, --momentum, --weight-decay, --lr-step,
+/// Adds --data, --test-data, --batch-size, --optimizer, --lr, --momentum, --weight-decay, --lr-step,
 /// --lr-gamma and --seed to `desc`, bound to `options` and `data` (--epochs is the verb's own:
 /// required for train, optional for compress).
 void add_training_options(boost::program_options::options_description& desc,
-                          host::TrainOptions& options, std::string& data);
+                          host::TrainOptions& options, std::string& data,
+                          std::string& test_data);
 
 /// --data as a dataset: an MNIST-layout directory (the split is chosen) or a tensor file (used
 /// as is, whatever the split).
 host::Dataset load_data(const std::string& data, const std::string& split);
 
-/// Whether --data names a directory, which also provides a test split.
-bool has_test_split(const std::string& data);
+/// The held-out set: --test-data when given, else the test split of a --data directory; an
+/// empty Dataset (size 0) when there is none (a --data tensor file without --test-data).
+host::Dataset load_test_data(const std::string& data, const std::string& test_data);
 
 }  // namespace lithe::cli

@@ -398,8 +398,9 @@ std::vector<std::string> compare_masks_dependency_aware(
         nni_note += " NNI itself prunes different channels in " + set.at("layers").dump() + ".";
       }
     }
-    return {check_dependency_rule(c, ours) + " (NNI differs: " + nni_differs.reason + ")." +
-            nni_note};
+    // NNI's reason up to its own rule check, which is about departure 1 and not meant here.
+    const std::string difference = nni_differs.reason.substr(0, nni_differs.reason.find("; "));
+    return {check_dependency_rule(c, ours) + " (NNI differs: " + difference + ")." + nni_note};
   }
 }
 
