@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/cli_run.h"
 #include "support/paths.h"
 
 namespace lithe::test {
@@ -17,39 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun run_lithe(const std::string& args) {
-  const std::string command = lithe_cli().string() + " " + args + " 2>&1";
-  CliRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    return run;
-  }
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) {
-    run.out += buffer.data();
-  }
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-}
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(CliTest, PluginsFindsTheInTreeLevelPluginWithoutFlags) {
   const CliRun run = run_lithe("plugins");
@@ -61,7 +29,8 @@ TEST(CliTest, PluginsFindsTheInTreeLevelPluginWithoutFlags) {
 }
 
 TEST(CliTest, EveryVerbHasHelp) {
-  for (const std::string verb : {"plugins", "inspect", "compress", "apply", "conformance"}) {
+  for (const std::string verb :
+       {"plugins", "inspect", "compress", "apply", "conformance", "train", "eval"}) {
     const CliRun run = run_lithe(verb + " --help");
     EXPECT_EQ(run.exit_code, 0) << verb;
     EXPECT_THAT(run.out, HasSubstr("usage: lithe " + verb)) << verb;
