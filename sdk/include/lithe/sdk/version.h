@@ -6,8 +6,12 @@
 #include <cstdint>  // also defines _GLIBCXX_USE_CXX11_ABI under libstdc++
 #include <torch/version.h>
 
-/// Integer API version of the SDK. Bumped whenever a virtual function, a field of an SDK struct
-/// or the plugin entry struct changes. Equals the major version of the `Lithe` CMake package.
+/// Integer API version of the SDK. Bumped whenever a plugin-implemented class (WeightMasker,
+/// Pruner, Quantizer, QuantGrad, FilterScorer) changes its virtual functions, a field of an SDK
+/// struct changes, or the plugin entry struct changes. Virtual functions appended to the
+/// host-implemented interfaces (CompressionContext, Registry) only raise the minor version:
+/// older plugins keep working with a newer host. Equals the major version of the `Lithe` CMake
+/// package.
 #define LITHE_SDK_API_VERSION 1
 
 /// Human-readable SDK version (semantic versioning; major == LITHE_SDK_API_VERSION).
