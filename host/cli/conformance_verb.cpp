@@ -8,6 +8,7 @@ namespace lithe::cli {
 
 int run_conformance(const std::vector<std::string>& args) {
   CommonOptions common;
+  common.log_level = "warn";  // one line per case; algorithms' info messages would drown them
   std::string dir;
   std::string filter;
   bool verbose = false;

@@ -16,7 +16,10 @@ void add_common_options(po::options_description& desc, CommonOptions& common) {
        "directory to search for lithe_plugin_*.so first (repeatable); then $LITHE_PLUGIN_PATH, "
        "then <prefix>/lib/lithe/plugins")
       ("threads", po::value(&common.threads)->default_value(0),
-       "intra-op threads for libtorch (0 = all cores)");
+       "intra-op threads for libtorch (0 = all cores)")
+      ("log-level", po::value(&common.log_level)->default_value(common.log_level),
+       "messages from algorithms to show: error, warn, info (e.g. which layers were coupled, "
+       "rounds started) or debug");
 }
 
 bool parse_verb_args(const std::string& verb, const std::string& synopsis,
@@ -38,6 +41,14 @@ bool parse_verb_args(const std::string& verb, const std::string& synopsis,
 }
 
 void prepare(const CommonOptions& common, host::PluginLoader& loader, bool warn_failed_plugins) {
+  static const std::map<std::string, sdk::LogLevel> levels = {{"error", sdk::LogLevel::kError},
+                                                              {"warn", sdk::LogLevel::kWarn},
+                                                              {"info", sdk::LogLevel::kInfo},
+                                                              {"debug", sdk::LogLevel::kDebug}};
+  const auto level = levels.find(common.log_level);
+  LITHE_CHECK(level != levels.end(), sdk::Errc::kInvalidConfig,
+              "--log-level must be error, warn, info or debug, got '", common.log_level, "'");
+  sdk::set_log_level(level->second);
   host::configure_threads(common.threads);
   std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
   loader.load_search_path(dirs);
@@ -94,8 +105,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   lithe::sdk::set_log_sink([](lithe::sdk::LogLevel level, const std::string& message) {
-    std::cerr << "lithe: " << (level == lithe::sdk::LogLevel::kError ? "error" : "warning")
-              << ": " << message << "\n";
+    static const char* const names[] = {"error", "warning", "info", "debug"};
+    std::cerr << "lithe: " << names[static_cast<int>(level)] << ": " << message << "\n";
   });
   try {
     return verb->second(std::vector<std::string>(argv + 2, argv + argc));

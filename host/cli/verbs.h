@@ -20,15 +20,16 @@ namespace po = boost::program_options;
 struct CommonOptions {
   std::vector<std::string> plugin_dirs;
   int threads = 0;
+  std::string log_level = "info";
 };
 
-/// Adds --plugin-dir and --threads to `desc`, bound to `common`.
+/// Adds --plugin-dir, --threads and --log-level to `desc`, bound to `common`.
 void add_common_options(po::options_description& desc, CommonOptions& common);
 /// Parses `args` against `desc`; returns false (after printing usage) when --help was given.
 bool parse_verb_args(const std::string& verb, const std::string& synopsis,
                      const std::vector<std::string>& args, po::options_description& desc,
                      const po::positional_options_description* positional = nullptr);
-/// Applies --threads and loads plugins from the search path into the loader's registry; failed
+/// Applies --log-level and --threads, and loads plugins from the search path into the loader's registry; failed
 /// plugin files are reported as warnings on stderr.
 void prepare(const CommonOptions& common, host::PluginLoader& loader,
              bool warn_failed_plugins = true);

@@ -146,3 +146,35 @@ TEST(CliTest, ConformanceRunsAGoldenFolderGivenAsArgument) {
 
 }  // namespace
 }  // namespace lithe::test
+
+namespace lithe::test {
+namespace {
+
+TEST(CliTest, DependencyAwarePruningReportsTheCoupledLayers) {
+  const auto model = shared_dir() / "conformance/models/resblock.pt";
+  if (!std::filesystem::is_regular_file(model)) {
+    GTEST_SKIP() << "no conformance models at " << model;
+  }
+  const auto dir = scratch_dir("cli_dependency_aware");
+  write_text(dir / "dep.json", R"({"algorithm": "l1_filter", "options": {"dependency_aware": true},
+      "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}]})");
+  const CliRun run = run_lithe("compress --model " + model.string() + " --config " +
+                               (dir / "dep.json").string() + " --output " +
+                               (dir / "out.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("2 set(s) of layers prune common channels: {conv1, "
+                                 "layer1.conv2}, {layer2.conv2, layer2.shortcut.0}"));
+  const CliRun quiet = run_lithe("compress --log-level warn --model " + model.string() +
+                                 " --config " + (dir / "dep.json").string() + " --output " +
+                                 (dir / "out.pt").string());
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.out;
+  EXPECT_THAT(quiet.out, Not(HasSubstr("common channels")));
+  const CliRun bad = run_lithe("compress --log-level loud --model " + model.string() +
+                               " --config " + (dir / "dep.json").string() + " --output " +
+                               (dir / "out.pt").string());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.out, HasSubstr("--log-level must be error, warn, info or debug, got 'loud'"));
+}
+
+}  // namespace
+}  // namespace lithe::test
