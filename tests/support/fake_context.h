@@ -4,6 +4,8 @@
 // every corner case). Behaves like the host where it matters: collector and callback ids start
 // at 1, unknown ids throw, collectors are fed by observe(), callbacks run by optimizer_step().
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -44,6 +46,12 @@ class FakeContext final : public sdk::CompressionContext {
     return channel_sets;
   }
   std::map<std::string, int64_t> group_dependencies() override { return groups; }
+
+  /// channel_sets and groups as NNI recorded them in a golden case's `results`.
+  void set_dependencies(const nlohmann::ordered_json& results) {
+    channel_sets = results.at("channel_dependency").get<std::vector<std::vector<std::string>>>();
+    groups = results.at("group_dependency").get<std::map<std::string, int64_t>>();
+  }
 
   /// Feeds `output` of `layer` to every registered collector (a forward of that layer).
   void observe(const sdk::LayerView& layer, const at::Tensor& output) {

@@ -32,14 +32,8 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 using test::error_code;
 
-sdk::Options config(double sparsity) {
-  return test::config_entry(
-      nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, 0);
-}
-
-sdk::Options pruner_options(const nlohmann::ordered_json& json) {
-  return sdk::options_from_json(json, "/options");
-}
+sdk::Options config(double sparsity) { return test::sparsity_entry(sparsity); }
+using test::options_json;
 
 // Reference §7 case 13: Conv2d(1, 4, 1, bias=False) with W = [1, −2, 3, .5] on one input
 // [[1, −1], [2, 0]].
@@ -298,29 +292,29 @@ TEST_F(ActivationRankTest, MaskerForSchedulesGathersFreshStatisticsForEveryReque
 TEST_F(ActivationRankTest, OptionsAreValidatedWithPathRuleAndValue) {
   for (const char* algorithm : {"apoz", "mean_activation"}) {
     EXPECT_THAT(
-        [&] { registry_.make_pruner(algorithm, pruner_options({{"activation", "tanh"}})); },
+        [&] { registry_.make_pruner(algorithm, options_json({{"activation", "tanh"}})); },
         ThrowsMessage<sdk::Error>(
             HasSubstr("/options/activation must be \"relu\" or \"relu6\", got \"tanh\"")));
     EXPECT_EQ(error_code([&] {
-                registry_.make_pruner(algorithm, pruner_options({{"statistics_batch_num", 0}}));
+                registry_.make_pruner(algorithm, options_json({{"statistics_batch_num", 0}}));
               }),
               sdk::Errc::kInvalidConfig);
     EXPECT_THAT(
-        [&] { registry_.make_pruner(algorithm, pruner_options({{"statistics_batch_num", -3}})); },
+        [&] { registry_.make_pruner(algorithm, options_json({{"statistics_batch_num", -3}})); },
         ThrowsMessage<sdk::Error>(
             HasSubstr("/options/statistics_batch_num must be an integer > 0, got -3")));
     EXPECT_THAT(
-        [&] { registry_.make_masker(algorithm, pruner_options({{"statistics_batch_num", 1.5}})); },
+        [&] { registry_.make_masker(algorithm, options_json({{"statistics_batch_num", 1.5}})); },
         ThrowsMessage<sdk::Error>(HasSubstr("/options/statistics_batch_num")));
   }
-  const sdk::Options ok = pruner_options({{"activation", "relu6"},
+  const sdk::Options ok = options_json({{"activation", "relu6"},
                                           {"statistics_batch_num", 3},
                                           {"dependency_aware", false},
                                           {"optimizer", "sgd"}});
   EXPECT_NE(registry_.make_pruner("apoz", ok), nullptr);
   EXPECT_EQ(sdk::unread_option_paths(ok), std::vector<std::string>{"/options/optimizer"})
       << "Lithe's host owns the optimizer: NNI's optimizer argument is not an option";
-  const ActivationRankOptions read = read_options(pruner_options({{"activation", "relu6"}}));
+  const ActivationRankOptions read = read_options(options_json({{"activation", "relu6"}}));
   EXPECT_EQ(read.activation, Activation::kRelu6);
   EXPECT_EQ(read.statistics_batch_num, 1);
 }
@@ -398,7 +392,7 @@ TEST_P(ActivationGoldenTest, StatisticsAndMasksMatchNni) {
   register_algorithms(registry);
   const Criterion criterion = algorithm == "apoz" ? Criterion::kApoz : Criterion::kMean;
   auto scorer = std::make_shared<RecordingScorer>(std::make_shared<ActivationRankScorer>(
-      criterion, read_options(pruner_options({{"statistics_batch_num", 2}}))));
+      criterion, read_options(options_json({{"statistics_batch_num", 2}}))));
   registry.add_pruner({"recording", "test"}, [scorer, algorithm = algorithm](
                                                  const sdk::Options& options, const sdk::Registry&) {
     return sdk::make_filter_pruner(scorer, algorithm, options);

@@ -28,10 +28,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-sdk::Options config(double sparsity) {
-  return sdk::options_from_json(
-      nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, "/config_list/0");
-}
+sdk::Options config(double sparsity) { return test::sparsity_entry(sparsity); }
 
 sdk::Options entry(const nlohmann::ordered_json& json) { return test::config_entry(json, 1); }
 using test::error_code;
@@ -381,25 +378,13 @@ TEST_F(FilterNormTest, DependencyAwareMasksEqualNnisGoldenCases) {
     const std::string model = nlohmann::ordered_json::parse(config_file).at("model");
     const auto state = test::load_tensor_dict(conformance / "models" / (model + "_state.pt"));
 
-    std::vector<std::unique_ptr<sdk::LayerView>> layers;
-    for (const auto& [layer, info] : results.at("masks").items()) {
-      const auto bias = state.find(layer + ".bias");
-      layers.push_back(std::make_unique<sdk::LayerView>(
-          static_cast<int64_t>(layers.size()), layer, "Conv2d", state.at(layer + ".weight"),
-          bias == state.end() ? std::nullopt : std::optional<at::Tensor>(bias->second),
-          sdk::options_from_json(info.at("config"), "/config_list/0")));
-    }
-    std::vector<sdk::LayerView*> views;
-    for (auto& layer : layers) {
-      views.push_back(layer.get());
-    }
+    const test::GoldenLayers golden = test::golden_conv_layers(results.at("masks"), state);
+    const std::vector<sdk::LayerView*>& views = golden.views;
     test::FakeContext context(views, registry_);
-    context.channel_sets =
-        results.at("channel_dependency").get<std::vector<std::vector<std::string>>>();
-    context.groups = results.at("group_dependency").get<std::map<std::string, int64_t>>();
+    context.set_dependencies(results);
     auto pruner = registry_.make_pruner(
         algorithm,
-        sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options"));
+        test::options_json({{"dependency_aware", true}}));
     for (sdk::LayerView* layer : views) {
       pruner->validate_config(layer->config());
     }

@@ -28,10 +28,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-sdk::Options config(double sparsity) {
-  return sdk::options_from_json(
-      nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, "/config_list/0");
-}
+sdk::Options config(double sparsity) { return test::sparsity_entry(sparsity); }
 
 sdk::Options entry(const nlohmann::ordered_json& json) { return test::config_entry(json, 1); }
 using test::error_code;
@@ -249,7 +246,7 @@ TEST_F(FpgmTest, DependencyAwareAddedLayersPruneTheSameChannels) {
   context.channel_sets = {{"a", "b"}};
   auto pruner = registry_.make_pruner(
       "fpgm",
-      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options"));
+      test::options_json({{"dependency_aware", true}}));
   pruner->attach(context);
   const auto ma = pruner->calc_mask(a);
   const auto mb = pruner->calc_mask(b);
@@ -271,23 +268,13 @@ TEST_F(FpgmTest, DependencyAwareMasksEqualNnisGoldenCase) {
   std::ifstream summary_file(dir / "summary.json");
   const auto results = nlohmann::ordered_json::parse(summary_file).at("results");
   const auto state = test::load_tensor_dict(conformance / "models" / "resblock_state.pt");
-  std::vector<std::unique_ptr<sdk::LayerView>> layers;
-  std::vector<sdk::LayerView*> views;
-  for (const auto& [layer, info] : results.at("masks").items()) {
-    const auto bias = state.find(layer + ".bias");
-    layers.push_back(std::make_unique<sdk::LayerView>(
-        static_cast<int64_t>(layers.size()), layer, "Conv2d", state.at(layer + ".weight"),
-        bias == state.end() ? std::nullopt : std::optional<at::Tensor>(bias->second),
-        sdk::options_from_json(info.at("config"), "/config_list/0")));
-    views.push_back(layers.back().get());
-  }
+  const test::GoldenLayers golden = test::golden_conv_layers(results.at("masks"), state);
+  const std::vector<sdk::LayerView*>& views = golden.views;
   test::FakeContext context(views, registry_);
-  context.channel_sets =
-      results.at("channel_dependency").get<std::vector<std::vector<std::string>>>();
-  context.groups = results.at("group_dependency").get<std::map<std::string, int64_t>>();
+  context.set_dependencies(results);
   auto pruner = registry_.make_pruner(
       "fpgm",
-      sdk::options_from_json(nlohmann::ordered_json{{"dependency_aware", true}}, "/options"));
+      test::options_json({{"dependency_aware", true}}));
   pruner->attach(context);
   for (sdk::LayerView* layer : views) {
     const auto masks = pruner->calc_mask(*layer);

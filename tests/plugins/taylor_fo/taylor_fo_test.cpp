@@ -34,14 +34,8 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 using test::error_code;
 
-sdk::Options config(double sparsity) {
-  return test::config_entry(
-      nlohmann::ordered_json{{"sparsity", sparsity}, {"op_types", {"Conv2d"}}}, 0);
-}
-
-sdk::Options pruner_options(const nlohmann::ordered_json& json) {
-  return sdk::options_from_json(json, "/options");
-}
+sdk::Options config(double sparsity) { return test::sparsity_entry(sparsity); }
+using test::options_json;
 
 // Reference §7 case 12: Conv2d(1, 4, 1, bias=False), W = [1, −2, 3, .5], x = [[1, −1], [2, 0]],
 // loss = Σ y², so ∂L/∂W = 2·W·Σx² = [12, −24, 36, 6].
@@ -189,19 +183,19 @@ TEST_F(TaylorFoTest, StepContributionIsNnisExpression) {
 
 TEST_F(TaylorFoTest, OptionsAreValidatedWithPathRuleAndValue) {
   EXPECT_THAT(
-      [&] { registry_.make_pruner("taylor_fo", pruner_options({{"statistics_batch_num", 0}})); },
+      [&] { registry_.make_pruner("taylor_fo", options_json({{"statistics_batch_num", 0}})); },
       ThrowsMessage<sdk::Error>(
           HasSubstr("/options/statistics_batch_num must be an integer > 0, got 0")));
   EXPECT_EQ(error_code([&] {
-              registry_.make_masker("taylor_fo", pruner_options({{"statistics_batch_num", -1}}));
+              registry_.make_masker("taylor_fo", options_json({{"statistics_batch_num", -1}}));
             }),
             sdk::Errc::kInvalidConfig);
   EXPECT_THAT(
       [&] {
-        registry_.make_pruner("taylor_fo", pruner_options({{"statistics_batch_num", "2"}}));
+        registry_.make_pruner("taylor_fo", options_json({{"statistics_batch_num", "2"}}));
       },
       ThrowsMessage<sdk::Error>(HasSubstr("/options/statistics_batch_num")));
-  const sdk::Options ok = pruner_options(
+  const sdk::Options ok = options_json(
       {{"statistics_batch_num", 2}, {"dependency_aware", false}, {"optimizer", "sgd"}});
   EXPECT_NE(registry_.make_pruner("taylor_fo", ok), nullptr);
   EXPECT_EQ(sdk::unread_option_paths(ok), std::vector<std::string>{"/options/optimizer"})
