@@ -75,6 +75,7 @@ int run_compress(const std::vector<std::string>& args) {
   host::TrainOptions train_options;
   constexpr int64_t kNoEpochs = std::numeric_limits<int64_t>::min();
   train_options.epochs = kNoEpochs;  // no fine-tuning unless asked for
+  int64_t calibration_batches = 0;
   po::options_description desc("options");
   desc.add_options()
       ("model", po::value(&model_path)->required(), "TorchScript model to compress")
@@ -85,12 +86,16 @@ int run_compress(const std::vector<std::string>& args) {
       ("epochs", po::value(&train_options.epochs),
        "fine-tune for N > 0 epochs while compressing (schedules such as agp and "
        "lottery_ticket, and data-driven pruners, need them); without it: one-shot, no data")
+      ("calibration-batches", po::value(&calibration_batches),
+       "before any fine-tuning, run N batches of --data forward and backward without changing "
+       "the weights, then prune: one-shot data-driven pruning (apoz, mean_activation, taylor_fo; "
+       "their statistics_batch_num must not exceed N)")
       ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
   add_training_options(desc, train_options, data, test_path);
   add_common_options(desc, common);
   if (!parse_verb_args("compress",
                        "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt] "
-                       "[--epochs N [--data DIR]]",
+                       "[--calibration-batches N] [--epochs N] [--data DIR|FILE]",
                        args, desc)) {
     return 0;
   }
@@ -98,6 +103,9 @@ int run_compress(const std::vector<std::string>& args) {
   if (fine_tune) {
     host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
+  LITHE_CHECK(calibration_batches >= 0, sdk::Errc::kInvalidConfig,
+              "--calibration-batches must be > 0, got ", calibration_batches);
+  const bool needs_data = fine_tune || calibration_batches > 0;
   const auto start = Clock::now();
   // Staged first: a bad output directory fails before any work. Both files are written under
   // temporary names and only renamed into place once both succeeded.
@@ -113,7 +121,7 @@ int run_compress(const std::vector<std::string>& args) {
   const auto model = host::load_torchscript_model(model_path);
   host::Dataset train_data;
   host::Dataset test_data;
-  if (fine_tune) {
+  if (needs_data) {
     train_data = load_data(data, "train");
     host::check_dataset_fits_model(*model, train_data);
     test_data = load_test_data(data, test_path);
@@ -131,18 +139,26 @@ int run_compress(const std::vector<std::string>& args) {
     before = host::evaluate(*model, test_data, train_options.eval_batch_size);
   }
   session.compress();
+  if (calibration_batches > 0) {
+    host::calibrate(*model, train_data, session, calibration_batches, train_options.batch_size);
+  }
   std::vector<host::EpochResult> epochs;
   if (fine_tune) {
     train_options.progress = !json;
     epochs = host::train(*model, train_data, has_test ? &test_data : nullptr, train_options,
                          &session);
   }
+  std::optional<host::EvalResult> after;
+  if (has_test) {
+    after = epochs.empty() ? host::evaluate(*model, test_data, train_options.eval_batch_size)
+                           : epochs.back().test;
+  }
   const double prune_seconds = seconds_since(prune_start);
   const std::vector<host::LayerReport> report = session.report();
-  if (!fine_tune && pruned_weights(report) == 0) {
+  if (!needs_data && pruned_weights(report) == 0) {
     std::fprintf(stderr,
-                 "lithe compress: note: '%s' pruned nothing without training; schedules and "
-                 "data-driven pruners need --epochs N (and --data)\n",
+                 "lithe compress: note: '%s' pruned nothing without data; schedules need "
+                 "--epochs N, data-driven pruners --calibration-batches N or --epochs N\n",
                  config.algorithm.c_str());
   }
 
@@ -180,8 +196,9 @@ int run_compress(const std::vector<std::string>& args) {
                                {"target", r.sparsity_target < 0 ? nlohmann::ordered_json()
                                                                 : nlohmann::ordered_json(r.sparsity_target)}});
     }
-    if (fine_tune) {
+    if (needs_data) {
       out["accuracy_before"] = before ? eval_json(*before) : nlohmann::ordered_json();
+      out["accuracy_after"] = after ? eval_json(*after) : nlohmann::ordered_json();
       out["epochs"] = nlohmann::ordered_json::array();
       for (const host::EpochResult& r : epochs) {
         out["epochs"].push_back({{"epoch", r.epoch},
@@ -194,10 +211,13 @@ int run_compress(const std::vector<std::string>& args) {
     std::cout << out.dump(2) << "\n";
   } else {
     print_table(report);
-    if (before && !epochs.empty()) {
+    if (before && after && epochs.empty()) {
+      std::printf("\ntest accuracy: %.4f before, %.4f after pruning (no fine-tuning)\n",
+                  before->accuracy, after->accuracy);
+    } else if (before && after) {
       std::printf("\ntest accuracy: %.4f before, %.4f after %lld epoch%s of fine-tuning\n",
-                  before->accuracy, epochs.back().test.accuracy,
-                  static_cast<long long>(epochs.size()), epochs.size() == 1 ? "" : "s");
+                  before->accuracy, after->accuracy, static_cast<long long>(epochs.size()),
+                  epochs.size() == 1 ? "" : "s");
     }
     std::printf("\nwrote %s%s%s\n", output_path.c_str(), masks_path.empty() ? "" : " and ",
                 masks_path.c_str());

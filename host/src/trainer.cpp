@@ -151,6 +151,33 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
   return r;
 }
 
+int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, int64_t batches,
+                  int64_t batch_size) {
+  LITHE_CHECK(batches > 0, sdk::Errc::kInvalidConfig, "calibration batches must be > 0, got ",
+              batches);
+  LITHE_CHECK(batch_size > 0, sdk::Errc::kInvalidConfig, "batch size must be > 0, got ",
+              batch_size);
+  check_dataset_fits_model(model, data);
+  const bool was_training = model.is_training();
+  model.train(false);
+  // lr 0: the pruner's statistics see gradients and optimizer steps, the weights stay as they
+  // are (SGD without momentum or weight decay adds exactly 0).
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.0));
+  int64_t run = 0;
+  for (int64_t start = 0; start < data.size() && run < batches; start += batch_size, ++run) {
+    const int64_t n = std::min(batch_size, data.size() - start);
+    optimizer.zero_grad();
+    const at::Tensor logits = model.forward(data.images.narrow(0, start, n));
+    torch::nn::functional::cross_entropy(logits, data.labels.narrow(0, start, n)).backward();
+    session.optimizer_step(optimizer);
+    session.step();
+  }
+  optimizer.zero_grad();
+  session.update_masks();  // TaylorFO decides at the update after its last statistics step
+  model.train(was_training);
+  return run;
+}
+
 std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,
                                const TrainOptions& options, PruningSession* session,
                                const std::function<void(const EpochResult&)>& on_epoch) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lithe/host/dataset.h"
+#include "lithe/host/model.h"
 #include "support/cli_run.h"
 #include "support/paths.h"
 
@@ -135,6 +136,52 @@ TEST_F(FineTuneCliTest, BadInputsFailBeforeAnyWorkAndWriteNothing) {
     EXPECT_THAT(run.out, ::testing::Not(HasSubstr("epoch 1/"))) << "training started: " << c.args;
     EXPECT_EQ(read_text(out / "existing.pt"), "previous output") << c.args;
   }
+}
+
+}  // namespace
+}  // namespace lithe::test
+
+namespace lithe::test {
+namespace {
+
+// One-shot data-driven pruning: statistics from a few batches, no training, so every weight
+// that survives is exactly the original one.
+TEST_F(FineTuneCliTest, CalibrationPrunesDataDrivenPrunersWithoutChangingWeights) {
+  const auto original = host::load_torchscript_model(lenet_model());
+  for (const std::string algorithm : {"apoz", "taylor_fo"}) {
+    const auto out = scratch_dir("cli_calibration_" + algorithm);
+    const CliRun run = run_lithe(
+        "compress --json --model " + lenet_model().string() + " --config " +
+        (source_dir() / "samples/configs" / (algorithm + ".json")).string() +
+        " --calibration-batches 3" + data_flags() + " --output " + (out / "pruned.pt").string());
+    ASSERT_EQ(run.exit_code, 0) << algorithm << "\n" << run.out;
+    const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+    for (const auto& layer : summary.at("layers")) {
+      EXPECT_EQ(layer.at("pruned").get<int64_t>(), layer.at("params").get<int64_t>() / 2)
+          << algorithm << " " << layer.dump();
+    }
+    EXPECT_TRUE(summary.at("epochs").empty());
+    EXPECT_EQ(summary.at("accuracy_after").at("samples").get<int64_t>(), 500);
+    const auto pruned = host::load_torchscript_model(out / "pruned.pt");
+    for (const host::ModuleRecord& m : original->modules()) {
+      if (!m.weight) {
+        continue;
+      }
+      const at::Tensor now = *pruned->find_module(m.name)->weight;
+      EXPECT_TRUE(now.equal(*m.weight * now.ne(0))) << algorithm << " " << m.name;
+    }
+  }
+}
+
+TEST_F(FineTuneCliTest, CalibrationBatchesMustBePositive) {
+  const auto out = scratch_dir("cli_calibration_bad");
+  const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                               (source_dir() / "samples/configs/apoz.json").string() +
+                               " --calibration-batches -1" + data_flags() + " --output " +
+                               (out / "pruned.pt").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.out, HasSubstr("--calibration-batches must be > 0, got -1"));
+  EXPECT_FALSE(std::filesystem::exists(out / "pruned.pt"));
 }
 
 }  // namespace

@@ -54,6 +54,16 @@ void check_dataset_fits_model(Model& model, const Dataset& data);
 /// Evaluation mode, no gradients, batches in file order.
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000);
 
+/// NNI's statistics pass for data-driven pruners, without training: the first `batches`
+/// batches of `data` (file order, `batch_size` samples each) run forward and backward in
+/// evaluation mode, each followed by PruningSession::optimizer_step with a zero learning rate
+/// (weights never change) and step(), so activation collectors and optimizer-step callbacks
+/// (APoZ, mean activation, TaylorFO) see real data; then one more mask update. Returns the
+/// number of batches run. Throws sdk::Error(kInvalidConfig) for batches <= 0 or batch_size <= 0,
+/// kShapeMismatch when the data does not fit the model (before any work).
+int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, int64_t batches,
+                  int64_t batch_size = 64);
+
 /// Trains `model` in place. `session` may be null. `on_epoch` runs after each epoch.
 std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,
                                const TrainOptions& options, PruningSession* session = nullptr,
