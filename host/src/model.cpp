@@ -7,6 +7,14 @@ namespace lithe::host {
 
 Model::~Model() = default;
 
+namespace {
+thread_local int unobserved_depth = 0;
+}  // namespace
+
+UnobservedForwards::UnobservedForwards() { ++unobserved_depth; }
+UnobservedForwards::~UnobservedForwards() { --unobserved_depth; }
+bool UnobservedForwards::active() { return unobserved_depth > 0; }
+
 void Model::save(const std::filesystem::path& path) const {
   StagedFile staged(path);
   write(staged.temp_path());

@@ -103,6 +103,7 @@ void validate_train_options(const TrainOptions& o) {
 
 void check_dataset_fits_model(Model& model, const Dataset& data) {
   LITHE_CHECK(data.size() > 0, sdk::Errc::kShapeMismatch, "dataset '", data.source, "' is empty");
+  const UnobservedForwards unobserved;  // a probe, not data a pruner may learn from
   const bool was_training = model.is_training();
   model.train(false);
   at::Tensor output;
@@ -128,6 +129,8 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
 }
 
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
+  // Held-out data never feeds a pruner's statistics (NNI's hooks would see it).
+  const UnobservedForwards unobserved;
   const bool was_training = model.is_training();
   model.train(false);
   at::NoGradGuard no_grad;

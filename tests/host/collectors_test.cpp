@@ -7,6 +7,7 @@
 
 #include "lithe/host/compressor.h"
 #include "lithe/host/model.h"
+#include "lithe/host/trainer.h"
 #include "lithe/sdk/error.h"
 #include "support/paths.h"
 #include "support/registry.h"
@@ -124,6 +125,42 @@ TEST(ActivationCollectorTest, UnknownModuleIsRejected) {
   auto model = load_torchscript_model(test::lenet_model());
   EXPECT_THAT([&] { model->set_taps({"fc7"}, [](auto&, auto&) {}); },
               ThrowsMessage<sdk::Error>(HasSubstr("cannot observe module 'fc7'")));
+}
+
+}  // namespace
+}  // namespace lithe::host
+
+namespace lithe::host {
+namespace {
+
+// Evaluation and input probes must not count as statistics (APoZ/mean would otherwise learn
+// from held-out data); the same holds for C++-frontend models.
+TEST(ActivationCollectorTest, EvaluationAndInputChecksAreNotObserved) {
+  Dataset data;
+  data.images = torch::randn({10, 1, 28, 28});
+  data.labels = torch::randint(0, 10, {10}, torch::kLong);
+  data.source = "<random>";
+  for (const bool torchscript : {true, false}) {
+    std::unique_ptr<Model> model;
+    torch::nn::Sequential seq(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 2, 5)),
+                              torch::nn::Flatten(), torch::nn::Linear(1152, 10));
+    model = torchscript ? load_torchscript_model(test::lenet_model()) : make_nn_model(seq.ptr());
+    PruningSession session(*model, test::level_registry(),
+                           {"level", R"([{"sparsity": 0.0, "op_types": ["default"]}])", "{}", "t"});
+    int calls = 0;
+    session.add_activation_collector([&](auto&, auto&) { ++calls; });
+    check_dataset_fits_model(*model, data);
+    evaluate(*model, data, 4);
+    EXPECT_EQ(calls, 0) << (torchscript ? "torchscript" : "nn");
+    {
+      const UnobservedForwards unobserved;
+      const UnobservedForwards nested;
+      model->forward(data.images);
+    }
+    EXPECT_EQ(calls, 0);
+    model->forward(data.images);
+    EXPECT_GT(calls, 0) << "a plain forward is observed again once the scopes ended";
+  }
 }
 
 }  // namespace

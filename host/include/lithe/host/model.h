@@ -70,6 +70,19 @@ class Model {
   virtual void write(const std::filesystem::path& file) const = 0;
 };
 
+/// While an instance lives, forwards on this thread call no tap callback: for forwards that must
+/// not count as observations of the data a pruner learns from (Lithe's evaluation and input
+/// checks use it; so can a host application's own validation loop). Nestable.
+class UnobservedForwards {
+ public:
+  UnobservedForwards();
+  ~UnobservedForwards();
+  UnobservedForwards(const UnobservedForwards&) = delete;
+  UnobservedForwards& operator=(const UnobservedForwards&) = delete;
+  /// Whether an instance lives on this thread.
+  static bool active();
+};
+
 /// Loads a TorchScript file (sdk::Error(kInvalidModel) naming the file when it is not one).
 std::unique_ptr<Model> load_torchscript_model(const std::filesystem::path& path);
 /// Adapts an in-memory TorchScript module (shares its parameters).

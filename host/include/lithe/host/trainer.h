@@ -48,10 +48,12 @@ struct EpochResult {
 void validate_train_options(const TrainOptions& options);
 
 /// Checks before any work that the model accepts the dataset's samples and that labels fit its
-/// outputs (sdk::Error(kShapeMismatch) naming the dataset and both shapes).
+/// outputs (sdk::Error(kShapeMismatch) naming the dataset and both shapes). Its probe forward is
+/// not observed by activation collectors.
 void check_dataset_fits_model(Model& model, const Dataset& data);
 
-/// Evaluation mode, no gradients, batches in file order.
+/// Evaluation mode, no gradients, batches in file order; not observed by activation
+/// collectors (UnobservedForwards).
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000);
 
 /// NNI's statistics pass for data-driven pruners, without training: the first `batches`
