@@ -74,11 +74,15 @@ using SparsityOf = std::function<double(const std::string& layer, const json& la
 /// key|null, config}}, keys into the case's tensors). A difference explained by NNI's tie
 /// over-pruning while Lithe prunes exactly k (departure 1) is returned as a note; any other
 /// difference fails the case. `global_k`: k is checked over all layers together (Slim).
+/// With `differing` given, layers whose weight mask differs in a way departure 1 does not
+/// explain are listed there (their bias masks unchecked) instead of failing the case; every
+/// other difference (layer selection, bias masks of matching layers) still fails.
 std::vector<std::string> compare_masks(const CaseContext& c,
                                        const std::vector<std::pair<std::string, sdk::Masks>>& ours,
                                        const json& expected,
                                        const std::map<std::string, at::Tensor>& weights_before,
-                                       bool global_k, const SparsityOf& sparsity_of = {});
+                                       bool global_k, const SparsityOf& sparsity_of = {},
+                                       std::vector<std::string>* differing = nullptr);
 
 /// compare_masks for a dependency-aware case: where Lithe differs from NNI, Lithe's own rule
 /// (departure 5: exact num_prune per layer, coupled layers share the common channels) is

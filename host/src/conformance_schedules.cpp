@@ -8,22 +8,54 @@
 
 #include "conformance_case.h"
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/pruner.h"
 
 namespace lithe::host::conformance_detail {
 namespace {
 
-// Zero counts per layer of Lithe's current masks against NNI's `zeros` object.
-void compare_zero_counts(const PruningSession& session, const json& nni_zeros,
-                         const std::string& event) {
+// Lithe's exact count for a layer at `target`: int(numel · target) weights for the Level
+// masker, int(F · target) whole filters for the filter maskers.
+int64_t exact_zeros(const at::Tensor& mask, double target, bool filters) {
+  if (!filters) {
+    return sdk::prune_count(mask.numel(), target);
+  }
+  return sdk::prune_count(mask.size(0), target) * (mask.numel() / mask.size(0));
+}
+
+// Zero counts per layer against NNI's `zeros` object. A layer where NNI pruned more than Lithe
+// while Lithe holds exactly the schedule's count is NNI's tie over-pruning (departure 1):
+// returned as a note. Any other difference fails the case.
+std::vector<std::string> compare_zero_counts(const PruningSession& session, const json& nni_zeros,
+                                             const std::map<std::string, int64_t>& exact,
+                                             const std::string& event) {
+  std::vector<std::string> notes;
   for (const auto& [name, masks] : session.masks()) {
     if (!nni_zeros.contains(name)) {
       fail(event + ": Lithe compresses layer '" + name + "', NNI does not");
     }
     const int64_t ours = count_zeros(masks.weight);
     const auto theirs = nni_zeros.at(name).get<int64_t>();
-    if (ours != theirs) {
-      fail(event + ": layer '" + name + "' has " + std::to_string(ours) + " pruned weights, NNI " +
-           std::to_string(theirs));
+    if (ours == theirs) {
+      continue;
+    }
+    if (ours < theirs && ours == exact.at(name)) {
+      notes.push_back(event + " " + name + " (NNI " + std::to_string(theirs) + ", Lithe " +
+                      std::to_string(ours) + ")");
+      continue;
+    }
+    fail(event + ": layer '" + name + "' has " + std::to_string(ours) + " pruned weights, NNI " +
+         std::to_string(theirs) + ", Lithe's exact count " + std::to_string(exact.at(name)));
+  }
+  return notes;
+}
+
+// Fails unless every layer holds exactly its exact count.
+void require_exact_counts(const PruningSession& session, const std::map<std::string, int64_t>& exact,
+                          const std::string& event) {
+  for (const auto& [name, masks] : session.masks()) {
+    if (count_zeros(masks.weight) != exact.at(name)) {
+      fail(event + ": layer '" + name + "' has " + std::to_string(count_zeros(masks.weight)) +
+           " pruned weights; Lithe's exact count is " + std::to_string(exact.at(name)));
     }
   }
 }
@@ -42,35 +74,50 @@ Verdict replay_agp(const CaseContext& c, const PluginRegistry& registry) {
   auto params = model->parameters();
   torch::optim::SGD optimizer(params, torch::optim::SGDOptions(0.0));
   const json& results = c.summary.at("results");
+  const bool filters =
+      c.config.value("kwargs", json::object()).value("pruning_algorithm", "level") != "level";
+  std::map<std::string, int64_t> exact;  // Lithe's count since the last pruning event
+  for (const auto& [name, masks] : session.masks()) {
+    exact[name] = 0;
+  }
   int snapshots = 0;
   int events = 0;
   std::vector<std::string> deviations;
-  auto check_snapshot = [&](const std::string& key, double target) {
-    if (results.contains(key)) {
-      const auto notes = compare_masks(c, session.masks(), results.at(key), weights_before,
-                                       /*global_k=*/false, agp_target(target));
-      deviations.insert(deviations.end(), notes.begin(), notes.end());
-      ++snapshots;
-    }
-  };
   for (const json& event : results.at("schedule")) {
     const std::string name = event.at("event").get<std::string>();
     const double target = event.value("target_sparsity", 0.0);
-    if (!event.contains("epoch")) {  // "compress"
+    const bool is_compress = !event.contains("epoch");
+    if (is_compress) {
       session.compress();
-      compare_zero_counts(session, event.at("zeros"), name);
-      check_snapshot("masks_compress", target);
-      ++events;
+    } else {
+      session.update_epoch(event.at("epoch").get<int64_t>());
+      session.optimizer_step(optimizer);  // no gradients: SGD changes nothing, masks update
+    }
+    if (event.value("would_prune_this_epoch", is_compress && target >= 0)) {
+      for (const auto& [layer, masks] : session.masks()) {
+        exact[layer] = exact_zeros(masks.weight, target, filters);
+      }
+    }
+    ++events;
+    if (!deviations.empty()) {
+      // Masks parted from NNI's at a tie; from here on Lithe's own rule is what is checked.
+      require_exact_counts(session, exact, name);
       continue;
     }
-    const auto epoch = event.at("epoch").get<int64_t>();
-    session.update_epoch(epoch);
-    session.optimizer_step(optimizer);  // no gradients: SGD changes nothing, masks update
-    if (deviations.empty()) {
-      compare_zero_counts(session, event.at("zeros"), name);
+    const std::vector<std::string> notes =
+        compare_zero_counts(session, event.at("zeros"), exact, name);
+    if (!notes.empty()) {
+      deviations.insert(deviations.end(), notes.begin(), notes.end());
+      continue;
     }
-    check_snapshot("masks_epoch" + std::to_string(epoch), target);
-    ++events;
+    const std::string key =
+        is_compress ? "masks_compress" : "masks_epoch" + std::to_string(event.at("epoch").get<int64_t>());
+    if (results.contains(key)) {
+      const auto tie_notes = compare_masks(c, session.masks(), results.at(key), weights_before,
+                                           /*global_k=*/false, agp_target(target));
+      deviations.insert(deviations.end(), tie_notes.begin(), tie_notes.end());
+      ++snapshots;
+    }
   }
   if (!deviations.empty()) {
     return {Outcome::kDeviation,
