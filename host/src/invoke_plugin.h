@@ -16,6 +16,10 @@ auto invoke_plugin(const std::string& context, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const sdk::Error& e) {
+    // A host call nested in a plugin call (e.g. update_masks_now) already said who failed.
+    if (std::string(e.what()).rfind(context, 0) == 0) {
+      throw;
+    }
     throw sdk::Error(e.code(), context + ": " + e.what());
   } catch (const c10::Error& e) {
     throw sdk::Error(sdk::Errc::kInternal, context + ": " + e.what_without_backtrace());

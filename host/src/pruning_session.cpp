@@ -130,12 +130,27 @@ void PruningSession::compress() { update_masks(); }
 
 void PruningSession::update_masks() {
   const std::string owner = "pruner '" + algorithm_ + "'";
+  LITHE_CHECK(attach_failure_.empty(), sdk::Errc::kInvalidConfig,
+              "this pruning session cannot continue: ", attach_failure_);
+  LITHE_CHECK(!in_update_, sdk::Errc::kInternal, owner,
+              ": update_masks_now() was called from attach or calc_mask, which would recurse; "
+              "this is a bug in the plugin");
+  in_update_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{in_update_};
   if (!attached_) {
-    invoke_plugin(owner, [&] {
-      pruner_->attach(*this);
-      return 0;
-    });
-    attached_ = true;
+    attached_ = true;  // never twice: a second attach would register collectors twice
+    try {
+      invoke_plugin(owner, [&] {
+        pruner_->attach(*this);
+        return 0;
+      });
+    } catch (const std::exception& e) {
+      attach_failure_ = e.what();
+      throw;
+    }
   }
   for (const auto& layer : layers_) {
     const std::string context = owner + " on layer '" + layer->name() + "'";
@@ -196,8 +211,11 @@ void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
     pruner_->after_optimizer_step();
     return 0;
   });
-  const auto callbacks = step_callbacks_;  // a callback may remove callbacks
+  const auto callbacks = step_callbacks_;  // a callback may add or remove callbacks
   for (const auto& [id, callback] : callbacks) {
+    if (step_callbacks_.count(id) == 0) {
+      continue;  // removed by an earlier callback of this step
+    }
     invoke_plugin(owner + " (optimizer-step callback)", [&] {
       callback();
       return 0;
@@ -351,8 +369,11 @@ void PruningSession::refresh_taps() {
     if (it == by_name.end()) {
       return;
     }
-    const auto collectors = collectors_;  // a collector may remove collectors
+    const auto collectors = collectors_;  // a collector may add or remove collectors
     for (const auto& [id, collector] : collectors) {
+      if (collectors_.count(id) == 0) {
+        continue;  // removed by an earlier collector of this forward
+      }
       collector(*it->second, output);
     }
   });

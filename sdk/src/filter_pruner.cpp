@@ -55,8 +55,8 @@ class FilterPruner final : public Pruner {
   void validate_config(const Options& entry) const override { one_shot_->validate_config(entry); }
 
   void attach(CompressionContext& context) override {
-    one_shot_->attach(context);  // attaches the scorer, once
     if (!dependency_aware_) {
+      one_shot_->attach(context);  // attaches the scorer, once
       return;
     }
     context_ = &context;
@@ -73,6 +73,9 @@ class FilterPruner final : public Pruner {
                                  "channel dependencies are read from its graph); ",
                                  e.what()));
     }
+    // The scorer attaches (registers collectors or callbacks) only once the graph is known
+    // to be usable, so a failed analysis leaves nothing registered.
+    one_shot_->attach(context);
     for (size_t s = 0; s < sets_.size(); ++s) {
       for (const std::string& name : sets_[s]) {
         const bool inserted = set_of_.emplace(name, s).second;

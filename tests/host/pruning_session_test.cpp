@@ -11,6 +11,7 @@
 namespace lithe::host {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -204,6 +205,76 @@ TEST(PruningSessionTest, ForwardsTheTrainingHooksInNniOrder) {
   session.step();
   EXPECT_EQ(log, (std::vector<std::string>{"epoch 0", "attach 2", "calc_mask fc1",
                                            "calc_mask fc3", "after_optimizer_step", "step"}));
+}
+
+}  // namespace
+}  // namespace lithe::host
+
+namespace lithe::host {
+namespace {
+
+// A pruner that misbehaves on purpose: calls back into the session from calc_mask, or throws
+// from attach the first time.
+class MisbehavingPruner final : public sdk::Pruner {
+ public:
+  enum class Mode { kReenterFromCalcMask, kAttachThrowsOnce };
+  explicit MisbehavingPruner(Mode mode) : mode_(mode) {}
+  void validate_config(const sdk::Options& entry) const override { entry.mark_read("sparsity"); }
+  void attach(sdk::CompressionContext& context) override {
+    context_ = &context;
+    ++attaches;
+    if (mode_ == Mode::kAttachThrowsOnce && attaches == 1) {
+      throw sdk::Error(sdk::Errc::kUnsupported, "no graph here");
+    }
+  }
+  std::optional<sdk::Masks> calc_mask(sdk::LayerView&) override {
+    if (mode_ == Mode::kReenterFromCalcMask) {
+      context_->update_masks_now();
+    }
+    return std::nullopt;
+  }
+  static inline int attaches = 0;
+
+ private:
+  Mode mode_;
+  sdk::CompressionContext* context_ = nullptr;
+};
+
+PluginRegistry& misbehaving_registry() {
+  static PluginRegistry* registry = [] {
+    auto* r = new PluginRegistry();
+    r->add_pruner({"reenter", "test"}, [](const sdk::Options&, const sdk::Registry&) {
+      return std::make_unique<MisbehavingPruner>(MisbehavingPruner::Mode::kReenterFromCalcMask);
+    });
+    r->add_pruner({"attach_throws", "test"}, [](const sdk::Options&, const sdk::Registry&) {
+      return std::make_unique<MisbehavingPruner>(MisbehavingPruner::Mode::kAttachThrowsOnce);
+    });
+    return r;
+  }();
+  return *registry;
+}
+
+TEST(PruningSessionTest, UpdateMasksNowFromCalcMaskIsRefusedNotRecursed) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, misbehaving_registry(),
+                         {"reenter", R"([{"sparsity": 0.5, "op_types": ["default"]}])", "{}", "t"});
+  EXPECT_THAT([&] { session.compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("pruner 'reenter'"),
+                                              HasSubstr("would recurse"))));
+}
+
+TEST(PruningSessionTest, AFailedAttachIsNeverRetried) {
+  MisbehavingPruner::attaches = 0;
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, misbehaving_registry(),
+                         {"attach_throws", R"([{"sparsity": 0.5, "op_types": ["default"]}])",
+                          "{}", "t"});
+  EXPECT_THAT([&] { session.compress(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("pruner 'attach_throws': no graph here")));
+  EXPECT_THAT([&] { session.update_masks(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("cannot continue"),
+                                              HasSubstr("no graph here"))));
+  EXPECT_EQ(MisbehavingPruner::attaches, 1) << "a second attach could register hooks twice";
 }
 
 }  // namespace

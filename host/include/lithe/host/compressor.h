@@ -113,6 +113,8 @@ class PruningSession final : public sdk::CompressionContext {
   std::optional<LayerDependencies> dependencies_;  // analysed on first use
   std::vector<std::pair<at::Tensor, unsigned>> gradient_hooks_;  // (tensor, hook index)
   bool attached_ = false;
+  std::string attach_failure_;  // why the pruner's attach threw; the session is then unusable
+  bool in_update_ = false;      // inside attach/calc_mask: update_masks_now would recurse
 };
 
 }  // namespace lithe::host
