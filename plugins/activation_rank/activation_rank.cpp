@@ -3,7 +3,8 @@
 // stores act(conv output) of every forward and, once statistics_batch_num batches were seen,
 // ranks the filters over all of them: APoZ by 1 − (fraction of zero activations), mean by the
 // mean activation; the smallest go. Lithe keeps running per-channel reductions instead of the
-// activations (same numbers, O(C) memory) and leaves mask making to the SDK's filter pruner
+// activations (O(C) memory; APoZ bit-identical, mean accumulated in float64 where NNI takes a
+// float32 mean, equal to ~1e-7 relative) and leaves mask making to the SDK's filter pruner
 // (exact k, ties to the lower index, optional dependency-aware mode).
 #include "activation_rank.h"
 
@@ -53,7 +54,9 @@ void ActivationRankScorer::attach(sdk::CompressionContext& context) {
 
 void ActivationRankScorer::start_collecting() {
   state_->layers.clear();
-  reset_layers_.clear();
+  // reset_layers_ is kept: a layer with nothing to prune this round (e.g. AGP's early epochs)
+  // may have reported done before another layer restarted collection, and will not report
+  // again in this round.
   // The collector shares the state, not `this`: the host may keep it a little longer than the
   // pruner (e.g. while a session is torn down).
   std::shared_ptr<State> state = state_;

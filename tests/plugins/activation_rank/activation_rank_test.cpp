@@ -262,6 +262,31 @@ TEST_F(ActivationRankTest, CollectorIsRemovedOnceEveryLayerIsDoneAndRegisteredAg
       << "only the batch after re-registration counts: " << *scores;
 }
 
+// A schedule round where the first layer has nothing to prune (reports done without asking for
+// scores) and the second restarts collection: the round must still end with the collector
+// removed, whatever the layer order.
+TEST_F(ActivationRankTest, RoundEndsWhenALayerWithNothingToPruneReportedBeforeTheRestart) {
+  sdk::LayerView a(0, "conv1", "Conv2d", at::ones({2, 1, 1, 1}), std::nullopt, config(0.5));
+  sdk::LayerView b(1, "conv2", "Conv2d", at::ones({2, 1, 1, 1}), std::nullopt, config(0.5));
+  test::FakeContext context({&a, &b}, registry_);
+  ActivationRankScorer scorer(Criterion::kApoz, {});
+  scorer.attach(context);
+  const at::Tensor batch = at::tensor({1.f, 2.f, 0.f, 4.f}).reshape({1, 2, 2, 1});
+  context.observe(a, batch);
+  context.observe(b, batch);
+  scorer.on_masks_computed(a);
+  scorer.on_masks_computed(b);
+  ASSERT_EQ(context.collector_count(), 0u) << "round 1 over";
+
+  scorer.on_masks_computed(a);  // round 2: conv1 prunes nothing this epoch
+  EXPECT_FALSE(scorer.filter_scores(b).has_value()) << "conv2 restarts collection";
+  EXPECT_EQ(context.collector_count(), 1u);
+  context.observe(b, batch);
+  ASSERT_TRUE(scorer.filter_scores(b).has_value());
+  scorer.on_masks_computed(b);
+  EXPECT_EQ(context.collector_count(), 0u) << "conv1 already reported: the round is over";
+}
+
 TEST_F(ActivationRankTest, MaskerForSchedulesGathersFreshStatisticsForEveryRequest) {
   // As AGP uses it: the masker (empty options) is asked at growing sparsities; each answer uses
   // the activations seen since the previous one.
