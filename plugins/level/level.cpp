@@ -1,8 +1,9 @@
 // Level pruning: zero the `sparsity` fraction of smallest-|w| entries of each layer's weight,
 // layer by layer (NNI v2.0 LevelPruner, reference §2.2). Lithe departure 1: exactly
 // k = int(numel * sparsity) entries are pruned, ties at the threshold broken by lower flat index
-// (NNI prunes every entry tied with the threshold). Scores are |weight * current mask|, so
-// entries already pruned count among the smallest, as in NNI.
+// (NNI prunes every entry tied with the threshold). Entries already pruned by the current mask
+// rank first (NNI scores them |w · mask| = 0, so they come first too, except against live
+// weights that are exactly 0, which NNI may prefer by position and so revive a pruned one).
 #include "level.h"
 
 #include <lithe/kernels/masking.h>
@@ -21,9 +22,17 @@ class LevelMasker final : public sdk::WeightMasker {
       masks.weight = at::ones(weight.sizes(), weight.options().dtype(at::kFloat));
       return masks;
     }
-    const at::Tensor scores = weight * layer.masks().weight.to(weight.dtype());
-    masks.weight = kernels::exact_k_keep_mask(scores, k, /*by_magnitude=*/true);
-    return masks;  // bias mask left as it is
+    const at::Tensor& current = layer.masks().weight;
+    if (current.min().item<float>() > 0) {  // nothing pruned yet: rank |w| directly (fast path)
+      masks.weight = kernels::exact_k_keep_mask(weight, k, /*by_magnitude=*/true);
+      return masks;  // bias mask left as it is
+    }
+    // Already pruned weights rank before every live one (score −1 < |w|), so a schedule's
+    // growing masks never revive a pruned weight, even when a live weight is exactly 0.
+    const at::Tensor scores = at::where(current.eq(0), at::full({}, -1.0, weight.options()),
+                                        weight.abs());
+    masks.weight = kernels::exact_k_keep_mask(scores, k, /*by_magnitude=*/false);
+    return masks;
   }
 };
 

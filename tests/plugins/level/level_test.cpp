@@ -107,3 +107,28 @@ TEST(LevelPrunerConfigTest, RegistersMaskerAndPrunerUnderTheNameUsersType) {
 
 }  // namespace
 }  // namespace lithe::plugins::level
+
+namespace lithe::plugins::level {
+namespace {
+
+TEST(LevelMaskerTest, AlreadyPrunedWeightsGoFirstEvenAgainstLiveZeros) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  auto masker = registry.make_masker("level", sdk::Options());
+  // Entries 0 and 1 are live weights that are exactly 0; entry 3 was pruned before (zeroed in
+  // place). At k = 2, ranking |w · mask| would pick entries 0 and 1 by position and revive 3;
+  // Lithe keeps 3 pruned and adds entry 0.
+  sdk::LayerView layer(0, "fc", "Linear", at::tensor({0.f, 0.f, 4.f, 0.f, 3.f, 6.f}),
+                       std::nullopt, config(0.5));
+  sdk::Masks previous;
+  previous.weight = at::tensor({1.f, 1.f, 1.f, 0.f, 1.f, 1.f});
+  layer.set_masks(previous);
+  const auto grown = masker->calc_mask(layer, 2.0 / 6.0 + 1e-9);
+  ASSERT_TRUE(grown.has_value());
+  EXPECT_TRUE(grown->weight.equal(at::tensor({0.f, 1.f, 1.f, 0.f, 1.f, 1.f})));
+  const auto more = masker->calc_mask(layer, 0.5);  // k = 3: then the other live zero
+  EXPECT_TRUE(more->weight.equal(at::tensor({0.f, 0.f, 1.f, 0.f, 1.f, 1.f})));
+}
+
+}  // namespace
+}  // namespace lithe::plugins::level
