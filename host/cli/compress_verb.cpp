@@ -93,19 +93,27 @@ int run_compress(const std::vector<std::string>& args) {
       ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
   add_training_options(desc, train_options, data, test_path);
   add_common_options(desc, common);
+  po::variables_map given;
   if (!parse_verb_args("compress",
                        "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt] "
                        "[--calibration-batches N] [--epochs N] [--data DIR|FILE]",
-                       args, desc)) {
+                       args, desc, nullptr, &given)) {
     return 0;
   }
   const bool fine_tune = train_options.epochs != kNoEpochs;
   if (fine_tune) {
     host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
-  LITHE_CHECK(calibration_batches >= 0, sdk::Errc::kInvalidConfig,
-              "--calibration-batches must be > 0, got ", calibration_batches);
+  LITHE_CHECK(given.count("calibration-batches") == 0 || calibration_batches > 0,
+              sdk::Errc::kInvalidConfig, "--calibration-batches must be > 0, got ",
+              calibration_batches);
   const bool needs_data = fine_tune || calibration_batches > 0;
+  if (!needs_data) {
+    for (const std::string& name : training_option_names()) {
+      LITHE_CHECK(given.count(name) == 0 || given[name].defaulted(), sdk::Errc::kInvalidConfig,
+                  "--", name, " has no effect without --epochs or --calibration-batches");
+    }
+  }
   const auto start = Clock::now();
   // Staged first: a bad output directory fails before any work. Both files are written under
   // temporary names and only renamed into place once both succeeded.
@@ -119,6 +127,8 @@ int run_compress(const std::vector<std::string>& args) {
   host::PluginLoader loader(registry);
   prepare(common, loader);
   const auto model = host::load_torchscript_model(model_path);
+  // The whole config is validated here, before any dataset is read.
+  host::PruningSession session(*model, registry, config);
   host::Dataset train_data;
   host::Dataset test_data;
   if (needs_data) {
@@ -133,7 +143,6 @@ int run_compress(const std::vector<std::string>& args) {
   const double load_seconds = seconds_since(start);
 
   const auto prune_start = Clock::now();
-  host::PruningSession session(*model, registry, config);  // validates the whole config
   std::optional<host::EvalResult> before;
   if (has_test) {
     before = host::evaluate(*model, test_data, train_options.eval_batch_size);

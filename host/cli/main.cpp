@@ -24,9 +24,11 @@ void add_common_options(po::options_description& desc, CommonOptions& common) {
 
 bool parse_verb_args(const std::string& verb, const std::string& synopsis,
                      const std::vector<std::string>& args, po::options_description& desc,
-                     const po::positional_options_description* positional) {
+                     const po::positional_options_description* positional,
+                     po::variables_map* given) {
   desc.add_options()("help,h", "show this help");
-  po::variables_map vm;
+  po::variables_map local;
+  po::variables_map& vm = given != nullptr ? *given : local;
   auto parser = po::command_line_parser(args).options(desc);
   if (positional != nullptr) {
     parser.positional(*positional);

@@ -25,6 +25,13 @@ void add_training_options(po::options_description& desc, host::TrainOptions& o,
       ("seed", po::value(&o.seed)->default_value(0), "shuffling seed");
 }
 
+const std::vector<std::string>& training_option_names() {
+  static const std::vector<std::string> names = {
+      "data",     "test-data",    "batch-size", "optimizer", "lr",
+      "momentum", "weight-decay", "lr-step",    "lr-gamma",  "seed"};
+  return names;
+}
+
 host::Dataset load_data(const std::string& data, const std::string& split) {
   std::error_code ec;
   if (std::filesystem::is_directory(data, ec)) {

@@ -3,6 +3,7 @@
 // so both verbs spell and check them identically.
 
 #include <string>
+#include <vector>
 
 #include <boost/program_options.hpp>
 
@@ -17,6 +18,9 @@ namespace lithe::cli {
 void add_training_options(boost::program_options::options_description& desc,
                           host::TrainOptions& options, std::string& data,
                           std::string& test_data);
+
+/// The flags add_training_options adds, for checks such as "given without --epochs".
+const std::vector<std::string>& training_option_names();
 
 /// --data as a dataset: an MNIST-layout directory (the split is chosen) or a tensor file (used
 /// as is, whatever the split).

@@ -26,9 +26,11 @@ struct CommonOptions {
 /// Adds --plugin-dir, --threads and --log-level to `desc`, bound to `common`.
 void add_common_options(po::options_description& desc, CommonOptions& common);
 /// Parses `args` against `desc`; returns false (after printing usage) when --help was given.
+/// `given`, when not null, receives the parsed values (to tell given options from defaults).
 bool parse_verb_args(const std::string& verb, const std::string& synopsis,
                      const std::vector<std::string>& args, po::options_description& desc,
-                     const po::positional_options_description* positional = nullptr);
+                     const po::positional_options_description* positional = nullptr,
+                     po::variables_map* given = nullptr);
 /// Applies --log-level and --threads, and loads plugins from the search path into the loader's registry; failed
 /// plugin files are reported as warnings on stderr.
 void prepare(const CommonOptions& common, host::PluginLoader& loader,

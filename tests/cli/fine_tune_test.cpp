@@ -127,6 +127,10 @@ TEST_F(FineTuneCliTest, BadInputsFailBeforeAnyWorkAndWriteNothing) {
        "has samples of shape [3, 32, 32], which the model does not accept"},
       {"--config " + agp_config() + " --epochs 3 --data " + (out / "missing").string(),
        "missing"},
+      {"--config " + (source_dir() / "samples/configs/level.json").string() + " --lr 0.1",
+       "--lr has no effect without --epochs or --calibration-batches"},
+      {"--config " + (source_dir() / "samples/configs/level.json").string() + data_flags(),
+       "--data has no effect without --epochs or --calibration-batches"},
   };
   for (const Case& c : cases) {
     const CliRun run = run_lithe("compress --model " + lenet_model().string() + " " + c.args +
