@@ -25,6 +25,40 @@ struct PluginLoader::Library {
 
 namespace {
 
+// "lithe<major>[.<minor>]<toolchain>": the SDK version a plugin was built against (no minor:
+// SDK <major>.0, written by plugins of SDK 1.0) and the toolchain part.
+struct AbiTag {
+  bool valid = false;
+  long sdk_major = 0;
+  long sdk_minor = 0;
+  std::string toolchain;
+};
+
+AbiTag parse_abi_tag(const std::string& tag) {
+  AbiTag out;
+  const std::string prefix = "lithe";
+  const size_t end = tag.find(';');
+  if (tag.rfind(prefix, 0) != 0 || end == std::string::npos) {
+    return out;
+  }
+  const std::string version = tag.substr(prefix.size(), end - prefix.size());
+  const size_t dot = version.find('.');
+  const std::string major = version.substr(0, dot);
+  const std::string minor = dot == std::string::npos ? "0" : version.substr(dot + 1);
+  auto digits = [](const std::string& text) {
+    return !text.empty() && text.size() < 9 &&
+           text.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(major) || !digits(minor)) {
+    return out;
+  }
+  out.valid = true;
+  out.sdk_major = std::stol(major);
+  out.sdk_minor = std::stol(minor);
+  out.toolchain = tag.substr(end);
+  return out;
+}
+
 // Libraries stay mapped until the process exits: objects, vtables and exception types created
 // by plugin code may outlive any owner we could name (Boost.DLL's documented misuse), and
 // libraries that registered torch ops crash libtorch at exit when unloaded. Deliberately
@@ -148,11 +182,22 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
     return fail(message.str());
   }
   const char* host_tag = LITHE_SDK_ABI_TAG;
-  if (info->abi_tag == nullptr || std::strcmp(info->abi_tag, host_tag) != 0) {
-    return fail(where + ": ABI tag mismatch: plugin '" +
-                (info->abi_tag == nullptr ? std::string("(null)") : std::string(info->abi_tag)) +
-                "', host '" + host_tag +
+  const std::string plugin_tag = info->abi_tag == nullptr ? "(null)" : info->abi_tag;
+  const AbiTag plugin_abi = parse_abi_tag(plugin_tag);
+  if (!plugin_abi.valid || plugin_abi.toolchain != LITHE_DETAIL_ABI_TOOLCHAIN ||
+      plugin_abi.sdk_major != LITHE_SDK_API_VERSION) {
+    return fail(where + ": ABI tag mismatch: plugin '" + plugin_tag + "', host '" + host_tag +
                 "'. Rebuild the plugin with the same libtorch and compiler as the host");
+  }
+  if (plugin_abi.sdk_minor > LITHE_SDK_MINOR_VERSION) {
+    std::ostringstream message;
+    message << where << ": built against Lithe SDK " << plugin_abi.sdk_major << "."
+            << plugin_abi.sdk_minor << "; this host provides SDK " << LITHE_SDK_API_VERSION << "."
+            << LITHE_SDK_MINOR_VERSION
+            << ", which lacks functions the plugin may call. Update the host, or rebuild the "
+               "plugin against lithe-sdk "
+            << LITHE_SDK_API_VERSION << "." << LITHE_SDK_MINOR_VERSION;
+    return fail(message.str());
   }
   if (info->name == nullptr || info->name[0] == '\0' || info->register_algorithms == nullptr) {
     return fail(where + ": plugin information lacks a name or a registration function");

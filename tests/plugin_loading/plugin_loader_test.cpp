@@ -111,6 +111,25 @@ TEST_F(PluginLoaderTest, RefusesForeignAbiTagPrintingBothTagsWithoutCallingRegis
   EXPECT_THAT(registry_.algorithms(), IsEmpty());
 }
 
+TEST_F(PluginLoaderTest, RefusesAPluginOfANewerSdkMinorWithoutCallingRegister) {
+  const LoadReport report = loader_.load_file(LITHE_FIXTURE_NEWER_SDK);
+  EXPECT_EQ(report.status, Status::kFailed);
+  EXPECT_THAT(report.message,
+              HasSubstr(reported(LITHE_FIXTURE_NEWER_SDK) +
+                        ": built against Lithe SDK 1.99; this host provides SDK " +
+                        std::to_string(LITHE_SDK_API_VERSION) + "." +
+                        std::to_string(LITHE_SDK_MINOR_VERSION) +
+                        ", which lacks functions the plugin may call"));
+  EXPECT_THAT(registry_.algorithms(), IsEmpty());
+}
+
+TEST_F(PluginLoaderTest, LoadsAPluginOfAnOlderSdkMinor) {
+  // Tag "lithe1;<toolchain>" as SDK 1.0 plugins wrote it: everything they call still exists.
+  const LoadReport report = loader_.load_file(LITHE_FIXTURE_OLDER_SDK);
+  EXPECT_EQ(report.status, Status::kLoaded) << report.message;
+  EXPECT_EQ(report.plugin, "older_sdk");
+}
+
 TEST_F(PluginLoaderTest, WithdrawsAlgorithmsOfPluginWhoseRegistrationThrows) {
   const LoadReport report = loader_.load_file(LITHE_FIXTURE_THROWS_IN_REGISTER);
 

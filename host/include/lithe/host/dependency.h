@@ -38,7 +38,10 @@ struct LayerDependencies {
 ///    nearest Conv2d / Linear / ConvTranspose2d calls found walking back from its inputs
 ///    (every other op, control flow and list building included, is passed through);
 ///  - group: a convolution with groups g > 1 raises to g the entry of each nearest
-///    convolution walking back from its input (a Linear ends that walk: it mixes channels).
+///    convolution walking back from its input. Departure from NNI: a Linear ends that walk
+///    (it mixes channels, so the convolutions before it do not feed the grouped one's groups);
+///    NNI walks through it. Only models with a Linear between a convolution and a grouped
+///    convolution can differ.
 /// Deterministic: the result depends only on the graph. Throws sdk::Error(kUnsupported) naming
 /// the module or op when the graph cannot be analysed (no forward method, a convolution whose
 /// groups is not a constant or module attribute).

@@ -23,7 +23,7 @@ extern "C" {
 /// Returned by every plugin; static storage, valid while the library is loaded.
 struct lithe_plugin_info {
   uint32_t api_version;  ///< LITHE_SDK_API_VERSION the plugin was compiled against. Always first.
-  const char* abi_tag;   ///< LITHE_SDK_ABI_TAG; compared verbatim with the host's.
+  const char* abi_tag;   ///< LITHE_SDK_ABI_TAG (SDK version + toolchain; see version.h).
   const char* name;      ///< Library name, unique among loaded plugins, e.g. "level".
   const char* version;   ///< The plugin's own semantic version, e.g. "1.0.0".
   /// Registers the plugin's algorithms. May throw sdk::Error; the host reports and skips the

@@ -36,10 +36,24 @@
 #define LITHE_DETAIL_CXX11_ABI "na"
 #endif
 
+/// Minor version of the SDK: raised when host-implemented interfaces gain functions. A plugin
+/// may call every function of its own minor version, so a host accepts plugins of its minor
+/// version or older and refuses newer ones (see the ABI tag).
+#define LITHE_SDK_MINOR_VERSION 1
+
+/// The part of the ABI tag after the SDK version: libtorch version, compiler family and
+/// libstdc++'s dual ABI, e.g. ";torch1.13.0;gcc;cxx11abi1".
+#define LITHE_DETAIL_ABI_TOOLCHAIN                                                          \
+  ";torch" LITHE_DETAIL_STR(TORCH_VERSION_MAJOR) "." LITHE_DETAIL_STR(                      \
+      TORCH_VERSION_MINOR) "." LITHE_DETAIL_STR(TORCH_VERSION_PATCH) ";"                     \
+      LITHE_DETAIL_COMPILER_FAMILY ";cxx11abi" LITHE_DETAIL_CXX11_ABI
+
 /// Everything that must agree between host and plugin for C++ types (at::Tensor, std::string,
-/// std::function, exceptions) to cross the boundary safely: SDK API, libtorch version, compiler
-/// family and libstdc++'s dual ABI. Example: "lithe1;torch1.13.0;gcc;cxx11abi1".
-#define LITHE_SDK_ABI_TAG                                                                    \
-  "lithe" LITHE_DETAIL_STR(LITHE_SDK_API_VERSION) ";torch" LITHE_DETAIL_STR(          \
-      TORCH_VERSION_MAJOR) "." LITHE_DETAIL_STR(TORCH_VERSION_MINOR) "." LITHE_DETAIL_STR(   \
-      TORCH_VERSION_PATCH) ";" LITHE_DETAIL_COMPILER_FAMILY ";cxx11abi" LITHE_DETAIL_CXX11_ABI
+/// std::function, exceptions) to cross the boundary safely, plus the SDK version the plugin was
+/// built against. Example: "lithe1.1;torch1.13.0;gcc;cxx11abi1". The host requires the toolchain
+/// part verbatim and a plugin SDK version of the same major and an equal or older minor ("lithe1"
+/// is 1.0). Hosts of SDK 1.0 compare the whole tag verbatim, so they refuse 1.1 plugins, whose
+/// calls into 1.1 host functions they could not serve.
+#define LITHE_SDK_ABI_TAG                                                                   \
+  "lithe" LITHE_DETAIL_STR(LITHE_SDK_API_VERSION) "." LITHE_DETAIL_STR(                     \
+      LITHE_SDK_MINOR_VERSION) LITHE_DETAIL_ABI_TOOLCHAIN
