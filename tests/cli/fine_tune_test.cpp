@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "lithe/host/dataset.h"
@@ -23,7 +24,9 @@ class FineTuneCliTest : public ::testing::Test {
     if (!std::filesystem::is_directory(host::kDefaultDataDir, ec)) {
       return;
     }
-    dir_ = new std::filesystem::path(scratch_dir("cli_fine_tune_data"));
+    // CTest runs every test in its own process, in parallel: one data folder per process.
+    dir_ = new std::filesystem::path(
+        scratch_dir("cli_fine_tune_data_" + std::to_string(::getpid())));
     auto slice = [](host::Dataset d, int64_t n) {
       d.images = d.images.narrow(0, 0, n).clone();
       d.labels = d.labels.narrow(0, 0, n).clone();
