@@ -157,6 +157,7 @@ Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& regist
         }
       }
     }
+    const auto seen_by_masker = snapshot_weights(*model);  // scores for the departure-1 check
     session.update_epoch(round);  // epochs_per_iteration 1: round r starts at epoch r
     const std::string event = "round " + std::to_string(round);
     if (round == 0) {
@@ -169,7 +170,8 @@ Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& regist
       const double sparsity = results.at("sequence").at(round).at("sparsity").begin()->get<double>();
       const auto notes =
           compare_masks(c, session.masks(), results.at("masks_iter" + std::to_string(round)),
-                        initial, /*global_k=*/false, [&](const std::string& layer, const json&) {
+                        seen_by_masker, /*global_k=*/false,
+                        [&](const std::string& layer, const json&) {
                           return results.at("sequence").at(round).at("sparsity").value(layer,
                                                                                        sparsity);
                         });
