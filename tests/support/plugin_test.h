@@ -56,6 +56,17 @@ inline GoldenLayers golden_conv_layers(const nlohmann::ordered_json& masks,
   return out;
 }
 
+/// Filters whose weight mask [F, ...] is entirely zero, as a bool tensor [F].
+inline at::Tensor pruned_filters(const at::Tensor& weight_mask) {
+  return weight_mask.reshape({weight_mask.size(0), -1}).eq(0).all(1);
+}
+
+/// The indices of pruned_filters(weight_mask), ascending (NNI's `pruned_filters` lists).
+inline std::vector<int64_t> pruned_filter_indices(const at::Tensor& weight_mask) {
+  const at::Tensor idx = pruned_filters(weight_mask).nonzero().flatten().contiguous();
+  return {idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel()};
+}
+
 /// The error code thrown by `f` (fails the test when nothing is thrown).
 inline sdk::Errc error_code(const std::function<void()>& f) {
   try {

@@ -45,9 +45,7 @@ at::Tensor conv_weight(const std::vector<std::vector<float>>& filters) {
 }
 
 // Pruned filters of a weight mask [F, ...] as a bool vector [F].
-at::Tensor pruned_filters(const at::Tensor& weight_mask) {
-  return weight_mask.reshape({weight_mask.size(0), -1}).eq(0).all(1);
-}
+using test::pruned_filters;
 
 class FilterNormTest : public ::testing::Test {
  protected:
@@ -392,12 +390,8 @@ TEST_F(FilterNormTest, DependencyAwareMasksEqualNnisGoldenCases) {
     for (sdk::LayerView* layer : views) {
       const auto masks = pruner->calc_mask(*layer);
       ASSERT_TRUE(masks.has_value()) << name << " " << layer->name();
-      const at::Tensor pruned = pruned_filters(masks->weight).nonzero().flatten();
-      const auto expected =
-          results.at("masks").at(layer->name()).at("pruned_filters").get<std::vector<int64_t>>();
-      EXPECT_EQ(std::vector<int64_t>(pruned.data_ptr<int64_t>(),
-                                     pruned.data_ptr<int64_t>() + pruned.numel()),
-                expected)
+      const auto& expected = results.at("masks").at(layer->name()).at("pruned_filters");
+      EXPECT_EQ(test::pruned_filter_indices(masks->weight), expected.get<std::vector<int64_t>>())
           << name << " " << layer->name();
     }
   }
