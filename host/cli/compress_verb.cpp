@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -108,11 +109,17 @@ int run_compress(const std::vector<std::string>& args) {
               sdk::Errc::kInvalidConfig, "--calibration-batches must be > 0, got ",
               calibration_batches);
   const bool needs_data = fine_tune || calibration_batches > 0;
-  if (!needs_data) {
+  if (!fine_tune) {
+    // Calibration reads the data and the batch size only; without it nothing is read.
+    static const std::set<std::string> used_by_calibration = {"data", "test-data", "batch-size"};
     for (const std::string& name : training_option_names()) {
-      LITHE_CHECK(given.count(name) == 0 || given[name].defaulted(), sdk::Errc::kInvalidConfig,
-                  "--", name, " has no effect without --epochs or --calibration-batches");
+      const bool used = needs_data && used_by_calibration.count(name) != 0;
+      LITHE_CHECK(used || given.count(name) == 0 || given[name].defaulted(),
+                  sdk::Errc::kInvalidConfig, "--", name, " has no effect without --epochs",
+                  needs_data ? "" : " or --calibration-batches");
     }
+    LITHE_CHECK(train_options.batch_size > 0, sdk::Errc::kInvalidConfig,
+                "batch size must be > 0, got ", train_options.batch_size);
   }
   const auto start = Clock::now();
   // Staged first: a bad output directory fails before any work. Both files are written under

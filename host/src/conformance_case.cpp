@@ -356,7 +356,12 @@ std::string check_dependency_rule(const CaseContext& c,
         continue;
       }
       min_s = std::min(min_s, sparsity[name]);
-      groups = std::lcm(groups, results.at("group_dependency").value(name, int64_t{1}));
+      const auto member_groups = results.at("group_dependency").value(name, int64_t{1});
+      if (member_groups < 1) {
+        fail("results.group_dependency['" + name + "'] must be >= 1, got " +
+             std::to_string(member_groups));
+      }
+      groups = std::lcm(groups, member_groups);
       if (first) {
         common = pruned[name];
         first = false;

@@ -149,6 +149,15 @@ void PruningSession::update_masks() {
       });
     } catch (const std::exception& e) {
       attach_failure_ = e.what();
+      // Whatever the half-attached pruner registered must not keep running on later forwards
+      // and steps of a session that can no longer be used.
+      collectors_.clear();
+      step_callbacks_.clear();
+      try {
+        refresh_taps();
+      } catch (...) {
+        // The attach error is the one to report.
+      }
       throw;
     }
   }

@@ -160,25 +160,39 @@ int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, in
               batches);
   LITHE_CHECK(batch_size > 0, sdk::Errc::kInvalidConfig, "batch size must be > 0, got ",
               batch_size);
+  const int64_t available = (data.size() + batch_size - 1) / batch_size;
+  LITHE_CHECK(batches <= available, sdk::Errc::kInvalidConfig, batches,
+              " calibration batches asked for, but dataset '", data.source, "' holds only ",
+              available, " batches of ", batch_size, " samples");
   check_dataset_fits_model(model, data);
-  const bool was_training = model.is_training();
+  struct RestoreMode {
+    Model& model;
+    bool training;
+    ~RestoreMode() { model.train(training); }
+  } restore{model, model.is_training()};
   model.train(false);
   // lr 0: the pruner's statistics see gradients and optimizer steps, the weights stay as they
-  // are (SGD without momentum or weight decay adds exactly 0).
-  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.0));
-  int64_t run = 0;
-  for (int64_t start = 0; start < data.size() && run < batches; start += batch_size, ++run) {
+  // are (SGD without momentum or weight decay adds exactly -0 * grad, as long as the gradient
+  // is finite, which is checked before every step).
+  const std::vector<at::Tensor> parameters = model.parameters();
+  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.0));
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t start = b * batch_size;
     const int64_t n = std::min(batch_size, data.size() - start);
     optimizer.zero_grad();
     const at::Tensor logits = model.forward(data.images.narrow(0, start, n));
     torch::nn::functional::cross_entropy(logits, data.labels.narrow(0, start, n)).backward();
+    for (const at::Tensor& p : parameters) {
+      LITHE_CHECK(!p.grad().defined() || p.grad().isfinite().all().item<bool>(),
+                  sdk::Errc::kInvalidConfig, "calibration batch ", b, " of '", data.source,
+                  "' gives a non-finite gradient; the statistics would corrupt the weights");
+    }
     session.optimizer_step(optimizer);
     session.step();
   }
   optimizer.zero_grad();
   session.update_masks();  // TaylorFO decides at the update after its last statistics step
-  model.train(was_training);
-  return run;
+  return batches;
 }
 
 std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,

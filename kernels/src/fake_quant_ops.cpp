@@ -76,14 +76,17 @@ void check_params(const char* where, double scale, double zero_point, int64_t qm
     what_scale += "[" + std::to_string(channel) + "]";
     what_zp += "[" + std::to_string(channel) + "]";
   }
-  // The kernels work in float32: a positive double that underflows to 0 (or overflows to inf)
-  // in float32 is as invalid as 0 itself.
-  const auto scale_f = static_cast<float>(scale);
-  LITHE_CHECK(std::isfinite(scale) && scale > 0.0 && std::isfinite(scale_f) && scale_f > 0.0f,
+  // The kernels work in float32: a positive double that underflows to 0 in float32 is as
+  // invalid as 0 itself, and one beyond float32's range is not representable (converting it
+  // would be undefined), so both are checked in double before any conversion.
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  LITHE_CHECK(std::isfinite(scale) && scale > 0.0 && scale <= kFloatMax &&
+                  static_cast<float>(scale) > 0.0f,
               Errc::kInvalidConfig, where, ": ", what_scale,
               " must be finite and > 0 (also as float32), got ", scale);
-  LITHE_CHECK(std::isfinite(zero_point), Errc::kInvalidConfig, where, ": ", what_zp,
-              " must be finite, got ", zero_point);
+  LITHE_CHECK(std::isfinite(zero_point) && std::fabs(zero_point) <= kFloatMax,
+              Errc::kInvalidConfig, where, ": ", what_zp,
+              " must be finite (also as float32), got ", zero_point);
   if (formula == QuantFormula::kAten) {
     LITHE_CHECK(zero_point == std::nearbyint(zero_point), Errc::kInvalidConfig, where, ": ",
                 what_zp, " must be an integer with ", formula_name(formula), ", got ", zero_point);

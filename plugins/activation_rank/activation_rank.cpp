@@ -131,7 +131,7 @@ std::optional<at::Tensor> ActivationRankScorer::filter_scores(sdk::LayerView& la
 void ActivationRankScorer::on_masks_computed(const sdk::LayerView& layer) {
   state_->layers.erase(layer.name());
   reset_layers_.insert(layer.name());
-  if (!collecting() || context_ == nullptr) {
+  if (context_ == nullptr) {
     return;
   }
   for (const sdk::LayerView* compressed : context_->layers()) {
@@ -139,9 +139,13 @@ void ActivationRankScorer::on_masks_computed(const sdk::LayerView& layer) {
       return;  // some layer still waits for its masks: keep collecting
     }
   }
-  context_->remove_activation_collector(collector_id_);
-  collector_id_ = 0;
+  // Every layer reported: the round is over, whether or not a collector was running (a round
+  // in which no layer had anything to prune never starts one).
   reset_layers_.clear();
+  if (collecting()) {
+    context_->remove_activation_collector(collector_id_);
+    collector_id_ = 0;
+  }
   // Layers reset earlier kept accumulating until now; a later round starts from nothing.
   state_->layers.clear();
 }

@@ -46,10 +46,11 @@ class FineTuneCliTest : public ::testing::Test {
       GTEST_SKIP() << "dataset-fashion-mnist is not installed";
     }
   }
-  static std::string data_flags() {
-    return " --lr 0.05 --data " + (*dir_ / "train.pt").string() + " --test-data " +
+  static std::string data_only_flags() {
+    return " --data " + (*dir_ / "train.pt").string() + " --test-data " +
            (*dir_ / "test.pt").string();
   }
+  static std::string data_flags() { return " --lr 0.05" + data_only_flags(); }
   static std::string agp_config() { return (source_dir() / "samples/configs/agp.json").string(); }
   static inline std::filesystem::path* dir_ = nullptr;
 };
@@ -160,7 +161,7 @@ TEST_F(FineTuneCliTest, CalibrationPrunesDataDrivenPrunersWithoutChangingWeights
     const CliRun run = run_lithe(
         "compress --json --model " + lenet_model().string() + " --config " +
         (source_dir() / "samples/configs" / (algorithm + ".json")).string() +
-        " --calibration-batches 3" + data_flags() + " --output " + (out / "pruned.pt").string());
+        " --calibration-batches 3" + data_only_flags() + " --output " + (out / "pruned.pt").string());
     ASSERT_EQ(run.exit_code, 0) << algorithm << "\n" << run.out;
     const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
     for (const auto& layer : summary.at("layers")) {
@@ -180,15 +181,27 @@ TEST_F(FineTuneCliTest, CalibrationPrunesDataDrivenPrunersWithoutChangingWeights
   }
 }
 
-TEST_F(FineTuneCliTest, CalibrationBatchesMustBePositive) {
+TEST_F(FineTuneCliTest, CalibrationInputsAreCheckedBeforeAnyWork) {
   const auto out = scratch_dir("cli_calibration_bad");
-  const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
-                               (source_dir() / "samples/configs/apoz.json").string() +
-                               " --calibration-batches -1" + data_flags() + " --output " +
-                               (out / "pruned.pt").string());
-  EXPECT_EQ(run.exit_code, 1);
-  EXPECT_THAT(run.out, HasSubstr("--calibration-batches must be > 0, got -1"));
-  EXPECT_FALSE(std::filesystem::exists(out / "pruned.pt"));
+  const std::string base = "compress --model " + lenet_model().string() + " --config " +
+                           (source_dir() / "samples/configs/apoz.json").string() + " --output " +
+                           (out / "pruned.pt").string() + " --data " +
+                           (*dir_ / "train.pt").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --calibration-batches -1", "--calibration-batches must be > 0, got -1"},
+      {" --calibration-batches 1000",
+       "1000 calibration batches asked for, but dataset '"},  // 2000 samples = 32 batches
+      {" --calibration-batches 2 --lr 0.1", "--lr has no effect without --epochs"},
+      {" --calibration-batches 2 --batch-size 0", "batch size must be > 0, got 0"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CliRun run = run_lithe(base + args);
+    EXPECT_EQ(run.exit_code, 1) << args << "\n" << run.out;
+    EXPECT_THAT(run.out, HasSubstr(message)) << args;
+    EXPECT_FALSE(std::filesystem::exists(out / "pruned.pt")) << args;
+  }
+  EXPECT_THAT(run_lithe(base + " --calibration-batches 1000").out,
+              HasSubstr("holds only 32 batches of 64 samples"));
 }
 
 }  // namespace

@@ -224,6 +224,7 @@ class MisbehavingPruner final : public sdk::Pruner {
     context_ = &context;
     ++attaches;
     if (mode_ == Mode::kAttachThrowsOnce && attaches == 1) {
+      context.add_activation_collector([](auto&, auto&) { ++observed; });
       throw sdk::Error(sdk::Errc::kUnsupported, "no graph here");
     }
   }
@@ -234,6 +235,7 @@ class MisbehavingPruner final : public sdk::Pruner {
     return std::nullopt;
   }
   static inline int attaches = 0;
+  static inline int observed = 0;  // forwards seen by a collector of a failed attach
 
  private:
   Mode mode_;
@@ -275,6 +277,9 @@ TEST(PruningSessionTest, AFailedAttachIsNeverRetried) {
               ThrowsMessage<sdk::Error>(AllOf(HasSubstr("cannot continue"),
                                               HasSubstr("no graph here"))));
   EXPECT_EQ(MisbehavingPruner::attaches, 1) << "a second attach could register hooks twice";
+  MisbehavingPruner::observed = 0;
+  model->forward(torch::ones({1, 1, 28, 28}));
+  EXPECT_EQ(MisbehavingPruner::observed, 0) << "the failed attach's collector was removed";
 }
 
 }  // namespace

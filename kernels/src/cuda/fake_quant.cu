@@ -110,6 +110,10 @@ void fake_quant_per_tensor_cuda(const float* x, int64_t n, float scale, float ze
     return;
   }
   DeviceGuard guard(device);
+  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
+  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
+  // ask for the current stream. The launch below is on the default stream and synchronised too.
+  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
   const auto lo = static_cast<float>(qmin);
   const auto hi = static_cast<float>(qmax);
   if (formula == QuantFormula::kNni) {
@@ -129,6 +133,10 @@ void fake_quant_per_channel_cuda(const float* x, int64_t outer, int64_t channels
     return;
   }
   DeviceGuard guard(device);
+  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
+  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
+  // ask for the current stream. The launch below is on the default stream and synchronised too.
+  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
   const int64_t n = outer * channels * inner;
   const auto lo = static_cast<float>(qmin);
   const auto hi = static_cast<float>(qmax);

@@ -253,6 +253,10 @@ void select_smallest_cuda(const float* x, int64_t n, int64_t k, bool by_magnitud
     return;
   }
   DeviceGuard guard(device);
+  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
+  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
+  // ask for the current stream. The launch below is on the default stream and synchronised too.
+  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
   if (k <= 0 || k >= n) {
     fill_kernel<<<grid_for(n, 4096), kThreads>>>(keep, n, k <= 0 ? 1.0f : 0.0f);
     LITHE_CUDA_CHECK(cudaGetLastError());
@@ -271,6 +275,10 @@ void apply_mask_cuda(float* x, const float* mask, int64_t n, int device) {
     return;
   }
   DeviceGuard guard(device);
+  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
+  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
+  // ask for the current stream. The launch below is on the default stream and synchronised too.
+  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
   apply_mask_kernel<<<grid_for(n, 4096), kThreads>>>(x, mask, n);
   LITHE_CUDA_CHECK(cudaGetLastError());
   LITHE_CUDA_CHECK(cudaDeviceSynchronize());

@@ -285,6 +285,18 @@ TEST_F(ActivationRankTest, RoundEndsWhenALayerWithNothingToPruneReportedBeforeTh
   ASSERT_TRUE(scorer.filter_scores(b).has_value());
   scorer.on_masks_computed(b);
   EXPECT_EQ(context.collector_count(), 0u) << "conv1 already reported: the round is over";
+
+  // Round 3: neither layer prunes anything (both report without collecting). Round 4: conv1's
+  // masks must not end the round while conv2 still waits for its statistics.
+  scorer.on_masks_computed(a);
+  scorer.on_masks_computed(b);
+  EXPECT_FALSE(scorer.filter_scores(a).has_value());
+  context.observe(a, batch);
+  context.observe(b, batch);
+  ASSERT_TRUE(scorer.filter_scores(a).has_value());
+  scorer.on_masks_computed(a);
+  EXPECT_EQ(context.collector_count(), 1u) << "conv2 has not reported in this round";
+  EXPECT_EQ(scorer.batches_seen("conv2"), 1) << "conv2's statistics survive conv1's masks";
 }
 
 TEST_F(ActivationRankTest, MaskerForSchedulesGathersFreshStatisticsForEveryRequest) {

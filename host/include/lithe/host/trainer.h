@@ -61,8 +61,10 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000
 /// evaluation mode, each followed by PruningSession::optimizer_step with a zero learning rate
 /// (weights never change) and step(), so activation collectors and optimizer-step callbacks
 /// (APoZ, mean activation, TaylorFO) see real data; then one more mask update. Returns the
-/// number of batches run. Throws sdk::Error(kInvalidConfig) for batches <= 0 or batch_size <= 0,
-/// kShapeMismatch when the data does not fit the model (before any work).
+/// number of batches run. Throws sdk::Error(kInvalidConfig) for batches <= 0, batch_size <= 0
+/// or more batches than the data holds, kShapeMismatch when the data does not fit the model
+/// (all before any work), and kInvalidConfig when a batch gives a non-finite gradient (before
+/// that batch's step). The model's training mode is restored in every case.
 int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, int64_t batches,
                   int64_t batch_size = 64);
 
