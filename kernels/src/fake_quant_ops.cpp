@@ -14,6 +14,7 @@
 
 #include "lithe/kernels/fake_quant.h"
 #include "lithe/sdk/error.h"
+#include "tensor_checks.h"
 
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
 #include "cuda/fake_quant_cuda.h"
@@ -24,24 +25,9 @@ namespace {
 
 using sdk::Errc;
 
-constexpr bool kHasCuda =
-#if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
-    true;
-#else
-    false;
-#endif
-
-std::string device_name(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.device();
-  return out.str();
-}
-
-std::string sizes_string(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
+using detail::check_runnable_device;
+using detail::device_name;
+using detail::sizes_string;
 
 const char* formula_name(QuantFormula f) {
   return f == QuantFormula::kNni ? "QuantFormula::kNni" : "QuantFormula::kAten";
@@ -55,11 +41,7 @@ void check_input(const char* where, const at::Tensor& x) {
               ": x must be a dense (strided) tensor, got layout ", x.layout());
   LITHE_CHECK(x.scalar_type() == at::kFloat, Errc::kDeviceMismatch, where,
               ": x must have dtype float32 (Float), got ", x.scalar_type());
-  LITHE_CHECK(x.is_cpu() || x.is_cuda(), Errc::kDeviceMismatch, where,
-              ": x must be on the CPU or a CUDA device, got ", device_name(x));
-  LITHE_CHECK(x.is_cpu() || kHasCuda, Errc::kDeviceMismatch, where, ": x is on ", device_name(x),
-              " but this build of lithe has no CUDA kernels (reconfigure with "
-              "-DLITHE_WITH_CUDA=ON and a CUDA compiler), move it to the CPU first");
+  check_runnable_device(where, "x", x);
 }
 
 void check_range(const char* where, int64_t qmin, int64_t qmax) {

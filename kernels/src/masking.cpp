@@ -11,6 +11,7 @@
 #include <string>
 
 #include "lithe/kernels/selection.h"
+#include "tensor_checks.h"
 #include "lithe/sdk/error.h"
 
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
@@ -22,35 +23,9 @@ namespace {
 
 using sdk::Errc;
 
-std::string device_name(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.device();
-  return out.str();
-}
-
-std::string sizes_string(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
-
-constexpr bool kHasCuda =
-#if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
-    true;
-#else
-    false;
-#endif
-
-/// Throws unless `t` lives where a kernel of this build can run: the CPU, or a GPU when the CUDA
-/// kernels are compiled in.
-void check_runnable_device(const char* where, const char* what, const at::Tensor& t) {
-  LITHE_CHECK(t.is_cpu() || t.is_cuda(), Errc::kDeviceMismatch, where, ": ", what,
-              " must be on the CPU or a CUDA device, got ", device_name(t));
-  LITHE_CHECK(t.is_cpu() || kHasCuda, Errc::kDeviceMismatch, where, ": ", what, " is on ",
-              device_name(t),
-              " but this build of lithe has no CUDA kernels (reconfigure with "
-              "-DLITHE_WITH_CUDA=ON and a CUDA compiler), move it to the CPU first");
-}
+using detail::check_runnable_device;
+using detail::device_name;
+using detail::sizes_string;
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "cuda/fake_quant_cuda.h"
+#include "cuda/cuda_support.cuh"
 #include "lithe/sdk/error.h"
 
 namespace lithe::kernels::cuda {
@@ -21,34 +22,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr float kTwo63 = 9223372036854775808.0f;
 
-void check_cuda(cudaError_t status, const char* call) {
-  LITHE_CHECK(status == cudaSuccess, sdk::Errc::kInternal, "CUDA call ", call,
-              " failed: ", cudaGetErrorString(status));
-}
-#define LITHE_CUDA_CHECK(call) check_cuda((call), #call)
-
-/// Selects `device` for the current scope (a negative index keeps the current device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    LITHE_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device >= 0 && device != previous_) {
-      LITHE_CUDA_CHECK(cudaSetDevice(device));
-      restore_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (restore_) {
-      cudaSetDevice(previous_);
-    }
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool restore_ = false;
-};
+using detail::DeviceScope;
 
 unsigned int grid_for(int64_t n) {
   return static_cast<unsigned int>(
@@ -109,11 +83,7 @@ void fake_quant_per_tensor_cuda(const float* x, int64_t n, float scale, float ze
   if (n <= 0) {
     return;
   }
-  DeviceGuard guard(device);
-  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
-  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
-  // ask for the current stream. The launch below is on the default stream and synchronised too.
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
+  DeviceScope scope(device);
   const auto lo = static_cast<float>(qmin);
   const auto hi = static_cast<float>(qmax);
   if (formula == QuantFormula::kNni) {
@@ -132,11 +102,7 @@ void fake_quant_per_channel_cuda(const float* x, int64_t outer, int64_t channels
   if (outer <= 0 || channels <= 0 || inner <= 0) {
     return;
   }
-  DeviceGuard guard(device);
-  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
-  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
-  // ask for the current stream. The launch below is on the default stream and synchronised too.
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
+  DeviceScope scope(device);
   const int64_t n = outer * channels * inner;
   const auto lo = static_cast<float>(qmin);
   const auto hi = static_cast<float>(qmax);

@@ -13,6 +13,7 @@
 
 #include "cuda/selection_cuda.h"
 #include "lithe/kernels/selection.h"
+#include "cuda/cuda_support.cuh"
 #include "lithe/sdk/error.h"
 
 namespace lithe::kernels {
@@ -29,34 +30,7 @@ constexpr int kMaxHistogramBlocks = 1024;
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 
-void check_cuda(cudaError_t status, const char* call) {
-  LITHE_CHECK(status == cudaSuccess, sdk::Errc::kInternal, "CUDA call ", call,
-              " failed: ", cudaGetErrorString(status));
-}
-#define LITHE_CUDA_CHECK(call) check_cuda((call), #call)
-
-/// Selects `device` for the current scope (a negative index keeps the current device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    LITHE_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device >= 0 && device != previous_) {
-      LITHE_CUDA_CHECK(cudaSetDevice(device));
-      restore_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (restore_) {
-      cudaSetDevice(previous_);
-    }
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool restore_ = false;
-};
+using detail::DeviceScope;
 
 /// Owning device allocation of `count` elements of T.
 template <class T>
@@ -252,11 +226,7 @@ void select_smallest_cuda(const float* x, int64_t n, int64_t k, bool by_magnitud
   if (n <= 0) {
     return;
   }
-  DeviceGuard guard(device);
-  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
-  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
-  // ask for the current stream. The launch below is on the default stream and synchronised too.
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
+  DeviceScope scope(device);
   if (k <= 0 || k >= n) {
     fill_kernel<<<grid_for(n, 4096), kThreads>>>(keep, n, k <= 0 ? 1.0f : 0.0f);
     LITHE_CUDA_CHECK(cudaGetLastError());
@@ -274,11 +244,7 @@ void apply_mask_cuda(float* x, const float* mask, int64_t n, int device) {
   if (n <= 0) {
     return;
   }
-  DeviceGuard guard(device);
-  // Ordered against every stream: the inputs may have been written on any stream (e.g. a
-  // non-blocking one of a CUDAStreamGuard), and Debian's CPU-only libtorch offers no c10_cuda to
-  // ask for the current stream. The launch below is on the default stream and synchronised too.
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
+  DeviceScope scope(device);
   apply_mask_kernel<<<grid_for(n, 4096), kThreads>>>(x, mask, n);
   LITHE_CUDA_CHECK(cudaGetLastError());
   LITHE_CUDA_CHECK(cudaDeviceSynchronize());
