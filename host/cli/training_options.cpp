@@ -26,9 +26,19 @@ void add_training_options(po::options_description& desc, host::TrainOptions& o,
 }
 
 const std::vector<std::string>& training_option_names() {
-  static const std::vector<std::string> names = {
-      "data",     "test-data",    "batch-size", "optimizer", "lr",
-      "momentum", "weight-decay", "lr-step",    "lr-gamma",  "seed"};
+  // Read back from the description itself, so the list cannot drift from the flags.
+  static const std::vector<std::string> names = [] {
+    host::TrainOptions options;
+    std::string data;
+    std::string test_data;
+    po::options_description desc;
+    add_training_options(desc, options, data, test_data);
+    std::vector<std::string> out;
+    for (const auto& option : desc.options()) {
+      out.push_back(option->long_name());
+    }
+    return out;
+  }();
   return names;
 }
 

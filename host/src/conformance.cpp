@@ -84,15 +84,11 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
   PruningSession session(*model, registry, case_compression_config(c, algorithm));
   session.compress();
 
-  const bool dependency_aware = c.config.value("kwargs", json::object()).value("dependency_aware", false);
-  const std::vector<std::string> deviations =
-      dependency_aware
-          ? compare_masks_dependency_aware(c, session.masks(), weights_before)
-          : compare_masks(c, session.masks(), c.summary.at("results").at("masks"),
-                          weights_before, /*global_k=*/algorithm == "slim");
+  const std::string deviation =
+      final_masks_deviation(c, session.masks(), weights_before, /*global_k=*/algorithm == "slim");
   std::string detail;
   model->train(false);
-  if (deviations.empty() && c.tensors.count("output") != 0) {
+  if (deviation.empty() && c.tensors.count("output") != 0) {
     at::NoGradGuard no_grad;
     const at::Tensor output = model->forward(tensor(c, "input"));
     if (!close_enough(output, tensor(c, "output"), &detail)) {
@@ -114,7 +110,7 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
       continue;  // not a compressed layer's tensor; nothing Lithe changes
     }
     const at::Tensor& mine = field == "weight" ? *record->weight : *record->bias;
-    if (deviations.empty() && !mine.equal(value)) {
+    if (deviation.empty() && !mine.equal(value)) {
       fail("exported tensor '" + param + "' differs from NNI's model.pth");
     }
   }
@@ -138,7 +134,7 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
       if (nni.bias.has_value() != match->second.bias.has_value()) {
         fail("mask file: layer '" + name + "': bias None in one file but not the other");
       }
-      if (deviations.empty() && !nni.weight.equal(match->second.weight)) {
+      if (deviation.empty() && !nni.weight.equal(match->second.weight)) {
         fail("mask file: layer '" + name + "': weight mask differs");
       }
       if (nni.bias.has_value() && !nni.bias->equal(*match->second.bias)) {
@@ -158,12 +154,8 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
     }
   }
 
-  if (!deviations.empty()) {
-    return {Outcome::kDeviation,
-            dependency_aware ? join(deviations)
-                             : "departure 1: NNI over-prunes weights tied at its threshold; "
-                               "Lithe prunes exactly k with ties broken by index: " +
-                                   join(deviations)};
+  if (!deviation.empty()) {
+    return {Outcome::kDeviation, deviation};
   }
   return {Outcome::kPass, std::to_string(session.masks().size()) + " layers match NNI"};
 }

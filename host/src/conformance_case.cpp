@@ -417,4 +417,18 @@ std::vector<std::string> compare_masks_dependency_aware(
   return notes;
 }
 
+std::string final_masks_deviation(const CaseContext& c,
+                                  const std::vector<std::pair<std::string, sdk::Masks>>& ours,
+                                  const std::map<std::string, at::Tensor>& weights_before,
+                                  bool global_k) {
+  if (c.config.value("kwargs", json::object()).value("dependency_aware", false)) {
+    return join(compare_masks_dependency_aware(c, ours, weights_before));  // notes name departures
+  }
+  const std::vector<std::string> notes =
+      compare_masks(c, ours, c.summary.at("results").at("masks"), weights_before, global_k);
+  return notes.empty() ? std::string()
+                       : "departure 1: NNI over-prunes units tied at its threshold; Lithe prunes "
+                         "exactly k with ties broken by index: " + join(notes);
+}
+
 }  // namespace lithe::host::conformance_detail

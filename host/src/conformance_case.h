@@ -91,6 +91,14 @@ std::vector<std::string> compare_masks_dependency_aware(
     const CaseContext& c, const std::vector<std::pair<std::string, sdk::Masks>>& ours,
     const std::map<std::string, at::Tensor>& weights_before);
 
+/// The case's final masks against NNI's `results.masks` (compare_masks, or
+/// compare_masks_dependency_aware when the case's kwargs set dependency_aware). Returns the
+/// DEVIATION reason naming the departure, empty when Lithe matches NNI; fails the case otherwise.
+std::string final_masks_deviation(const CaseContext& c,
+                                  const std::vector<std::pair<std::string, sdk::Masks>>& ours,
+                                  const std::map<std::string, at::Tensor>& weights_before,
+                                  bool global_k);
+
 /// "a, b, c".
 std::string join(const std::vector<std::string>& parts);
 

@@ -90,17 +90,10 @@ Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
   } else {
     replay_activation_statistics(c, *model, session);
   }
-  const bool dependency_aware =
-      c.config.value("kwargs", json::object()).value("dependency_aware", false);
-  const std::vector<std::string> notes =
-      dependency_aware ? compare_masks_dependency_aware(c, session.masks(), weights_before)
-                       : compare_masks(c, session.masks(), c.summary.at("results").at("masks"),
-                                       weights_before, /*global_k=*/false);
-  if (!notes.empty()) {
-    return {Outcome::kDeviation,
-            dependency_aware ? join(notes)
-                             : "departure 1: NNI over-prunes tied filters; Lithe prunes exactly "
-                               "k: " + join(notes)};
+  const std::string deviation =
+      final_masks_deviation(c, session.masks(), weights_before, /*global_k=*/false);
+  if (!deviation.empty()) {
+    return {Outcome::kDeviation, deviation};
   }
   if (c.tensors.count("output") != 0) {
     model->train(false);

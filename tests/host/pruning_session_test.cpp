@@ -284,3 +284,24 @@ TEST(PruningSessionTest, AFailedAttachIsNeverRetried) {
 
 }  // namespace
 }  // namespace lithe::host
+
+namespace lithe::host {
+namespace {
+
+TEST(PruningSessionTest, ContextCallbackAndStateErrorsNameTheIdOrHandle) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])"));
+  EXPECT_THAT([&] { session.add_optimizer_step_callback({}); },
+              ThrowsMessage<sdk::Error>(HasSubstr("add_optimizer_step_callback: the callback is empty")));
+  EXPECT_EQ(session.add_optimizer_step_callback([] {}), 1);
+  EXPECT_THAT([&] { session.remove_optimizer_step_callback(7); },
+              ThrowsMessage<sdk::Error>(HasSubstr("no optimizer-step callback with id 7")));
+  session.remove_optimizer_step_callback(1);
+  EXPECT_THAT([&] { session.restore_model_state(3); },
+              ThrowsMessage<sdk::Error>(HasSubstr("no saved model state with handle 3")));
+  EXPECT_EQ(session.save_model_state(), 1);
+}
+
+}  // namespace
+}  // namespace lithe::host

@@ -102,3 +102,42 @@ TEST_F(TrainerTest, BadInputsFailBeforeAnyWork) {
 
 }  // namespace
 }  // namespace lithe::host
+
+namespace lithe::host {
+namespace {
+
+// Calibration never changes weights: a batch whose gradient is not finite (lr 0 · NaN = NaN)
+// is refused before its optimizer step, naming the batch and the dataset.
+TEST(CalibrateTest, NonFiniteGradientsAreRefusedBeforeTheyReachTheWeights) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         {"level", R"([{"sparsity": 0.5, "op_types": ["default"]}])", "{}", "t"});
+  session.compress();
+  std::vector<at::Tensor> before;
+  for (const at::Tensor& p : model->parameters()) {
+    before.push_back(p.detach().clone());
+  }
+  Dataset data;
+  data.images = torch::zeros({8, 1, 28, 28});
+  data.images[5].fill_(std::numeric_limits<float>::quiet_NaN());  // in the second batch of 4
+  data.labels = torch::zeros({8}, torch::kLong);
+  data.source = "<nan batch>";
+  model->train(true);
+  EXPECT_THAT([&] { calibrate(*model, data, session, 2, 4); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "calibration batch 1 of '<nan batch>' gives a non-finite gradient")));
+  EXPECT_TRUE(model->is_training()) << "the model's mode is restored after the error";
+  const auto after = model->parameters();
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(after[i].equal(before[i])) << "parameter " << i << " changed";
+  }
+  EXPECT_THAT([&] { calibrate(*model, data, session, 3, 4); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "3 calibration batches asked for, but dataset '<nan batch>' holds only 2 "
+                  "batches of 4 samples")));
+  EXPECT_THAT([&] { calibrate(*model, data, session, 0, 4); },
+              ThrowsMessage<sdk::Error>(HasSubstr("calibration batches must be > 0, got 0")));
+}
+
+}  // namespace
+}  // namespace lithe::host

@@ -345,6 +345,10 @@ TEST(FakeQuantErrorsTest, PerTensorArgumentChecksNameTheRuleAndTheValue) {
                Errc::kInvalidConfig, {"(also as float32)", "got 1e-50"});
   expect_error([&] { (void)fake_quantize_per_tensor(x, 0.1, std::nan(""), 0, 255); },
                Errc::kInvalidConfig, {"zero_point must be finite", "got nan"});
+  expect_error([&] { (void)fake_quantize_per_tensor(x, 1e39, 0.0, 0, 255); },
+               Errc::kInvalidConfig, {"(also as float32)", "got 1e+39"});
+  expect_error([&] { (void)fake_quantize_per_tensor(x, 0.1, 1e39, 0, 255); },
+               Errc::kInvalidConfig, {"zero_point must be finite (also as float32)", "got 1e+39"});
   expect_error([&] { (void)fake_quantize_per_tensor(x, 0.1, 0.0, 5, 5); }, Errc::kInvalidConfig,
                {"qmin < qmax", "qmin = 5, qmax = 5"});
   expect_error(
