@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "lithe/kernels/fake_quant.h"
 
 namespace {
@@ -33,59 +34,28 @@ struct Args {
   int threads = 1;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "lithe_bench_fake_quant: " << message
-            << "\nusage: lithe_bench_fake_quant [--numel N>=1] [--repeats N>=1] "
-               "[--threads N>=1]\n";
-  std::exit(2);
-}
-
-int64_t parse_positive(const std::string& flag, const char* text, int64_t max) {
-  char* end = nullptr;
-  const long long value = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > max) {
-    usage_error(flag + " must be an integer in [1, " + std::to_string(max) + "], got '" + text +
-                "'");
-  }
-  return value;
-}
-
 Args parse_args(int argc, char** argv) {
+  const lithe::bench::FlagParser flags("lithe_bench_fake_quant",
+                                "[--numel N>=1] [--repeats N>=1] [--threads N>=1]");
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      usage_error("help requested");
-    }
-    if (i + 1 >= argc) {
-      usage_error(flag + " needs a value (or is not an option)");
-    }
-    const char* value = argv[++i];
+  flags.parse(argc, argv, [&](const std::string& flag, const char* value) {
     if (flag == "--numel") {
-      args.numel = parse_positive(flag, value, int64_t{1} << 31);
+      args.numel = flags.positive(flag, value, int64_t{1} << 31);
     } else if (flag == "--repeats") {
-      args.repeats = static_cast<int>(parse_positive(flag, value, 1000));
+      args.repeats = static_cast<int>(flags.positive(flag, value, 1000));
     } else if (flag == "--threads") {
-      args.threads = static_cast<int>(parse_positive(flag, value, 1024));
+      args.threads = static_cast<int>(flags.positive(flag, value, 1024));
     } else {
-      usage_error("unknown option " + flag);
+      return false;
     }
-  }
+    return true;
+  });
   return args;
 }
 
+// One untimed warm-up run: first-touch page faults, thread pool start.
 double median_seconds(int repeats, const std::function<void()>& fn) {
-  fn();  // warm-up: first-touch page faults, thread pool start
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    times.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  const std::size_t m = times.size() / 2;
-  return times.size() % 2 == 1 ? times[m] : 0.5 * (times[m - 1] + times[m]);
+  return lithe::bench::median_seconds(repeats, fn, /*warmups=*/1);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "lithe/kernels/selection.h"
 
 namespace {
@@ -37,42 +38,21 @@ struct Args {
   int threads = 1;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "lithe_bench_select: " << message
-            << "\nusage: lithe_bench_select [--model PATH] [--repeats N>=1] [--threads N>=1]\n";
-  std::exit(2);
-}
-
-int parse_positive(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > 1024) {
-    usage_error(flag + " must be an integer in [1, 1024], got '" + text + "'");
-  }
-  return static_cast<int>(value);
-}
-
 Args parse_args(int argc, char** argv) {
+  const lithe::bench::FlagParser flags("lithe_bench_select",
+                                "[--model PATH] [--repeats N>=1] [--threads N>=1]");
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      usage_error("help requested");
-    }
-    if (i + 1 >= argc) {
-      usage_error(flag + " needs a value (or is not an option)");
-    }
-    const char* value = argv[++i];
+  flags.parse(argc, argv, [&](const std::string& flag, const char* value) {
     if (flag == "--model") {
       args.model = value;
-    } else if (flag == "--repeats") {
-      args.repeats = parse_positive(flag, value);
-    } else if (flag == "--threads") {
-      args.threads = parse_positive(flag, value);
+    } else if (flag == "--repeats" || flag == "--threads") {
+      (flag == "--repeats" ? args.repeats : args.threads) =
+          static_cast<int>(flags.positive(flag, value, 1024));
     } else {
-      usage_error("unknown option " + flag);
+      return false;
     }
-  }
+    return true;
+  });
   return args;
 }
 
@@ -128,21 +108,7 @@ std::vector<Layer> model_layers(const std::string& path) {
   return layers;
 }
 
-double seconds_of(const std::function<void()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median_seconds(int repeats, const std::function<void()>& fn) {
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    times.push_back(seconds_of(fn));
-  }
-  std::sort(times.begin(), times.end());
-  const std::size_t m = times.size() / 2;
-  return times.size() % 2 == 1 ? times[m] : 0.5 * (times[m - 1] + times[m]);
-}
+using lithe::bench::median_seconds;
 
 enum Method { kLithe, kTopk, kKthvalue, kSort, kNthElement, kNumMethods };
 const char* const kMethodNames[kNumMethods] = {"lithe", "topk", "kthvalue", "sort", "nth_element"};
