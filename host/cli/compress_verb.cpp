@@ -16,6 +16,8 @@
 #include "lithe/sdk/error.h"
 #include "lithe/host/trainer.h"
 #include "training_options.h"
+#include "compress_request.h"
+#include "quantize_compress.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -50,10 +52,6 @@ void print_table(const std::vector<host::LayerReport>& report) {
               total == 0 ? 0.0 : static_cast<double>(pruned) / static_cast<double>(total));
 }
 
-nlohmann::ordered_json eval_json(const host::EvalResult& r) {
-  return {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}};
-}
-
 int64_t pruned_weights(const std::vector<host::LayerReport>& report) {
   int64_t pruned = 0;
   for (const host::LayerReport& r : report) {
@@ -64,63 +62,104 @@ int64_t pruned_weights(const std::vector<host::LayerReport>& report) {
 
 }  // namespace
 
+nlohmann::ordered_json eval_json(const host::EvalResult& r) {
+  return {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}};
+}
+
+CompressData load_compress_data(const CompressRequest& request, host::Model& model) {
+  CompressData out;
+  if (request.needs_data()) {
+    out.train = load_data(request.data, "train");
+    host::check_dataset_fits_model(model, out.train);
+    out.test = load_test_data(request.data, request.test_path);
+    if (out.has_test()) {
+      host::check_dataset_fits_model(model, out.test);
+    }
+  }
+  return out;
+}
+
+std::string default_calibration_path(const std::string& output_path) {
+  std::filesystem::path path(output_path);
+  path.replace_extension(".calibration.json");
+  return path.string();
+}
+
 int run_compress(const std::vector<std::string>& args) {
   CommonOptions common;
-  std::string model_path;
-  std::string config_path;
-  std::string output_path;
-  std::string masks_path;
-  std::string data = host::kDefaultDataDir;
-  std::string test_path;
-  bool json = false;
-  host::TrainOptions train_options;
+  CompressRequest request;
+  request.data = host::kDefaultDataDir;
+  host::TrainOptions& train_options = request.train_options;
   constexpr int64_t kNoEpochs = std::numeric_limits<int64_t>::min();
   train_options.epochs = kNoEpochs;  // no fine-tuning unless asked for
-  int64_t calibration_batches = 0;
   po::options_description desc("options");
   desc.add_options()
-      ("model", po::value(&model_path)->required(), "TorchScript model to compress")
-      ("config", po::value(&config_path)->required(),
+      ("model", po::value(&request.model_path)->required(), "TorchScript model to compress")
+      ("config", po::value(&request.config_path)->required(),
        "JSON file {\"algorithm\": ..., \"config_list\": [...], \"options\": {...}}")
-      ("output", po::value(&output_path)->required(), "compressed TorchScript model to write")
-      ("masks", po::value(&masks_path), "also write the masks (NNI mask.pth layout)")
+      ("output", po::value(&request.output_path)->required(),
+       "compressed TorchScript model to write")
+      ("masks", po::value(&request.masks_path),
+       "pruners: also write the masks (NNI mask.pth layout)")
+      ("calibration", po::value(&request.calibration_path),
+       "quantizers: where to write the per-layer calibration JSON (bits, scale, zero point, "
+       "ranges per quant type); default: OUTPUT with extension .calibration.json")
       ("epochs", po::value(&train_options.epochs),
        "fine-tune for N > 0 epochs while compressing (schedules such as agp and "
-       "lottery_ticket, and data-driven pruners, need them); without it: one-shot, no data")
-      ("calibration-batches", po::value(&calibration_batches),
-       "before any fine-tuning, run N batches of --data forward and backward without changing "
-       "the weights, then prune: one-shot data-driven pruning (apoz, mean_activation, taylor_fo; "
-       "their statistics_batch_num must not exceed N)")
-      ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
-  add_training_options(desc, train_options, data, test_path);
+       "lottery_ticket, data-driven pruners and quantization-aware training need them); "
+       "without it: one-shot, no data")
+      ("calibration-batches", po::value(&request.calibration_batches),
+       "before any fine-tuning, run N batches of --data without changing the weights. Pruners: "
+       "forward and backward, then prune (one-shot data-driven pruning: apoz, mean_activation, "
+       "taylor_fo; their statistics_batch_num must not exceed N). Quantizers: forward only, "
+       "to track activation ranges (post-training calibration)")
+      ("json", po::bool_switch(&request.json), "print a JSON summary instead of the table");
+  add_training_options(desc, train_options, request.data, request.test_path);
   add_common_options(desc, common);
   po::variables_map given;
   if (!parse_verb_args("compress",
                        "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt] "
-                       "[--calibration-batches N] [--epochs N] [--data DIR|FILE]",
+                       "[--calibration CAL.json] [--calibration-batches N] [--epochs N] "
+                       "[--data DIR|FILE]",
                        args, desc, nullptr, &given)) {
     return 0;
   }
-  const bool fine_tune = train_options.epochs != kNoEpochs;
-  if (fine_tune) {
+  request.fine_tune = train_options.epochs != kNoEpochs;
+  if (request.fine_tune) {
     host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
-  LITHE_CHECK(given.count("calibration-batches") == 0 || calibration_batches > 0,
+  LITHE_CHECK(given.count("calibration-batches") == 0 || request.calibration_batches > 0,
               sdk::Errc::kInvalidConfig, "--calibration-batches must be > 0, got ",
-              calibration_batches);
-  const bool needs_data = fine_tune || calibration_batches > 0;
-  if (!fine_tune) {
+              request.calibration_batches);
+  if (!request.fine_tune) {
     // Calibration reads the data and the batch size only; without it nothing is read.
     static const std::set<std::string> used_by_calibration = {"data", "test-data", "batch-size"};
     for (const std::string& name : training_option_names()) {
-      const bool used = needs_data && used_by_calibration.count(name) != 0;
+      const bool used = request.needs_data() && used_by_calibration.count(name) != 0;
       LITHE_CHECK(used || given.count(name) == 0 || given[name].defaulted(),
                   sdk::Errc::kInvalidConfig, "--", name, " has no effect without --epochs",
-                  needs_data ? "" : " or --calibration-batches");
+                  request.needs_data() ? "" : " or --calibration-batches");
     }
     LITHE_CHECK(train_options.batch_size > 0, sdk::Errc::kInvalidConfig,
                 "batch size must be > 0, got ", train_options.batch_size);
   }
+  const host::CompressionConfig config = host::read_compression_config(request.config_path);
+  host::PluginRegistry registry;
+  host::PluginLoader loader(registry);
+  prepare(common, loader);
+  if (registry.find(host::AlgorithmKind::kQuantizer, config.algorithm) != nullptr) {
+    LITHE_CHECK(request.masks_path.empty(), sdk::Errc::kInvalidConfig, "--masks: '",
+                config.algorithm, "' is a quantizer, which computes no masks");
+    return compress_with_quantizer(request, config, registry);
+  }
+  LITHE_CHECK(request.calibration_path.empty(), sdk::Errc::kInvalidConfig, "--calibration: '",
+              config.algorithm, "' is not a quantizer, so there is no calibration to write");
+  const std::string& output_path = request.output_path;
+  const std::string& masks_path = request.masks_path;
+  const bool json = request.json;
+  const int64_t calibration_batches = request.calibration_batches;
+  const bool fine_tune = request.fine_tune;
+  const bool needs_data = request.needs_data();
   const auto start = Clock::now();
   // Staged first: a bad output directory fails before any work. Both files are written under
   // temporary names and only renamed into place once both succeeded.
@@ -129,26 +168,14 @@ int run_compress(const std::vector<std::string>& args) {
   if (!masks_path.empty()) {
     masks_file.emplace(masks_path);
   }
-  const host::CompressionConfig config = host::read_compression_config(config_path);
-  host::PluginRegistry registry;
-  host::PluginLoader loader(registry);
-  prepare(common, loader);
-  const auto model = host::load_torchscript_model(model_path);
+  const auto model = host::load_torchscript_model(request.model_path);
   // The whole config is validated here, before any dataset is read.
   host::PruningSession session(*model, registry, config);
-  host::Dataset train_data;
-  host::Dataset test_data;
-  if (needs_data) {
-    train_data = load_data(data, "train");
-    host::check_dataset_fits_model(*model, train_data);
-    test_data = load_test_data(data, test_path);
-    if (test_data.size() > 0) {
-      host::check_dataset_fits_model(*model, test_data);
-    }
-  }
-  const bool has_test = test_data.size() > 0;
+  CompressData data = load_compress_data(request, *model);
+  const host::Dataset& train_data = data.train;
+  const host::Dataset& test_data = data.test;
+  const bool has_test = data.has_test();
   const double load_seconds = seconds_since(start);
-
   const auto prune_start = Clock::now();
   std::optional<host::EvalResult> before;
   if (has_test) {
@@ -200,7 +227,7 @@ int run_compress(const std::vector<std::string>& args) {
   if (json) {
     nlohmann::ordered_json out;
     out["algorithm"] = config.algorithm;
-    out["model"] = model_path;
+    out["model"] = request.model_path;
     out["output"] = output_path;
     out["masks"] = masks_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(masks_path);
     out["layers"] = nlohmann::ordered_json::array();

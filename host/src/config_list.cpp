@@ -46,7 +46,9 @@ const std::vector<std::string>& default_op_types() {
 }
 
 ResolvedConfig resolve_config_list(const std::string& config_list_json, const std::string& path,
-                                   const Model& model) {
+                                   const Model& model,
+                                   const std::function<bool(const ConfigEntry&)>& needs_weight,
+                                   const std::string& what_needs_weight) {
   json list;
   try {
     list = json::parse(config_list_json);
@@ -129,9 +131,11 @@ ResolvedConfig resolve_config_list(const std::string& config_list_json, const st
     if (!chosen.has_value() || resolved.entries[*chosen].exclude) {
       continue;
     }
-    LITHE_CHECK(record.weight.has_value(), sdk::Errc::kInvalidConfig, path, "/", *chosen,
-                " selects module '", record.name, "' (", record.op_type,
-                "), which has no weight tensor to compress; restrict the entry with op_types");
+    const bool weight_required = !needs_weight || needs_weight(resolved.entries[*chosen]);
+    LITHE_CHECK(record.weight.has_value() || !weight_required,
+                sdk::Errc::kInvalidConfig, path, "/", *chosen, " selects module '", record.name,
+                "' (", record.op_type, "), which has no weight tensor to ",
+                what_needs_weight, "; restrict the entry with op_types");
     resolved.layers.push_back({m, *chosen});
   }
   return resolved;

@@ -1,6 +1,8 @@
-// The host-owned TorchScript op `lithe::observe(Tensor(a) x, str tap) -> Tensor(a)`, inserted
-// after a submodule's call to observe its output. It returns an alias of its input, so values
-// and gradients pass through untouched. The op lives in liblithe_host (never unloaded);
+// The host-owned TorchScript ops. `lithe::observe(Tensor(a) x, str tap) -> Tensor(a)` is inserted
+// after a submodule's call to observe its output; `lithe::quantize(Tensor x, str site, int type)`
+// replaces a module's input, weight or output by what the quantization callback returns.
+// observe returns an alias of its input, so values and gradients pass through untouched.
+// The ops live in liblithe_host (never unloaded);
 // plugins never register torch ops themselves: unloading such a library crashes libtorch.
 #include <torch/library.h>
 
@@ -14,14 +16,44 @@
 namespace lithe::host::detail {
 namespace {
 
-struct TapTargets {
+template <class Callback>
+struct Targets {
   std::mutex mutex;
   int64_t next_id = 1;
-  std::map<int64_t, std::shared_ptr<TapCallback>> callbacks;
+  std::map<int64_t, std::shared_ptr<Callback>> callbacks;
+
+  int64_t add(Callback callback) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const int64_t id = next_id++;
+    callbacks[id] = std::make_shared<Callback>(std::move(callback));
+    return id;
+  }
+  void remove(int64_t id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    callbacks.erase(id);
+  }
+  // The callback a site string names and the module part of it; null when the target is gone.
+  std::pair<std::shared_ptr<Callback>, std::string> find(const std::string& site) {
+    const size_t colon = site.find(':');
+    LITHE_CHECK(colon != std::string::npos, sdk::Errc::kInvalidModel,
+                "lithe op: malformed site '", site, "' (expected '<id>:<module>')");
+    const int64_t id = std::stoll(site.substr(0, colon));
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = callbacks.find(id);
+    if (it == callbacks.end()) {
+      return {nullptr, ""};
+    }
+    return {it->second, site.substr(colon + 1)};
+  }
 };
 
-TapTargets& targets() {
-  static auto* instance = new TapTargets();  // outlives every model, even at exit
+Targets<TapCallback>& targets() {
+  static auto* instance = new Targets<TapCallback>();  // outlives every model, even at exit
+  return *instance;
+}
+
+Targets<QuantCallback>& quant_targets() {
+  static auto* instance = new Targets<QuantCallback>();
   return *instance;
 }
 
@@ -32,46 +64,52 @@ at::Tensor observe(const at::Tensor& x, const std::string& tap) {
   return x.alias();
 }
 
+at::Tensor quantize(const at::Tensor& x, const std::string& site, int64_t type) {
+  return dispatch_quant(site, type, x);
+}
+
 }  // namespace
 
-int64_t register_tap_target(TapCallback callback) {
-  TapTargets& t = targets();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  const int64_t id = t.next_id++;
-  t.callbacks[id] = std::make_shared<TapCallback>(std::move(callback));
-  return id;
+int64_t register_tap_target(TapCallback callback) { return targets().add(std::move(callback)); }
+void unregister_tap_target(int64_t id) { targets().remove(id); }
+int64_t register_quant_target(QuantCallback callback) {
+  return quant_targets().add(std::move(callback));
 }
-
-void unregister_tap_target(int64_t id) {
-  TapTargets& t = targets();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  t.callbacks.erase(id);
-}
+void unregister_quant_target(int64_t id) { quant_targets().remove(id); }
 
 std::string make_tap_string(int64_t id, const std::string& module) {
   return std::to_string(id) + ":" + module;
 }
 
 void dispatch_tap(const std::string& tap, const at::Tensor& output) {
-  const size_t colon = tap.find(':');
-  LITHE_CHECK(colon != std::string::npos, sdk::Errc::kInvalidModel,
-              "lithe::observe: malformed tap '", tap, "' (expected '<id>:<module>')");
-  const int64_t id = std::stoll(tap.substr(0, colon));
-  std::shared_ptr<TapCallback> callback;
-  {
-    TapTargets& t = targets();
-    std::lock_guard<std::mutex> lock(t.mutex);
-    const auto it = t.callbacks.find(id);
-    if (it == t.callbacks.end()) {
-      return;
-    }
-    callback = it->second;
+  const auto [callback, module] = targets().find(tap);
+  if (callback != nullptr) {
+    (*callback)(module, output);
   }
-  (*callback)(tap.substr(colon + 1), output);
+}
+
+at::Tensor dispatch_quant(const std::string& site, int64_t type, const at::Tensor& x) {
+  if (site.empty()) {
+    return x.clone();  // an instance of a shared module type that is not quantized
+  }
+  const auto [callback, module] = quant_targets().find(site);
+  if (callback == nullptr) {
+    return x.clone();
+  }
+  LITHE_CHECK(type >= 0 && type <= 2, sdk::Errc::kInvalidModel, "lithe::quantize: bad type ",
+              type);
+  at::Tensor out = (*callback)(module, static_cast<sdk::QuantType>(type), x);
+  if (out.is_same(x) || (out.defined() && x.defined() && out.is_alias_of(x))) {
+    out = out.clone();  // the op's schema promises a fresh tensor
+  }
+  return out;
 }
 
 }  // namespace lithe::host::detail
 
 TORCH_LIBRARY(lithe, m) {
   m.def("observe(Tensor(a) x, str tap) -> Tensor(a)", &lithe::host::detail::observe);
+  // A composite (catch-all) kernel: autograd records the ops the callback runs, so gradients
+  // flow through the quantizer's autograd function to the float tensor.
+  m.def("quantize(Tensor x, str site, int type) -> Tensor", &lithe::host::detail::quantize);
 }

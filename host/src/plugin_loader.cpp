@@ -210,7 +210,7 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
                 " has the same name as the already loaded " + it->second);
   }
 
-  registry_.set_current_plugin(report.plugin, where);
+  registry_.set_current_plugin(report.plugin, where, static_cast<int>(plugin_abi.sdk_minor));
   try {
     info->register_algorithms(registry_);
   } catch (const sdk::Error& e) {

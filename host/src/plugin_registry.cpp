@@ -37,9 +37,10 @@ const char* algorithm_kind_name(AlgorithmKind kind) {
 PluginRegistry::PluginRegistry() = default;
 PluginRegistry::~PluginRegistry() = default;
 
-void PluginRegistry::set_current_plugin(std::string name, std::string path) {
+void PluginRegistry::set_current_plugin(std::string name, std::string path, int sdk_minor) {
   current_plugin_ = std::move(name);
   current_path_ = std::move(path);
+  current_sdk_minor_ = sdk_minor;
 }
 
 void PluginRegistry::remove_plugin(const std::string& plugin) {
@@ -81,6 +82,12 @@ void PluginRegistry::add_quantizer(sdk::AlgorithmInfo info, sdk::QuantizerFactor
   Slot slot{{AlgorithmKind::kQuantizer, std::move(info), current_plugin_, current_path_}, {}, {}, {}};
   LITHE_CHECK(static_cast<bool>(factory), sdk::Errc::kPluginLoad, owner_text(slot.entry),
               " registered quantizer '", slot.entry.info.name, "' without a factory");
+  // SDK 1.0 and 1.1 declared a preview Quantizer with another vtable; no host drove it, so
+  // such quantizers cannot be called safely: refuse them rather than crash later.
+  LITHE_CHECK(current_sdk_minor_ >= 2, sdk::Errc::kVersionMismatch, owner_text(slot.entry),
+              " registered quantizer '", slot.entry.info.name, "' built against Lithe SDK 1.",
+              current_sdk_minor_, ", whose Quantizer interface was a preview; rebuild the plugin ",
+              "against lithe-sdk 1.2 or newer");
   slot.quantizer = std::move(factory);
   add(std::move(slot));
 }

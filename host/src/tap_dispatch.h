@@ -1,5 +1,5 @@
 #pragma once
-// Routing from the `lithe::observe` op to the callbacks of the model that inserted it. A tap
+// Routing from the `lithe::observe` and `lithe::quantize` ops to the callbacks of the model that inserted it. A tap
 // string is "<target id>:<module name>"; an empty string means "not observed".
 
 #include <cstdint>
@@ -17,5 +17,12 @@ void unregister_tap_target(int64_t id);
 std::string make_tap_string(int64_t id, const std::string& module);
 /// Called by the op for every observed output.
 void dispatch_tap(const std::string& tap, const at::Tensor& output);
+
+/// The same routing for `lithe::quantize`: sites are "<id>:<module>" strings too.
+int64_t register_quant_target(QuantCallback callback);
+void unregister_quant_target(int64_t id);
+/// The tensor to use instead of `x`; never `x` itself or an alias of it (a later in-place op
+/// on the result must not change a tensor autograd saved). An empty site returns a copy.
+at::Tensor dispatch_quant(const std::string& site, int64_t type, const at::Tensor& x);
 
 }  // namespace lithe::host::detail

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "lithe/host/compressor.h"
+#include "lithe/host/quantization_session.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -65,13 +66,20 @@ class Progress {
   Clock::time_point start_;
 };
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& o, Model& model) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& o, Model& model,
+                                                       TrainingHooks* session) {
+  std::vector<at::Tensor> parameters = model.parameters();
+  if (session != nullptr) {
+    for (const at::Tensor& extra : session->extra_parameters()) {
+      parameters.push_back(extra);
+    }
+  }
   if (o.optimizer == "adam") {
     return std::make_unique<torch::optim::Adam>(
-        model.parameters(), torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+        parameters, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
   }
   return std::make_unique<torch::optim::SGD>(
-      model.parameters(),
+      parameters,
       torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
 }
 
@@ -154,8 +162,9 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
   return r;
 }
 
-int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, int64_t batches,
-                  int64_t batch_size) {
+namespace {
+
+void check_calibration_request(const Dataset& data, int64_t batches, int64_t batch_size) {
   LITHE_CHECK(batches > 0, sdk::Errc::kInvalidConfig, "calibration batches must be > 0, got ",
               batches);
   LITHE_CHECK(batch_size > 0, sdk::Errc::kInvalidConfig, "batch size must be > 0, got ",
@@ -164,6 +173,37 @@ int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, in
   LITHE_CHECK(batches <= available, sdk::Errc::kInvalidConfig, batches,
               " calibration batches asked for, but dataset '", data.source, "' holds only ",
               available, " batches of ", batch_size, " samples");
+}
+
+}  // namespace
+
+int64_t calibrate(Model& model, const Dataset& data, QuantizationSession& session,
+                  int64_t batches, int64_t batch_size) {
+  check_calibration_request(data, batches, batch_size);
+  check_dataset_fits_model(model, data);
+  struct Restore {
+    Model& model;
+    QuantizationSession& session;
+    bool training;
+    ~Restore() {
+      session.set_calibrating(false);
+      model.train(training);
+    }
+  } restore{model, session, model.is_training()};
+  model.train(false);
+  session.set_calibrating(true);
+  at::NoGradGuard no_grad;
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t start = b * batch_size;
+    const int64_t n = std::min(batch_size, data.size() - start);
+    model.forward(data.images.narrow(0, start, n));
+  }
+  return batches;
+}
+
+int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, int64_t batches,
+                  int64_t batch_size) {
+  check_calibration_request(data, batches, batch_size);
   check_dataset_fits_model(model, data);
   struct RestoreMode {
     Model& model;
@@ -196,14 +236,14 @@ int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, in
 }
 
 std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,
-                               const TrainOptions& options, PruningSession* session,
+                               const TrainOptions& options, TrainingHooks* session,
                                const std::function<void(const EpochResult&)>& on_epoch) {
   validate_train_options(options);
   check_dataset_fits_model(model, train_data);
   if (test_data != nullptr) {
     check_dataset_fits_model(model, *test_data);
   }
-  auto optimizer = make_optimizer(options, model);
+  auto optimizer = make_optimizer(options, model, session);
   at::Generator generator = at::detail::createCPUGenerator(options.seed);
   const int64_t n = train_data.size();
   const int64_t steps = (n + options.batch_size - 1) / options.batch_size;

@@ -19,17 +19,6 @@ void Pruner::update_epoch(int64_t) {}
 void Pruner::step() {}
 void Pruner::after_optimizer_step() {}
 
-QuantGrad::~QuantGrad() = default;
-at::Tensor QuantGrad::backward(const at::Tensor&, const at::Tensor& grad_output, QuantType,
-                               LayerView&) {
-  return grad_output;
-}
-
-Quantizer::~Quantizer() = default;
-void Quantizer::attach(CompressionContext&) {}
-void Quantizer::update_epoch(int64_t) {}
-void Quantizer::step() {}
-
 Registry::~Registry() = default;
 
 }  // namespace lithe::sdk

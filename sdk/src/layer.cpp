@@ -33,8 +33,9 @@ LayerView::LayerView(int64_t index, std::string name, std::string op_type, at::T
       weight_(std::move(weight)),
       bias_(std::move(bias)),
       config_(std::move(config)) {
-  LITHE_INTERNAL_ASSERT(weight_.defined());
-  masks_ = Masks::keep_all(*this);
+  if (weight_.defined()) {
+    masks_ = Masks::keep_all(*this);
+  }
 }
 
 LayerView::~LayerView() = default;
@@ -73,6 +74,14 @@ void LayerView::set_attribute(const std::string& key, AttributeValue value) {
 const AttributeValue* LayerView::attribute(const std::string& key) const {
   const auto it = attributes_.find(key);
   return it == attributes_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> LayerView::attribute_keys() const {
+  std::vector<std::string> keys;
+  for (const auto& item : attributes_) {
+    keys.push_back(item.first);
+  }
+  return keys;
 }
 
 }  // namespace lithe::sdk

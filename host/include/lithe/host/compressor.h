@@ -18,6 +18,7 @@
 #include "lithe/host/config_list.h"
 #include "lithe/host/model.h"
 #include "lithe/host/plugin_registry.h"
+#include "lithe/host/training_hooks.h"
 #include "lithe/sdk/context.h"
 #include "lithe/sdk/pruner.h"
 
@@ -51,7 +52,7 @@ struct LayerReport {
   double sparsity_target = 0.0;  ///< the config's "sparsity", or -1 if it has none
 };
 
-class PruningSession final : public sdk::CompressionContext {
+class PruningSession final : public sdk::CompressionContext, public TrainingHooks {
  public:
   /// Validates everything (algorithm name, options, config_list, per-entry keys) before
   /// touching the model; throws sdk::Error on the first problem.
@@ -67,12 +68,12 @@ class PruningSession final : public sdk::CompressionContext {
   /// weight *= weight_mask (and bias) in place for every layer.
   void apply_masks();
   /// Start of epoch `epoch` (forwarded to the pruner).
-  void update_epoch(int64_t epoch);
+  void update_epoch(int64_t epoch) override;
   /// End of a training batch (forwarded to the pruner).
-  void step();
+  void step() override;
   /// optimizer.step(), then mask update + re-application + optimizer state masking, then the
   /// pruner's after_optimizer_step (NNI's patched optimizer.step).
-  void optimizer_step(torch::optim::Optimizer& optimizer);
+  void optimizer_step(torch::optim::Optimizer& optimizer) override;
   /// Multiplies momentum / Adam moments of masked weights by their masks.
   void mask_optimizer_state(torch::optim::Optimizer& optimizer);
 

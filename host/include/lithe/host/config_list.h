@@ -10,6 +10,7 @@
 /// (`exclude: false` means "not excluded"). A selected module without a weight tensor is an
 /// error naming it; so is an op_names entry that names no module.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,12 @@ struct ResolvedConfig {
 
 /// Parses and resolves `config_list_json` (JSON text of the list; `path` is its JSON Pointer,
 /// e.g. "/config_list") against `model`. Throws sdk::Error(kInvalidConfig) with the path, the
-/// rule and the value seen.
-ResolvedConfig resolve_config_list(const std::string& config_list_json, const std::string& path,
-                                   const Model& model);
+/// rule and the value seen. `needs_weight(entry)` says whether a module the entry selects must
+/// have a weight (empty: always, as for pruners; quantizers need one only to quantize it);
+/// `what_needs_weight` completes "which has no weight tensor to ..." in that error.
+ResolvedConfig resolve_config_list(
+    const std::string& config_list_json, const std::string& path, const Model& model,
+    const std::function<bool(const ConfigEntry&)>& needs_weight = {},
+    const std::string& what_needs_weight = "compress");
 
 }  // namespace lithe::host

@@ -11,9 +11,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lithe/host/dependency.h"
+#include "lithe/sdk/quantizer.h"
 
 namespace torch::jit {
 struct Module;
@@ -34,6 +36,19 @@ struct ModuleRecord {
 
 /// Called with a module name and that module's output after each forward through it.
 using TapCallback = std::function<void(const std::string& module, const at::Tensor& output)>;
+
+/// Which tensors of one module are replaced on every forward (fake quantization).
+struct QuantSite {
+  std::string module;   ///< dotted module name
+  bool input = false;   ///< the module's (first) input, at the call site in its parent
+  bool weight = false;  ///< its "weight", inside its own forward: the module computes with the
+                        ///< returned tensor, so gradients reach the float weight through it
+  bool output = false;  ///< its output, at the call site (observers see the replaced output)
+};
+
+/// Returns the tensor the model uses instead of `x` (same shape).
+using QuantCallback =
+    std::function<at::Tensor(const std::string& module, sdk::QuantType type, const at::Tensor& x)>;
 
 class Model {
  public:
@@ -62,6 +77,21 @@ class Model {
   /// restored; saved models never contain taps). Throws sdk::Error(kUnsupported) naming the
   /// module when it cannot be observed (see the implementations for the rules).
   virtual void set_taps(const std::vector<std::string>& modules, TapCallback callback) = 0;
+  /// Replaces the set of quantized tensors (see QuantSite); an empty list removes all (the
+  /// original forward is restored; saved models never contain the rewrite). Coexists with
+  /// set_taps. Throws sdk::Error(kUnsupported) naming the module when a site cannot be
+  /// installed (see the implementations for the rules); on error the previous state stays.
+  virtual void set_quantization(const std::vector<QuantSite>& sites, QuantCallback callback) = 0;
+  /// The buffers of module `module` (its own, not its children's; live tensors; for
+  /// TorchScript every tensor attribute that is not a parameter), in definition order.
+  virtual std::vector<std::pair<std::string, at::Tensor>> module_buffers(
+      const std::string& module) const = 0;
+  /// Registers `value` (the same tensor object, not a copy) as buffer `name` of `module`, or
+  /// re-points an existing tensor buffer of that name to it; it is then saved with the model.
+  /// Throws sdk::Error(kInvalidModel) when the module has a non-tensor attribute, a parameter
+  /// or a submodule of that name.
+  virtual void set_module_buffer(const std::string& module, const std::string& name,
+                                 const at::Tensor& value) = 0;
   /// Saves the model atomically to `path`: a TorchScript archive (loads with torch.jit.load,
   /// never contains taps), or for C++-frontend models a torch::save archive of its parameters
   /// and buffers (loads with torch::load into the same module class).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lithe/sdk/registry.h"
+#include "lithe/sdk/version.h"
 
 namespace lithe::host {
 
@@ -27,11 +28,14 @@ struct AlgorithmEntry {
 
 class PluginRegistry final : public sdk::Registry {
  public:
+  static constexpr int kHostSdkMinor = LITHE_SDK_MINOR_VERSION;
   PluginRegistry();
   ~PluginRegistry() override;
 
   /// Algorithms registered from now on are attributed to this plugin (host use, loader).
-  void set_current_plugin(std::string name, std::string path);
+  /// `sdk_minor` is the SDK minor version the plugin was built against: quantizers need 1.2,
+  /// the first SDK whose Quantizer interface a host drives (1.0/1.1 declared a preview).
+  void set_current_plugin(std::string name, std::string path, int sdk_minor = kHostSdkMinor);
   /// Withdraws every algorithm attributed to `plugin` (used when its registration throws).
   void remove_plugin(const std::string& plugin);
 
@@ -63,6 +67,7 @@ class PluginRegistry final : public sdk::Registry {
   std::map<std::pair<AlgorithmKind, std::string>, Slot> slots_;
   std::string current_plugin_;
   std::string current_path_;
+  int current_sdk_minor_ = kHostSdkMinor;
 };
 
 }  // namespace lithe::host

@@ -1,9 +1,10 @@
 #pragma once
 /// \file
 /// The training engine: seeded shuffled mini-batches, cross-entropy, SGD or Adam, per-epoch
-/// evaluation. When a PruningSession is given, it is driven exactly like NNI's patched
-/// optimizer: update_epoch(e) at each epoch start, masks recomputed and re-applied at every
-/// optimizer step (PruningSession::optimizer_step), step() after each batch.
+/// evaluation. When a compression session is given (TrainingHooks: pruning or quantization),
+/// it is driven exactly like NNI's patched optimizer: update_epoch(e) at each epoch start,
+/// optimizer_step instead of optimizer.step() (masks recomputed and re-applied, quantizer
+/// steps), step() after each batch; its extra_parameters are trained with the model's.
 
 #include <cstdint>
 #include <functional>
@@ -12,10 +13,12 @@
 
 #include "lithe/host/dataset.h"
 #include "lithe/host/model.h"
+#include "lithe/host/training_hooks.h"
 
 namespace lithe::host {
 
 class PruningSession;
+class QuantizationSession;
 
 struct TrainOptions {
   int64_t epochs = 1;          ///< > 0
@@ -68,9 +71,17 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000
 int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, int64_t batches,
                   int64_t batch_size = 64);
 
+/// Post-training range calibration for quantizers: the first `batches` batches of `data` (file
+/// order) run forward without gradients, the model in evaluation mode (BatchNorm statistics
+/// and weights unchanged) while the quantizer sees training forwards, so activation ranges
+/// (QAT's EMA, LSQ's initial step sizes) come from real data. Same argument checks and errors
+/// as the pruning calibrate(); the model's mode is restored. Returns the number of batches.
+int64_t calibrate(Model& model, const Dataset& data, QuantizationSession& session,
+                  int64_t batches, int64_t batch_size = 64);
+
 /// Trains `model` in place. `session` may be null. `on_epoch` runs after each epoch.
 std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,
-                               const TrainOptions& options, PruningSession* session = nullptr,
+                               const TrainOptions& options, TrainingHooks* session = nullptr,
                                const std::function<void(const EpochResult&)>& on_epoch = {});
 
 }  // namespace lithe::host

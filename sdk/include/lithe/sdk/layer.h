@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "lithe/sdk/export.h"
 #include "lithe/sdk/options.h"
@@ -53,6 +54,8 @@ class LITHE_SDK_API LayerView {
   /// NNI op type: the module's class name, e.g. "Conv2d", "Linear", "BatchNorm2d".
   const std::string& op_type() const { return op_type_; }
   /// The live weight parameter. Algorithms must not modify it (the host applies masks).
+  /// Undefined only for layers a quantizer selected for input/output quantization that have
+  /// no weight (e.g. ReLU); pruning sessions only ever select layers with a weight.
   const at::Tensor& weight() const { return weight_; }
   /// The live bias parameter, if the layer has one.
   const std::optional<at::Tensor>& bias() const { return bias_; }
@@ -67,6 +70,8 @@ class LITHE_SDK_API LayerView {
   void set_attribute(const std::string& key, AttributeValue value);
   /// The attribute `key`, or nullptr when unset.
   const AttributeValue* attribute(const std::string& key) const;
+  /// Every attribute key, sorted (the host saves tensor attributes of quantized layers).
+  std::vector<std::string> attribute_keys() const;
 
  private:
   int64_t index_;

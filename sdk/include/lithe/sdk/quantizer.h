@@ -1,13 +1,35 @@
 #pragma once
 /// \file
-/// Quantizer and QuantGrad: NNI's quantization framework (declared in SDK API 1; the host side
-/// that drives them arrives with the quantization work). A Quantizer decides *what* to quantize
-/// and keeps per-layer state (scales, ranges) in layer attributes; a QuantGrad supplies the
-/// quantize math and, optionally, its backward.
+/// Quantizer and QuantGrad: NNI's quantization framework (reference §1.6–1.8).
+///
+/// A Quantizer decides how each selected layer's input, weight and output are fake-quantized
+/// and keeps per-layer state (scales, zero points, tracked ranges) as tensor attributes of the
+/// layer. A QuantGrad supplies the backward of that fake quantization; its default is the
+/// straight-through estimator. The SDK owns the one autograd adapter (apply_quant_grad), so no
+/// plugin writes autograd code.
+///
+/// What the host does, per session:
+///  1. validate_config for every config_list entry (after check_quant_config, which the host
+///     runs first on every entry);
+///  2. before attach, every tensor the model already stores for a layer under an attribute
+///     name (a model saved by an earlier session) is set as that layer's attribute, so a
+///     quantizer that finds its state present continues from it (NNI's save/load flow);
+///  3. attach once; afterwards every tensor attribute of a layer is registered as a buffer of
+///     the layer's module, the same tensor object, so saving the model saves it and loading a
+///     saved state into the model restores it. Quantizers therefore create their tensor
+///     attributes in attach() and later update them in place (copy_, fill_);
+///  4. on every forward of a selected layer, for each type in the entry's `quant_types`:
+///     quantize_input on the module's input, quantize_weight on its float weight (the module
+///     computes with the result; gradients reach the float weight through quant_grad()), and
+///     quantize_output on its output, through apply_quant_grad unless records_autograd();
+///  5. update_epoch at each epoch start, step after every optimizer step.
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "lithe/sdk/context.h"
 #include "lithe/sdk/export.h"
@@ -19,36 +41,92 @@ namespace lithe::sdk {
 /// Which tensor a quantization applies to. Values equal NNI's QuantType.
 enum class QuantType : int { kInput = 0, kWeight = 1, kOutput = 2 };
 
-/// Quantize math with a custom gradient. The SDK owns the single autograd adapter that calls
-/// these, so plugins never write autograd code.
+/// "input", "weight" or "output" (the names used in `quant_types` and `quant_bits`).
+LITHE_SDK_API const char* quant_type_name(QuantType type);
+
+/// The backward of a fake quantization.
 class LITHE_SDK_API QuantGrad {
  public:
   virtual ~QuantGrad();
-  /// Fake-quantizes `x` (same shape, dtype and device). Runs without autograd recording.
-  virtual at::Tensor quantize(const at::Tensor& x, QuantType type, LayerView& layer) = 0;
-  /// (optional) Gradient w.r.t. `x` given `grad_output`; `x` is the tensor quantize() saw.
-  /// Must not modify `grad_output` in place. Defaults to the straight-through estimator
-  /// (returns `grad_output` unchanged).
+  /// Gradient w.r.t. `x` (the tensor the quantizer saw: input, float weight or raw output)
+  /// given `grad_output`. Must not modify `grad_output` in place (NNI's in-place masking
+  /// corrupts expanded gradients, reference §6.11). Runs without autograd recording. Defaults
+  /// to the straight-through estimator: `grad_output` unchanged.
   virtual at::Tensor backward(const at::Tensor& x, const at::Tensor& grad_output, QuantType type,
-                              LayerView& layer);
+                              const LayerView& layer) const;
 };
 
-/// A quantization algorithm. Config entries carry `quant_types` (subset of "weight", "input",
-/// "output"), `quant_bits` (int, or an object per quant type) and algorithm keys such as
-/// `quant_start_step`.
+class Quantizer;
+
+/// The SDK's autograd adapter: calls the quantizer's quantize_<type>(x, layer, training) with
+/// gradient recording off, and on backward quantizer.quant_grad().backward(x, grad, type,
+/// layer). The result has x's shape; the gradient reaches x (e.g. the float weight).
+LITHE_SDK_API at::Tensor apply_quant_grad(Quantizer& quantizer, const at::Tensor& x,
+                                          QuantType type, LayerView& layer, bool training);
+
+/// A quantization algorithm. Config entries carry `quant_types` (a non-empty subset of
+/// "input", "weight", "output"), `quant_bits` (an int for every type, or an object giving the
+/// bits of each type in quant_types) and the algorithm's own keys.
 class LITHE_SDK_API Quantizer {
  public:
   virtual ~Quantizer();
-  /// Same contract as Pruner::validate_config.
+  /// Same contract as Pruner::validate_config. `quant_types`/`quant_bits` were already checked
+  /// by check_quant_config; call require_quant_types to reject types the algorithm lacks.
   virtual void validate_config(const Options& entry) const = 0;
-  /// (optional) Called once before the first forward. Defaults to doing nothing.
+  /// (optional) Called once before the first forward: create the layers' state here (tensor
+  /// attributes), keeping attributes that already exist (restored from a saved model).
   virtual void attach(CompressionContext& context);
-  /// The math used for every quantized tensor of this algorithm. Lives as long as the Quantizer.
-  virtual QuantGrad& quant_grad() = 0;
+
+  /// Fake-quantizes the float weight (`training`: the model is in training mode). Returns a
+  /// new tensor of the weight's shape; must not modify `weight`. Default: throws
+  /// sdk::Error(kUnsupported) (validate_config should have rejected the type).
+  virtual at::Tensor quantize_weight(const at::Tensor& weight, LayerView& layer, bool training);
+  /// Same, for the module's input.
+  virtual at::Tensor quantize_input(const at::Tensor& input, LayerView& layer, bool training);
+  /// Same, for the module's output.
+  virtual at::Tensor quantize_output(const at::Tensor& output, LayerView& layer, bool training);
+
+  /// The backward used by apply_quant_grad. Default: the straight-through estimator.
+  virtual const QuantGrad& quant_grad() const;
+  /// (optional) true when quantize_* build their result from differentiable ATen ops and
+  /// must be called with autograd recording (LSQ's learned step size); the host then calls
+  /// them directly instead of through apply_quant_grad. Defaults to false.
+  virtual bool records_autograd() const;
+  /// (optional) Learnable tensors the optimizer must update besides the model's parameters
+  /// (LSQ's step sizes), valid after attach. Defaults to none.
+  virtual std::vector<at::Tensor> parameters();
+
   /// (optional) Start of epoch `epoch`. Defaults to doing nothing.
   virtual void update_epoch(int64_t epoch);
   /// (optional) After each optimizer step (NNI's step_with_optimizer). Defaults to nothing.
   virtual void step();
 };
+
+/// The common rules of every quantizer config entry, checked by the host before
+/// validate_config: `quant_types` is a non-empty list of distinct names among "input",
+/// "weight", "output"; `quant_bits` is an integer in 1..32, or an object whose keys are exactly
+/// the entry's quant_types, each an integer in 1..32. Throws sdk::Error(kInvalidConfig) naming
+/// the JSON path, the rule and the value.
+LITHE_SDK_API void check_quant_config(const Options& entry);
+
+/// The entry's quant types, in the order written.
+LITHE_SDK_API std::vector<QuantType> quant_types(const Options& entry);
+
+/// Throws sdk::Error(kInvalidConfig) naming `/quant_types` of the entry, `algorithm` and the
+/// supported list, unless every quant type of the entry is in `supported`.
+LITHE_SDK_API void require_quant_types(const Options& entry,
+                                       std::initializer_list<QuantType> supported,
+                                       const std::string& algorithm);
+
+/// The bits for `type` in `entry` (NNI's get_bits_length: the int, or the object's value).
+/// Throws sdk::Error(kInvalidConfig) when the entry does not give bits for `type`.
+LITHE_SDK_API int64_t quant_bits(const Options& entry, QuantType type);
+
+/// The tensor attribute `key` of `layer`, or `initial` (which is then stored) when unset;
+/// for attach(): keeps a state restored from a saved model. Throws sdk::Error(kInvalidModel)
+/// naming the layer and key when the existing attribute is not a tensor or differs from
+/// `initial` in shape or dtype.
+LITHE_SDK_API at::Tensor ensure_tensor_attribute(LayerView& layer, const std::string& key,
+                                                 const at::Tensor& initial);
 
 }  // namespace lithe::sdk

@@ -1,0 +1,47 @@
+#pragma once
+// What `lithe compress` was asked to do, after argument parsing and the checks that need no
+// model: shared by the pruning and the quantization paths of the verb.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/dataset.h"
+#include "lithe/host/trainer.h"
+
+namespace lithe::cli {
+
+struct CompressRequest {
+  std::string model_path;
+  std::string config_path;
+  std::string output_path;
+  std::string masks_path;        ///< pruners only ("" = none)
+  std::string calibration_path;  ///< quantizers: the calibration JSON ("" = beside the output)
+  std::string data;
+  std::string test_path;
+  bool json = false;
+  bool fine_tune = false;
+  int64_t calibration_batches = 0;
+  host::TrainOptions train_options;
+  /// Whether data is read (fine-tuning or calibration).
+  bool needs_data() const { return fine_tune || calibration_batches > 0; }
+};
+
+/// Loaded training and test data, when the request needs data; checked against the model.
+struct CompressData {
+  host::Dataset train;
+  host::Dataset test;
+  bool has_test() const { return test.size() > 0; }
+};
+
+/// Reads the data the request names (nothing when it needs none) and checks it fits `model`.
+CompressData load_compress_data(const CompressRequest& request, host::Model& model);
+
+/// {"accuracy", "loss", "samples"} of an evaluation, for --json summaries.
+nlohmann::ordered_json eval_json(const host::EvalResult& r);
+
+/// `OUT.pt` -> `OUT.calibration.json` (the default calibration file of quantizers).
+std::string default_calibration_path(const std::string& output_path);
+
+}  // namespace lithe::cli

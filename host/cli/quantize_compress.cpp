@@ -1,0 +1,143 @@
+#include "quantize_compress.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "lithe/host/export.h"
+#include "lithe/host/model.h"
+#include "lithe/host/quantization_session.h"
+#include "lithe/host/staged_file.h"
+#include "lithe/host/trainer.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// "scale=0.0123 zero_point=64 ..." for a state list, numbers of one element only.
+std::string state_text(const host::QuantTypeReport& t) {
+  std::string out;
+  for (const auto& [key, values] : t.state) {
+    if (values.size() != 1) {
+      continue;
+    }
+    char number[64];
+    std::snprintf(number, sizeof(number), "%.6g", values[0]);
+    out += (out.empty() ? "" : " ") + key + "=" + number;
+  }
+  return out.empty() ? "-" : out;
+}
+
+void print_table(const std::vector<host::QuantLayerReport>& report) {
+  std::printf("%-24s %-10s %-7s %5s  %s\n", "layer", "type", "tensor", "bits", "state");
+  for (const host::QuantLayerReport& r : report) {
+    for (const host::QuantTypeReport& t : r.types) {
+      std::printf("%-24s %-10s %-7s %5lld  %s\n", r.name.c_str(), r.op_type.c_str(),
+                  sdk::quant_type_name(t.type), static_cast<long long>(t.bits),
+                  state_text(t).c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int compress_with_quantizer(const CompressRequest& request, const host::CompressionConfig& config,
+                            const host::PluginRegistry& registry) {
+  const auto start = Clock::now();
+  const std::string calibration_path = request.calibration_path.empty()
+                                           ? default_calibration_path(request.output_path)
+                                           : request.calibration_path;
+  LITHE_CHECK(std::filesystem::absolute(calibration_path) !=
+                  std::filesystem::absolute(request.output_path),
+              sdk::Errc::kInvalidConfig, "--calibration names the same file as --output: '",
+              calibration_path, "'");
+  // Staged first: a bad output directory fails before any work; both files appear together.
+  host::StagedFile model_file(request.output_path);
+  host::StagedFile calibration_file(calibration_path);
+  const auto model = host::load_torchscript_model(request.model_path);
+  // The whole config is validated here, before any dataset is read.
+  host::QuantizationSession session(*model, registry, config);
+  CompressData data = load_compress_data(request, *model);
+  const double load_seconds = seconds_since(start);
+
+  const auto quantize_start = Clock::now();
+  std::optional<host::EvalResult> before;
+  if (data.has_test()) {
+    before = host::evaluate(*model, data.test, request.train_options.eval_batch_size);
+  }
+  session.compress();
+  if (request.calibration_batches > 0) {
+    host::calibrate(*model, data.train, session, request.calibration_batches,
+                    request.train_options.batch_size);
+  }
+  std::vector<host::EpochResult> epochs;
+  if (request.fine_tune) {
+    host::TrainOptions options = request.train_options;
+    options.progress = !request.json;
+    epochs = host::train(*model, data.train, data.has_test() ? &data.test : nullptr, options,
+                         &session);
+  }
+  std::optional<host::EvalResult> after;
+  if (data.has_test()) {
+    after = epochs.empty()
+                ? host::evaluate(*model, data.test, request.train_options.eval_batch_size)
+                : epochs.back().test;
+  }
+  const double quantize_seconds = seconds_since(quantize_start);
+
+  const auto save_start = Clock::now();
+  session.store_state_in_model();
+  model->write(model_file.temp_path());
+  host::write_file_atomic(calibration_file.temp_path(), session.calibration_json());
+  model_file.commit();
+  calibration_file.commit();
+  const double save_seconds = seconds_since(save_start);
+
+  const std::vector<host::QuantLayerReport> report = session.report();
+  if (request.json) {
+    nlohmann::ordered_json out;
+    out["algorithm"] = config.algorithm;
+    out["model"] = request.model_path;
+    out["output"] = request.output_path;
+    out["calibration"] = calibration_path;
+    out["layers"] = nlohmann::ordered_json::parse(session.calibration_json())["layers"];
+    if (request.needs_data()) {
+      out["accuracy_before"] = before ? eval_json(*before) : nlohmann::ordered_json();
+      out["accuracy_after"] = after ? eval_json(*after) : nlohmann::ordered_json();
+      out["epochs"] = nlohmann::ordered_json::array();
+      for (const host::EpochResult& r : epochs) {
+        out["epochs"].push_back(
+            {{"epoch", r.epoch},
+             {"train_loss", r.train_loss},
+             {"seconds", r.seconds},
+             {"test", data.has_test() ? eval_json(r.test) : nlohmann::ordered_json()}});
+      }
+    }
+    out["seconds"] = {
+        {"load", load_seconds}, {"compress", quantize_seconds}, {"save", save_seconds}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  print_table(report);
+  if (before && after) {
+    std::printf("\ntest accuracy: %.4f float, %.4f quantized", before->accuracy, after->accuracy);
+    if (!epochs.empty()) {
+      std::printf(" after %lld epoch%s of quantization-aware training",
+                  static_cast<long long>(epochs.size()), epochs.size() == 1 ? "" : "s");
+    }
+    std::printf("\n");
+  }
+  std::printf("\nwrote %s and %s\n", request.output_path.c_str(), calibration_path.c_str());
+  std::printf("time: load %.3f s, quantize%s %.3f s, save %.3f s\n", load_seconds,
+              request.fine_tune ? " + train" : "", quantize_seconds, save_seconds);
+  return 0;
+}
+
+}  // namespace lithe::cli

@@ -1,0 +1,15 @@
+#pragma once
+// `lithe compress` with a quantizer: fake-quantize, optionally calibrate ranges and/or train
+// (quantization-aware training), then write the model (float weights plus the quantization
+// state as buffers, restorable by a later session) and the calibration JSON, atomically.
+
+#include "compress_request.h"
+#include "lithe/host/compressor.h"
+#include "lithe/host/plugin_registry.h"
+
+namespace lithe::cli {
+
+int compress_with_quantizer(const CompressRequest& request, const host::CompressionConfig& config,
+                            const host::PluginRegistry& registry);
+
+}  // namespace lithe::cli
