@@ -153,7 +153,7 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
   const bool training = model_.is_training() || calibrating_;
   const std::string context =
       owner_ + " on layer '" + module + "' (" + sdk::quant_type_name(type) + ")";
-  return invoke_plugin(context, [&] {
+  at::Tensor out = invoke_plugin(context, [&] {
     if (quantizer_->records_autograd()) {
       switch (type) {
         case sdk::QuantType::kInput: return quantizer_->quantize_input(x, view, training);
@@ -163,6 +163,23 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
     }
     return sdk::apply_quant_grad(*quantizer_, x, type, view, training);
   });
+  if (recording_) {
+    records_[{module, type}] = {x.detach().clone(), out.detach().clone()};
+  }
+  return out;
+}
+
+void QuantizationSession::set_recording(bool on) {
+  recording_ = on;
+  if (!on) {
+    records_.clear();
+  }
+}
+
+const QuantRecord* QuantizationSession::last_record(const std::string& layer,
+                                                    sdk::QuantType type) const {
+  const auto it = records_.find({layer, type});
+  return it == records_.end() ? nullptr : &it->second;
 }
 
 void QuantizationSession::store_state_in_model() {

@@ -45,6 +45,12 @@ struct QuantLayerReport {
 /// "steps", or a name starting with "input_", "weight_" or "output_".
 bool is_quant_state_name(const std::string& key);
 
+/// One quantization as it happened: the tensor the quantizer saw and what the model used.
+struct QuantRecord {
+  at::Tensor input;   ///< detached copy
+  at::Tensor output;  ///< detached copy
+};
+
 class QuantizationSession final : public sdk::CompressionContext, public TrainingHooks {
  public:
   /// Validates everything (algorithm, options, config_list, per-entry keys, layers without a
@@ -62,6 +68,11 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
   /// While on, quantizers are told `training` on every forward even when the model is in
   /// evaluation mode: post-training range calibration without changing BatchNorm statistics.
   void set_calibrating(bool on) { calibrating_ = on; }
+  /// While on, the session keeps a copy of the latest quantization of every (layer, type):
+  /// for conformance checks and debugging (costs a copy per quantized tensor and forward).
+  void set_recording(bool on);
+  /// The latest recorded quantization of `layer`'s `type`, or nullptr.
+  const QuantRecord* last_record(const std::string& layer, sdk::QuantType type) const;
 
   void update_epoch(int64_t epoch) override;
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
@@ -116,6 +127,8 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
   bool attached_ = false;
   bool installed_ = false;
   bool calibrating_ = false;
+  bool recording_ = false;
+  std::map<std::pair<std::string, sdk::QuantType>, QuantRecord> records_;
 };
 
 }  // namespace lithe::host
