@@ -206,3 +206,102 @@ TEST_F(FineTuneCliTest, CalibrationInputsAreCheckedBeforeAnyWork) {
 
 }  // namespace
 }  // namespace lithe::test
+
+namespace lithe::test {
+namespace {
+
+std::string quant_config(const std::string& name) {
+  return (source_dir() / "samples/configs" / (name + ".json")).string();
+}
+
+// Quantization-aware training end to end: the model learns under int8 weights and outputs,
+// and the run writes the model with its quantization state and the calibration file.
+TEST_F(FineTuneCliTest, QatTrainsAndWritesTheModelAndTheCalibration) {
+  const auto out = scratch_dir("cli_qat");
+  const CliRun run = run_lithe("compress --json --model " + lenet_model().string() +
+                               " --config " + quant_config("qat") + " --epochs 2" + data_flags() +
+                               " --output " + (out / "qat.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+  const double before = summary.at("accuracy_before").at("accuracy").get<double>();
+  const double after = summary.at("accuracy_after").at("accuracy").get<double>();
+  EXPECT_GT(after, before + 0.3) << "the untrained LeNet learns under quantization";
+  EXPECT_EQ(summary.at("calibration").get<std::string>(), (out / "qat.calibration.json").string());
+
+  const auto calibration = nlohmann::json::parse(read_text(out / "qat.calibration.json"));
+  EXPECT_EQ(calibration.at("algorithm"), "qat");
+  ASSERT_EQ(calibration.at("layers").size(), 5u);
+  for (const auto& [name, layer] : calibration.at("layers").items()) {
+    EXPECT_EQ(layer.at("weight").at("bits"), 8) << name;
+    EXPECT_EQ(layer.at("output").at("bits"), 8) << name;
+    const double lo = layer.at("output").at("tracked_min").get<double>();
+    const double hi = layer.at("output").at("tracked_max").get<double>();
+    EXPECT_LT(lo, hi) << name << ": ranges were tracked from real data";
+    EXPECT_NEAR(layer.at("output").at("scale").get<double>(),
+                (std::max(hi, 0.0) - std::min(lo, 0.0)) / 255, 1e-6)
+        << name;
+  }
+  // The written model is plain TorchScript whose modules carry the state as buffers.
+  const auto saved = host::load_torchscript_model(out / "qat.pt");
+  bool found = false;
+  for (const auto& [key, tensor] : saved->module_buffers("fc1")) {
+    if (key == "output_scale") {
+      found = true;
+      EXPECT_NEAR(tensor.item<double>(),
+                  calibration["layers"]["fc1"]["output"]["scale"].get<double>(), 1e-9);
+    }
+  }
+  EXPECT_TRUE(found) << "fc1.output_scale is saved with the model";
+}
+
+TEST_F(FineTuneCliTest, QuantizerCalibrationTracksRangesWithoutChangingWeights) {
+  const auto out = scratch_dir("cli_qat_calibration");
+  const CliRun run = run_lithe("compress --json --model " + lenet_model().string() +
+                               " --config " + quant_config("qat") + " --calibration-batches 2" +
+                               data_only_flags() + " --output " + (out / "qat.pt").string() +
+                               " --calibration " + (out / "ranges.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto calibration = nlohmann::json::parse(read_text(out / "ranges.json"));
+  EXPECT_LT(calibration["layers"]["conv1"]["output"]["tracked_min"].get<double>(),
+            calibration["layers"]["conv1"]["output"]["tracked_max"].get<double>());
+  const auto original = host::load_torchscript_model(lenet_model());
+  const auto written = host::load_torchscript_model(out / "qat.pt");
+  for (const host::ModuleRecord& m : original->modules()) {
+    if (m.weight) {
+      EXPECT_TRUE(written->find_module(m.name)->weight->equal(*m.weight)) << m.name;
+    }
+  }
+}
+
+TEST_F(FineTuneCliTest, QuantizerBadInputsFailBeforeAnyWorkAndWriteNothing) {
+  const auto out = scratch_dir("cli_quant_bad");
+  write_text(out / "existing.pt", "previous output");
+  auto config = [&](const std::string& name, const std::string& entry) {
+    write_text(out / name, R"({"algorithm": "qat", "config_list": [)" + entry + "]}");
+    return (out / name).string();
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--config " + config("bits.json", R"({"quant_types": ["weight"], "quant_bits": 40, "op_types": ["Linear"]})"),
+       "/config_list/0/quant_bits: bits must be in 1..32, got 40"},
+      {"--config " + config("type.json", R"({"quant_types": ["weights"], "quant_bits": 8, "op_types": ["Linear"]})"),
+       "/config_list/0/quant_types: unknown quant type 'weights'"},
+      {"--config " + config("relu.json", R"({"quant_types": ["weight"], "quant_bits": 8, "op_types": ["ReLU"]})"),
+       "which has no weight tensor to quantize"},
+      {"--config " + config("dict.json", R"({"quant_types": ["weight"], "quant_bits": {"weight": 8, "input": 8}, "op_types": ["Linear"]})"),
+       "/config_list/0/quant_bits/input: gives bits for \"input\", which is not in quant_types"},
+      {"--config " + quant_config("qat") + " --masks " + (out / "masks.pt").string(),
+       "--masks: 'qat' is a quantizer, which computes no masks"},
+      {"--config " + quant_config("qat") + " --epochs 0" + data_flags(), "epochs must be > 0"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CliRun run = run_lithe("compress --model " + lenet_model().string() + " " + args +
+                                 " --output " + (out / "existing.pt").string());
+    EXPECT_EQ(run.exit_code, 1) << args << "\n" << run.out;
+    EXPECT_THAT(run.out, HasSubstr(message)) << args;
+    EXPECT_EQ(read_text(out / "existing.pt"), "previous output") << args;
+    EXPECT_FALSE(std::filesystem::exists(out / "existing.calibration.json")) << args;
+  }
+}
+
+}  // namespace
+}  // namespace lithe::test
