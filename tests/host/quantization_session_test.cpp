@@ -320,6 +320,21 @@ TEST(QuantizationSessionTest, CxxFrontendWeightAnywhereAndOutputInsideSequential
   EXPECT_NE(net[0]->named_buffers(false).find("weight_scale"), nullptr);
 }
 
+TEST(QuantizationRegistryTest, QuantizersFromPreviewSdkPluginsAreRefusedByName) {
+  PluginRegistry r;
+  r.set_current_plugin("old_quant", "/plugins/libold_quant.so", /*sdk_minor=*/1);
+  auto factory = [](const sdk::Options&, const sdk::Registry&) {
+    return std::make_unique<RoundingQuantizer>();
+  };
+  EXPECT_THAT([&] { r.add_quantizer({"old", "built against SDK 1.1"}, factory); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("quantizer 'old'"),
+                                              HasSubstr("Lithe SDK 1.1"),
+                                              HasSubstr("rebuild the plugin against lithe-sdk 1.2"))));
+  r.set_current_plugin("new_quant", "/plugins/libnew_quant.so", /*sdk_minor=*/2);
+  r.add_quantizer({"new", "built against SDK 1.2"}, factory);
+  EXPECT_NE(r.find(AlgorithmKind::kQuantizer, "new"), nullptr);
+}
+
 struct BadConfig {
   const char* config_list;
   const char* message;
