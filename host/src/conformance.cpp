@@ -1,7 +1,7 @@
 // NNI golden-case runner: finds the cases, dispatches each to its replay, and replays the
 // one-shot pruning cases (compress(), dependency-aware included; optional export_model and
 // apply_compression_results) and the expected-error cases itself. Schedules (AGP, Lottery
-// Ticket) and data-driven pruners have their own files; quantizers, FLOPs and speedup cases
+// Ticket), data-driven pruners and quantizers have their own files; FLOPs and speedup cases
 // report UNSUPPORTED until their replay exists.
 #include "lithe/host/conformance.h"
 
@@ -173,8 +173,16 @@ Verdict replay_case(const CaseContext& c, const PluginRegistry& registry) {
   if (algorithm.empty()) {
     unsupported("NNI algorithm '" + nni_algorithm + "' has no Lithe counterpart yet");
   }
-  if (registry.find(AlgorithmKind::kPruner, algorithm) == nullptr) {
-    unsupported("no loaded plugin provides pruner '" + algorithm + "' (for " + nni_algorithm + ")");
+  // NNI's quantizer classes all end in "Quantizer" (NaiveQuantizer, QAT_Quantizer, ...).
+  const bool quantizer = nni_algorithm.size() >= 9 &&
+                         nni_algorithm.compare(nni_algorithm.size() - 9, 9, "Quantizer") == 0;
+  const AlgorithmKind kind = quantizer ? AlgorithmKind::kQuantizer : AlgorithmKind::kPruner;
+  if (registry.find(kind, algorithm) == nullptr) {
+    unsupported(std::string("no loaded plugin provides ") + algorithm_kind_name(kind) + " '" +
+                algorithm + "' (for " + nni_algorithm + ")");
+  }
+  if (quantizer) {
+    return replay_quantizer(c, registry, algorithm);
   }
   if (procedure_mentions(c.config, "must raise")) {
     return replay_expected_error(c, registry, algorithm);
@@ -219,6 +227,11 @@ std::string lithe_algorithm_for(const std::string& nni_algorithm) {
       {"ActivationMeanRankFilterPruner", "mean_activation"},
       {"AGPPruner", "agp"},
       {"LotteryTicketPruner", "lottery_ticket"},
+      {"NaiveQuantizer", "naive"},
+      {"DoReFaQuantizer", "dorefa"},
+      {"BNNQuantizer", "bnn"},
+      {"QAT_Quantizer", "qat"},
+      {"LsqQuantizer", "lsq"},
   };
   const auto it = names.find(nni_algorithm);
   return it == names.end() ? std::string() : it->second;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,7 +20,9 @@
 #include "lithe/host/conformance.h"
 #include "lithe/host/model.h"
 #include "lithe/host/plugin_registry.h"
+#include "lithe/host/quantization_session.h"
 #include "lithe/sdk/layer.h"
+#include "lithe/sdk/quantizer.h"
 
 namespace lithe::host::conformance_detail {
 
@@ -102,10 +105,38 @@ std::string final_masks_deviation(const CaseContext& c,
 /// "a, b, c".
 std::string join(const std::vector<std::string>& parts);
 
+/// A quantizer case's model under a compressed QuantizationSession that records every
+/// quantization (the tensor the quantizer saw and what the model used).
+struct QuantizedCase {
+  torch::jit::Module module;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<QuantizationSession> session;
+};
+
+/// Starts the case's quantization. Fails unless Lithe quantizes exactly the layers NNI wrapped
+/// (`results.wrappers`), each with NNI's quant types and bits.
+QuantizedCase start_quantized_case(const CaseContext& c, const PluginRegistry& registry,
+                                   const std::string& algorithm);
+/// NNI's get_bits_length: `quant_bits` of an NNI layer config, an int or {type: bits}; -1 when
+/// the config gives none for `type`.
+int64_t nni_quant_bits(const json& layer_config, sdk::QuantType type);
+/// The live tensor attribute `key` of quantized layer `layer` (fails when missing).
+at::Tensor layer_state(QuantizationSession& session, const std::string& layer,
+                       const std::string& key);
+/// The latest quantization of `layer`'s `type` (fails when none was recorded).
+const QuantRecord& record_of(const QuantizationSession& session, const std::string& layer,
+                             sdk::QuantType type);
+/// Where two tensors that must be bit-identical differ: "k of n values differ, max |diff| d".
+std::string bitwise_difference(const at::Tensor& actual, const at::Tensor& expected);
+
 // Replay families (one file each).
 Verdict replay_schedule(const CaseContext& c, const PluginRegistry& registry,
                         const std::string& algorithm);
 Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
                            const std::string& algorithm);
+/// Quantizer cases: Naive, DoReFa and BNN eval forwards; QAT (replay_qat) training steps.
+Verdict replay_quantizer(const CaseContext& c, const PluginRegistry& registry,
+                         const std::string& algorithm);
+Verdict replay_qat(const CaseContext& c, const PluginRegistry& registry);
 
 }  // namespace lithe::host::conformance_detail

@@ -216,4 +216,12 @@ at::Tensor ensure_tensor_attribute(LayerView& layer, const std::string& key,
   return initial;
 }
 
+at::Tensor tensor_attribute(const LayerView& layer, const std::string& key) {
+  const AttributeValue* value = layer.attribute(key);
+  const at::Tensor* tensor = value != nullptr ? std::get_if<at::Tensor>(value) : nullptr;
+  LITHE_CHECK(tensor != nullptr && tensor->defined(), Errc::kInternal, "layer '", layer.name(),
+              "': quantization state '", key, "' is missing (read before attach()?)");
+  return *tensor;
+}
+
 }  // namespace lithe::sdk

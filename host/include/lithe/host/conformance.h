@@ -32,7 +32,8 @@ struct ConformanceSummary {
   int skipped = 0;    ///< UNSUPPORTED
 };
 
-/// NNI class name -> Lithe pruner name ("LevelPruner" -> "level"); empty when unknown.
+/// NNI class name -> Lithe algorithm name ("LevelPruner" -> "level", "QAT_Quantizer" -> "qat");
+/// empty when unknown.
 std::string lithe_algorithm_for(const std::string& nni_algorithm);
 
 /// Runs every case folder under `golden_dir` (a folder with config.json, or a folder of them),

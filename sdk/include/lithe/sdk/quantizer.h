@@ -129,4 +129,8 @@ LITHE_SDK_API int64_t quant_bits(const Options& entry, QuantType type);
 LITHE_SDK_API at::Tensor ensure_tensor_attribute(LayerView& layer, const std::string& key,
                                                  const at::Tensor& initial);
 
+/// The tensor attribute `key` of `layer` (the live state tensor). Throws sdk::Error(kInternal)
+/// naming the layer and key when it is unset or not a tensor (state read before attach()).
+LITHE_SDK_API at::Tensor tensor_attribute(const LayerView& layer, const std::string& key);
+
 }  // namespace lithe::sdk

@@ -1,0 +1,152 @@
+// LSQ: weights, inputs and outputs fake-quantized to a signed grid whose step sizes are
+// learned by the optimizer alongside the model (parameters()). Built from differentiable ATen
+// ops, so records_autograd() is true and the host calls quantize_* with autograd recording.
+//
+// Per-layer state (tensor attributes, float32 [1], created in attach, updated in place):
+//   <type>_scale        the learned step size (requires_grad; the optimizer updates it)
+//   <type>_initialized  input/output only: 1 once the step size was initialised from the first
+//                       training batch, else 0 (saved with the model, so a restored layer is
+//                       not re-initialised)
+//
+// Lithe departures from NNI v2.10: the activation step sizes are initialised once, from the
+// first training batch (NNI re-initialises on every forward while its step counter is 1, in
+// evaluation too); an evaluation forward before that passes the activation through; the step
+// size a forward uses is at least kMinScale (no NaN from an all-zero tensor); the weight branch
+// does not read input_scale (NNI's export bug).
+#include "lsq.h"
+
+#include <lithe/sdk.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace lithe::plugins::lsq {
+namespace {
+
+using sdk::QuantType;
+
+std::string state_key(QuantType type, const char* field) {
+  return std::string(sdk::quant_type_name(type)) + "_" + field;
+}
+
+int64_t signed_qmax(int64_t bits) { return (int64_t{1} << (bits - 1)) - 1; }
+
+class LsqQuantizer final : public sdk::Quantizer {
+ public:
+  void validate_config(const sdk::Options& entry) const override {
+    sdk::require_quant_types(entry, {QuantType::kInput, QuantType::kWeight, QuantType::kOutput},
+                             "lsq");
+    for (QuantType type : sdk::quant_types(entry)) {
+      const int64_t bits = sdk::quant_bits(entry, type);
+      LITHE_CHECK(bits >= kMinBits, sdk::Errc::kInvalidConfig, entry.path(),
+                  "/quant_bits: lsq needs at least ", kMinBits, " bits for \"",
+                  sdk::quant_type_name(type),
+                  "\" (signed grid, qmax = 2^(bits-1) - 1 must be >= 1), got ", bits);
+    }
+  }
+
+  void attach(sdk::CompressionContext& context) override {
+    scales_.clear();
+    for (sdk::LayerView* layer : context.layers()) {
+      const at::Tensor& weight = layer->weight();
+      const at::TensorOptions options =
+          at::TensorOptions(weight.defined() ? weight.device() : at::Device(at::kCPU))
+              .dtype(at::kFloat);
+      for (QuantType type : sdk::quant_types(layer->config())) {
+        at::Tensor scale;
+        if (type == QuantType::kWeight) {
+          LITHE_CHECK(weight.defined(), sdk::Errc::kUnsupportedLayer, "layer '", layer->name(),
+                      "': lsq is configured to quantize its weight, but this ",
+                      layer->op_type(), " has none");
+          scale = sdk::ensure_tensor_attribute(
+              *layer, state_key(type, "scale"),
+              initial_scale(weight, sdk::quant_bits(layer->config(), type)));
+        } else {
+          // NNI's placeholder 1.0 until the first training batch sets the real value.
+          scale = sdk::ensure_tensor_attribute(*layer, state_key(type, "scale"),
+                                               at::ones({1}, options));
+          sdk::ensure_tensor_attribute(*layer, state_key(type, "initialized"),
+                                       at::zeros({1}, options));
+        }
+        scale.requires_grad_(true);  // also a restored step size: the optimizer learns it
+        scales_.push_back(scale);
+      }
+    }
+  }
+
+  at::Tensor quantize_weight(const at::Tensor& weight, sdk::LayerView& layer, bool) override {
+    return lsq_quantize(weight, sdk::tensor_attribute(layer, state_key(QuantType::kWeight, "scale")),
+                        sdk::quant_bits(layer.config(), QuantType::kWeight));
+  }
+  at::Tensor quantize_input(const at::Tensor& input, sdk::LayerView& layer,
+                            bool training) override {
+    return quantize_activation(input, layer, QuantType::kInput, training);
+  }
+  at::Tensor quantize_output(const at::Tensor& output, sdk::LayerView& layer,
+                             bool training) override {
+    return quantize_activation(output, layer, QuantType::kOutput, training);
+  }
+
+  bool records_autograd() const override { return true; }
+  std::vector<at::Tensor> parameters() override { return scales_; }
+
+ private:
+  at::Tensor quantize_activation(const at::Tensor& x, sdk::LayerView& layer, QuantType type,
+                                 bool training) {
+    const at::Tensor scale = sdk::tensor_attribute(layer, state_key(type, "scale"));
+    const at::Tensor initialized = sdk::tensor_attribute(layer, state_key(type, "initialized"));
+    const int64_t bits = sdk::quant_bits(layer.config(), type);
+    if (initialized.item<float>() == 0.0f) {
+      if (!training) {
+        return x.clone();  // no step size yet: nothing sensible to quantize with
+      }
+      at::NoGradGuard no_grad;  // in-place writes to a leaf that requires grad
+      scale.copy_(initial_scale(x, bits));
+      initialized.fill_(1);
+    }
+    return lsq_quantize(x, scale, bits);
+  }
+
+  std::vector<at::Tensor> scales_;
+};
+
+}  // namespace
+
+at::Tensor initial_scale(const at::Tensor& x, int64_t bits) {
+  at::NoGradGuard no_grad;
+  // NNI: x.detach().abs().mean() * 2 / (qmax ** 0.5), with qmax ** 0.5 a Python float.
+  const double root_qmax = std::pow(static_cast<double>(signed_qmax(bits)), 0.5);
+  const at::Tensor scale = x.detach().abs().mean() * 2 / root_qmax;
+  return scale.clamp_min(kMinScale).to(at::kFloat).reshape({1});
+}
+
+at::Tensor lsq_quantize(const at::Tensor& x, const at::Tensor& scale, int64_t bits) {
+  const int64_t qmax = signed_qmax(bits);
+  const int64_t qmin = -qmax - 1;
+  // NNI: 1.0 / ((qmax * x.numel()) ** 0.5). The product is exact in Python; in double it is
+  // rounded once, as Python's int-to-float conversion rounds it.
+  const double grad_factor =
+      1.0 / std::pow(static_cast<double>(qmax) * static_cast<double>(x.numel()), 0.5);
+  at::Tensor s = scale.to(x.device()).reshape({});
+  // Value max(s, kMinScale) exactly (s − s is 0), gradient to s unchanged, so a step size the
+  // optimizer drove to or below 0 can grow back. Exactly s whenever s >= kMinScale.
+  s = s.clamp_min(kMinScale).detach() + (s - s.detach());
+  // NNI's grad_scale: value s, gradient scaled by grad_factor.
+  const at::Tensor s_grad = s * grad_factor;
+  s = (s - s_grad).detach() + s_grad;
+  at::Tensor y = at::clamp(x / s, qmin, qmax);
+  // NNI's round_pass: value round(y) (half to even), gradient 1.
+  y = (y.round() - y).detach() + y;
+  return y * s;
+}
+
+void register_algorithms(sdk::Registry& registry) {
+  registry.add_quantizer(
+      {"lsq", "learned step size quantization: signed grid, step sizes trained with the model"},
+      [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<LsqQuantizer>(); });
+}
+
+}  // namespace lithe::plugins::lsq
+
+LITHE_PLUGIN("lsq", "1.0.0", lithe::plugins::lsq::register_algorithms)

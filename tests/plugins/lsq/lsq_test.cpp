@@ -1,0 +1,235 @@
+#include "plugins/lsq/lsq.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lithe/host/plugin_registry.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk/layer.h"
+#include "lithe/sdk/quantizer.h"
+#include "lithe/sdk_internal/options_json.h"
+#include "support/fake_context.h"
+#include "support/plugin_test.h"
+
+namespace lithe::plugins::lsq {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+nlohmann::ordered_json lsq_entry(std::vector<std::string> types, int bits) {
+  return {{"quant_types", types}, {"quant_bits", bits}};
+}
+
+std::unique_ptr<sdk::LayerView> make_layer(const at::Tensor& weight,
+                                           const nlohmann::ordered_json& entry,
+                                           const std::string& name = "fc") {
+  return std::make_unique<sdk::LayerView>(0, name, weight.defined() ? "Linear" : "ReLU", weight,
+                                          std::nullopt, test::config_entry(entry, 0));
+}
+
+/// The "lsq" quantizer built by the registry and attached to `layers`, as the host does.
+struct Attached {
+  explicit Attached(std::vector<sdk::LayerView*> layers) {
+    register_algorithms(registry);
+    quantizer = registry.make_quantizer("lsq", test::options_json(nlohmann::ordered_json::object()));
+    test::FakeContext context(std::move(layers), registry);
+    quantizer->attach(context);
+  }
+  host::PluginRegistry registry;
+  std::unique_ptr<sdk::Quantizer> quantizer;
+};
+
+at::Tensor attribute(const sdk::LayerView& layer, const std::string& key) {
+  return std::get<at::Tensor>(*layer.attribute(key));
+}
+
+void set_value(const at::Tensor& state, float v) {
+  at::NoGradGuard no_grad;  // as an optimizer step writes it
+  state.fill_(v);
+}
+
+bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() &&
+         a.contiguous().view(at::kInt).equal(b.contiguous().view(at::kInt));
+}
+
+TEST(LsqQuantizerTest, GradientReachesTheWeightAndTheStepSize) {
+  // 3 bits: grid [−4, 3]. With s = .25, W / s = [1.2, −3.2, 8, −5.2]: the first two are inside
+  // the grid, 8 and −5.2 clip to 3 and −4. For L = Σ c·Ŵ with c = [1, 2, 3, 4]:
+  //   ∂L/∂W = c where inside, 0 where clipped                         = [1, 2, 0, 0]
+  //   ∂L/∂s = g · Σ c · (round(v) − v inside, the bound outside), g = 1/√(qmax · numel)
+  //         = (1·(1 − 1.2) + 2·(−3 + 3.2) + 3·3 + 4·(−4)) / √(3 · 4) = −6.8 / √12
+  const at::Tensor weight = at::tensor({.3f, -.8f, 2.f, -1.3f}).requires_grad_(true);
+  auto layer = make_layer(weight, lsq_entry({"weight"}, 3));
+  Attached lsq({layer.get()});
+  ASSERT_TRUE(lsq.quantizer->records_autograd());
+  const at::Tensor scale = attribute(*layer, "weight_scale");
+  set_value(scale, .25f);
+  const at::Tensor quantized = lsq.quantizer->quantize_weight(weight, *layer, true);
+  EXPECT_TRUE(at::allclose(quantized, at::tensor({.25f, -.75f, .75f, -1.f}), 0, 1e-6))
+      << quantized;
+  (quantized * at::tensor({1.f, 2.f, 3.f, 4.f})).sum().backward();
+  ASSERT_TRUE(weight.grad().defined());
+  ASSERT_TRUE(scale.grad().defined()) << "the step size is learned";
+  EXPECT_TRUE(at::allclose(weight.grad(), at::tensor({1.f, 2.f, 0.f, 0.f}), 0, 1e-6))
+      << weight.grad();
+  EXPECT_TRUE(at::isfinite(scale.grad()).all().item<bool>());
+  EXPECT_NEAR(scale.grad().item<float>(), -6.8 / std::sqrt(12.0), 1e-5);
+}
+
+TEST(LsqQuantizerTest, ForwardIsNnisExpressionBitForBit) {
+  // NNI v2.10 LsqQuantizer.quantize with a 0-dim step size, transcribed op for op.
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({5, 7});
+  const int64_t qmax = 7;
+  const int64_t qmin = -8;
+  const at::Tensor s = at::tensor(.21f).requires_grad_(true);
+  const double g = 1.0 / std::pow(static_cast<double>(qmax * x.numel()), 0.5);
+  const at::Tensor s_grad = s * g;
+  const at::Tensor scaled = (s - s_grad).detach() + s_grad;
+  at::Tensor y = at::clamp(x / scaled, qmin, qmax);
+  y = (y.round() - y).detach() + y;
+  const at::Tensor nni = y * scaled;
+  EXPECT_TRUE(bit_equal(lsq_quantize(x, at::tensor({.21f}), 4), nni.detach()));
+}
+
+TEST(LsqQuantizerTest, WeightStepSizeStartsAtTwiceMeanAbsOverRootQmax) {
+  const at::Tensor weight = at::tensor({.3f, -.8f, 2.f, -1.3f});
+  auto layer = make_layer(weight, lsq_entry({"weight"}, 3));
+  Attached lsq({layer.get()});
+  const at::Tensor scale = attribute(*layer, "weight_scale");
+  EXPECT_NEAR(scale.item<float>(), 2 * 1.1 / std::sqrt(3.0), 1e-6);  // mean|W| = 1.1
+  EXPECT_TRUE(scale.requires_grad());
+  EXPECT_EQ(scale.sizes(), at::IntArrayRef({1}));
+  EXPECT_EQ(scale.scalar_type(), at::kFloat);
+}
+
+TEST(LsqQuantizerTest, ActivationStepSizeIsInitialisedOnceFromTheFirstTrainingBatch) {
+  auto relu = make_layer(at::Tensor(), lsq_entry({"output"}, 8), "relu");
+  Attached lsq({relu.get()});
+  const at::Tensor scale = attribute(*relu, "output_scale");
+  const at::Tensor initialized = attribute(*relu, "output_initialized");
+  // Evaluation before any training batch: no step size yet, the output passes through.
+  const at::Tensor x0 = at::tensor({.5f, -1.25f});
+  EXPECT_TRUE(bit_equal(lsq.quantizer->quantize_output(x0, *relu, false), x0));
+  EXPECT_EQ(initialized.item<float>(), 0.f);
+  EXPECT_EQ(scale.item<float>(), 1.f);
+
+  const at::Tensor x1 = at::tensor({1.f, -3.f, 2.f, 0.f});  // mean|x| = 1.5
+  lsq.quantizer->quantize_output(x1, *relu, true);
+  EXPECT_EQ(initialized.item<float>(), 1.f);
+  EXPECT_NEAR(scale.item<float>(), 3.0 / std::sqrt(127.0), 1e-7);
+  const float first = scale.item<float>();
+  lsq.quantizer->quantize_output(x1 * 10, *relu, true);
+  EXPECT_EQ(scale.item<float>(), first) << "later batches leave the step size to the optimizer";
+  EXPECT_TRUE(attribute(*relu, "output_scale").is_same(scale)) << "updated in place";
+}
+
+TEST(LsqQuantizerTest, GradientReachesTheActivationAndItsStepSize) {
+  auto relu = make_layer(at::Tensor(), lsq_entry({"input"}, 2), "relu");
+  Attached lsq({relu.get()});
+  const at::Tensor x = at::tensor({.1f, -.2f, .9f, -3.f}).requires_grad_(true);
+  const at::Tensor y = lsq.quantizer->quantize_input(x, *relu, true);
+  y.sum().backward();
+  const at::Tensor scale = attribute(*relu, "input_scale");
+  ASSERT_TRUE(x.grad().defined());
+  ASSERT_TRUE(scale.grad().defined());
+  EXPECT_TRUE(at::isfinite(scale.grad()).all().item<bool>());
+  EXPECT_NE(scale.grad().item<float>(), 0.f);
+}
+
+TEST(LsqQuantizerTest, RestoredStepSizeIsNotReinitialised) {
+  auto relu = make_layer(at::Tensor(), lsq_entry({"output"}, 4), "relu");
+  relu->set_attribute("output_scale", at::tensor({.5f}));
+  relu->set_attribute("output_initialized", at::tensor({1.f}));
+  Attached lsq({relu.get()});
+  const at::Tensor y = lsq.quantizer->quantize_output(at::tensor({.74f, -9.f}), *relu, true);
+  EXPECT_EQ(attribute(*relu, "output_scale").item<float>(), .5f);
+  EXPECT_TRUE(at::allclose(y, at::tensor({.5f, -4.f}), 0, 1e-6)) << y;
+}
+
+TEST(LsqQuantizerTest, ParametersAreTheStepSizeAttributes) {
+  auto fc = make_layer(at::ones({2, 2}), lsq_entry({"input", "weight", "output"}, 8), "fc");
+  Attached lsq({fc.get()});
+  const std::vector<at::Tensor> params = lsq.quantizer->parameters();
+  ASSERT_EQ(params.size(), 3u);
+  EXPECT_TRUE(params[0].is_same(attribute(*fc, "input_scale")));
+  EXPECT_TRUE(params[1].is_same(attribute(*fc, "weight_scale")));
+  EXPECT_TRUE(params[2].is_same(attribute(*fc, "output_scale")));
+  for (const at::Tensor& p : params) {
+    EXPECT_TRUE(p.requires_grad());
+    EXPECT_TRUE(p.is_leaf());
+  }
+  EXPECT_EQ(fc->attribute_keys(),
+            (std::vector<std::string>{"input_initialized", "input_scale", "output_initialized",
+                                      "output_scale", "weight_scale"}));
+}
+
+TEST(LsqQuantizerTest, AllZeroTensorsAndNonPositiveStepSizesNeverGiveNan) {
+  const at::Tensor weight = at::zeros({3}).requires_grad_(true);
+  auto layer = make_layer(weight, lsq_entry({"weight"}, 8));
+  Attached lsq({layer.get()});
+  const at::Tensor scale = attribute(*layer, "weight_scale");
+  EXPECT_EQ(scale.item<float>(), kMinScale);
+  const at::Tensor quantized = lsq.quantizer->quantize_weight(weight, *layer, true);
+  EXPECT_TRUE(quantized.equal(at::zeros({3})));
+  quantized.sum().backward();
+  EXPECT_TRUE(at::isfinite(weight.grad()).all().item<bool>());
+  EXPECT_TRUE(at::isfinite(scale.grad()).all().item<bool>());
+
+  // An optimizer that drives the step size to 0 or below: the forward uses kMinScale, and the
+  // gradient still reaches the stored step size so it can grow back.
+  for (float bad : {0.f, -.5f}) {
+    set_value(scale, bad);
+    scale.mutable_grad() = at::Tensor();
+    const at::Tensor w = at::tensor({.5f, -1.f, 0.f}).requires_grad_(true);
+    const at::Tensor y = lsq.quantizer->quantize_weight(w, *layer, true);
+    EXPECT_TRUE(at::isfinite(y).all().item<bool>()) << y;
+    (y * at::tensor({1.f, 2.f, 3.f})).sum().backward();
+    EXPECT_TRUE(at::isfinite(scale.grad()).all().item<bool>());
+    EXPECT_NE(scale.grad().item<float>(), 0.f);
+  }
+}
+
+TEST(LsqQuantizerConfigTest, AcceptsEveryQuantTypeAndReadsEveryKey) {
+  Attached lsq({});
+  const sdk::Options entry = test::config_entry(
+      {{"quant_types", {"input", "weight", "output"}},
+       {"quant_bits", {{"input", 8}, {"weight", 2}, {"output", 32}}}},
+      0);
+  sdk::check_quant_config(entry);
+  EXPECT_NO_THROW(lsq.quantizer->validate_config(entry));
+  EXPECT_TRUE(sdk::unread_option_paths(entry).empty());
+}
+
+TEST(LsqQuantizerConfigTest, RejectsOneBitNamingQuantBits) {
+  Attached lsq({});
+  const sdk::Options entry = test::config_entry(
+      {{"quant_types", {"weight", "output"}}, {"quant_bits", {{"weight", 8}, {"output", 1}}}}, 5);
+  EXPECT_THAT([&] { lsq.quantizer->validate_config(entry); },
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/5/quant_bits: lsq needs at least "
+                                                  "2 bits for \"output\"")));
+}
+
+TEST(LsqQuantizerConfigTest, WeightOnALayerWithoutWeightIsRejectedAtAttach) {
+  auto relu = make_layer(at::Tensor(), lsq_entry({"weight"}, 8), "relu1");
+  EXPECT_THAT([&] { Attached lsq({relu.get()}); },
+              ThrowsMessage<sdk::Error>(HasSubstr("layer 'relu1': lsq is configured to quantize "
+                                                  "its weight")));
+}
+
+TEST(LsqQuantizerConfigTest, RegistersTheQuantizerUnderItsName) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  EXPECT_NE(registry.find(host::AlgorithmKind::kQuantizer, "lsq"), nullptr);
+}
+
+}  // namespace
+}  // namespace lithe::plugins::lsq
