@@ -151,18 +151,24 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
               "'");
   sdk::LayerView& view = *it->second->view;
   const bool training = model_.is_training() || calibrating_;
-  const std::string context =
-      owner_ + " on layer '" + module + "' (" + sdk::quant_type_name(type) + ")";
-  at::Tensor out = invoke_plugin(context, [&] {
-    if (quantizer_->records_autograd()) {
-      switch (type) {
-        case sdk::QuantType::kInput: return quantizer_->quantize_input(x, view, training);
-        case sdk::QuantType::kWeight: return quantizer_->quantize_weight(x, view, training);
-        case sdk::QuantType::kOutput: return quantizer_->quantize_output(x, view, training);
-      }
+  at::Tensor out;
+  try {
+    if (!quantizer_->records_autograd()) {
+      out = sdk::apply_quant_grad(*quantizer_, x, type, view, training);
+    } else if (type == sdk::QuantType::kInput) {
+      out = quantizer_->quantize_input(x, view, training);
+    } else if (type == sdk::QuantType::kWeight) {
+      out = quantizer_->quantize_weight(x, view, training);
+    } else {
+      out = quantizer_->quantize_output(x, view, training);
     }
-    return sdk::apply_quant_grad(*quantizer_, x, type, view, training);
-  });
+  } catch (...) {
+    // The message context is built only on failure: this runs for every quantized tensor of
+    // every forward.
+    const std::exception_ptr error = std::current_exception();
+    invoke_plugin(owner_ + " on layer '" + module + "' (" + sdk::quant_type_name(type) + ")",
+                  [&]() -> int { std::rethrow_exception(error); });
+  }
   if (recording_) {
     records_[{module, type}] = {x.detach().clone(), out.detach().clone()};
   }

@@ -20,6 +20,7 @@
 #include <lithe/kernels/fake_quant_ops.h>
 #include <lithe/sdk.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,18 @@ std::string state_key(QuantType type, const char* field) {
 /// The float values of single-element tensors on one device, with one copy to the host (one
 /// synchronisation on a GPU instead of one per value).
 std::vector<float> host_values(const std::vector<at::Tensor>& tensors) {
+  bool on_cpu = true;
+  for (const at::Tensor& t : tensors) {
+    on_cpu = on_cpu && t.device().is_cpu() && t.scalar_type() == at::kFloat;
+  }
+  if (on_cpu) {  // the common case: read them directly, no tensor ops on the hot path
+    std::vector<float> out;
+    out.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) {
+      out.push_back(*t.data_ptr<float>());
+    }
+    return out;
+  }
   std::vector<at::Tensor> parts;
   parts.reserve(tensors.size());
   for (const at::Tensor& t : tensors) {
@@ -89,10 +102,50 @@ struct TypeState {
 };
 
 /// Quantization runs on forwards with steps >= quant_start_step (NNI: 0 and 1 are the same).
-bool quantizing(const sdk::LayerView& layer, float steps) {
-  const int64_t start = layer.config().get_or<int64_t>(kStartStepKey, 0);
-  return static_cast<double>(steps) >= static_cast<double>(start);
-}
+/// A layer's config as numbers, read once at attach (the hot path never parses JSON).
+struct LayerConfig {
+  int64_t start_step = 0;
+  int64_t bits[3] = {0, 0, 0};  ///< by QuantType value; 0 = type not quantized
+  bool quantizing(float steps) const {
+    return static_cast<double>(steps) >= static_cast<double>(start_step);
+  }
+  int64_t bits_of(QuantType type) const { return bits[static_cast<int>(type)]; }
+};
+
+/// The STE mask the forward's fused kernel produced, reused by the backward of the same
+/// tensor (same TensorImpl, unchanged version) instead of a second quantization pass.
+struct ForwardMask {
+  const void* tensor = nullptr;
+  int64_t version = -1;
+  at::Tensor mask;  ///< undefined: the forward did not quantize, every gradient passes
+};
+
+/// State the quantizer and its QuantGrad share.
+struct Shared {
+  std::map<const sdk::LayerView*, LayerConfig> configs;
+  std::map<std::pair<const sdk::LayerView*, int>, ForwardMask> masks;
+
+  const LayerConfig& config(const sdk::LayerView& layer) const {
+    const auto it = configs.find(&layer);
+    LITHE_CHECK(it != configs.end(), sdk::Errc::kInternal, "layer '", layer.name(),
+                "': qat quantizes before attach()");
+    return it->second;
+  }
+  void remember(const sdk::LayerView& layer, QuantType type, const at::Tensor& x,
+                at::Tensor mask) {
+    masks[{&layer, static_cast<int>(type)}] = {x.unsafeGetTensorImpl(), x._version(),
+                                               std::move(mask)};
+  }
+  const ForwardMask* recall(const sdk::LayerView& layer, QuantType type,
+                            const at::Tensor& x) const {
+    const auto it = masks.find({&layer, static_cast<int>(type)});
+    if (it == masks.end() || it->second.tensor != x.unsafeGetTensorImpl() ||
+        it->second.version != x._version()) {
+      return nullptr;
+    }
+    return &it->second;
+  }
+};
 
 /// NNI's fake quantization x̂ = scale · (round(clamp(x / scale + zp, 0, qmax)) − zp), fused.
 kernels::FakeQuantResult fake_quantize(const at::Tensor& x, const QuantParams& params,
@@ -107,24 +160,36 @@ kernels::FakeQuantResult fake_quantize(const at::Tensor& x, const QuantParams& p
 /// not quantize (before quant_start_step; an activation with no tracked range).
 class QatGrad final : public sdk::QuantGrad {
  public:
+  explicit QatGrad(const Shared& shared) : shared_(shared) {}
   at::Tensor backward(const at::Tensor& x, const at::Tensor& grad_output, QuantType type,
                       const sdk::LayerView& layer) const override {
+    // New tensors either way: an expanded (stride-0) grad_output is only read.
+    if (const ForwardMask* forward = shared_.recall(layer, type, x)) {
+      return forward->mask.defined()
+                 ? at::where(forward->mask, grad_output, at::zeros({}, grad_output.options()))
+                 : grad_output;
+    }
+    // Not the tensor of the latest forward (a module called twice): recompute with the
+    // layer's current parameters.
+    const LayerConfig& config = shared_.config(layer);
     const TypeState state = TypeState::of(layer, type);
     std::vector<at::Tensor> read{state.steps, state.scale, state.zero_point};
     if (type != QuantType::kWeight) {
       read.insert(read.end(), {state.tracked_min, state.tracked_max});
     }
     const std::vector<float> v = host_values(read);
-    const bool quantized = quantizing(layer, v[0]) &&
+    const bool quantized = config.quantizing(v[0]) &&
                            (type == QuantType::kWeight || TrackedRange{v[3], v[4]}.observed());
     if (!quantized || x.numel() == 0) {
       return grad_output;
     }
-    const int64_t bits = sdk::quant_bits(layer.config(), type);
-    const at::Tensor passes = fake_quantize(x, QuantParams{v[1], v[2]}, bits).mask;
-    // A new tensor: an expanded (stride-0) grad_output is only read.
+    const at::Tensor passes =
+        fake_quantize(x, QuantParams{v[1], v[2]}, config.bits_of(type)).mask;
     return at::where(passes, grad_output, at::zeros({}, grad_output.options()));
   }
+
+ private:
+  const Shared& shared_;
 };
 
 class QatQuantizer final : public sdk::Quantizer {
@@ -140,6 +205,13 @@ class QatQuantizer final : public sdk::Quantizer {
   void attach(sdk::CompressionContext& context) override {
     layers_ = context.layers();
     weight_layers_.clear();
+    for (sdk::LayerView* layer : layers_) {
+      LayerConfig& config = shared_.configs[layer];
+      config.start_step = layer->config().get_or<int64_t>(kStartStepKey, 0);
+      for (QuantType type : sdk::quant_types(layer->config())) {
+        config.bits[static_cast<int>(type)] = sdk::quant_bits(layer->config(), type);
+      }
+    }
     for (sdk::LayerView* layer : layers_) {
       const at::Tensor& weight = layer->weight();
       const at::TensorOptions options =
@@ -170,15 +242,19 @@ class QatQuantizer final : public sdk::Quantizer {
 
   at::Tensor quantize_weight(const at::Tensor& weight, sdk::LayerView& layer, bool) override {
     at::NoGradGuard no_grad;
+    const LayerConfig& config = shared_.config(layer);
     const TypeState state = TypeState::of(layer, QuantType::kWeight);
-    if (!quantizing(layer, host_values({state.steps})[0]) || weight.numel() == 0) {
+    if (!config.quantizing(host_values({state.steps})[0]) || weight.numel() == 0) {
+      shared_.remember(layer, QuantType::kWeight, weight, at::Tensor());
       return weight.clone();
     }
-    const int64_t bits = sdk::quant_bits(layer.config(), QuantType::kWeight);
+    const int64_t bits = config.bits_of(QuantType::kWeight);
     const auto [rmin, rmax] = min_max(weight);
     const QuantParams params = update_quantization_param(bits, rmin, rmax);
     state.store(params);
-    return fake_quantize(weight, params, bits).output;
+    kernels::FakeQuantResult result = fake_quantize(weight, params, bits);
+    shared_.remember(layer, QuantType::kWeight, weight, std::move(result.mask));
+    return result.output;
   }
 
   at::Tensor quantize_input(const at::Tensor& input, sdk::LayerView& layer,
@@ -214,7 +290,8 @@ class QatQuantizer final : public sdk::Quantizer {
         {state.steps, state.scale, state.zero_point, state.tracked_min, state.tracked_max});
     QuantParams params{v[1], v[2]};
     TrackedRange range{v[3], v[4]};
-    const int64_t bits = sdk::quant_bits(layer.config(), type);
+    const LayerConfig& config = shared_.config(layer);
+    const int64_t bits = config.bits_of(type);
     if (training && x.numel() > 0) {
       const auto [batch_min, batch_max] = min_max(x);
       range = track(range, batch_min, batch_max);
@@ -222,10 +299,13 @@ class QatQuantizer final : public sdk::Quantizer {
       state.store(range);
       state.store(params);
     }
-    if (!quantizing(layer, v[0]) || !range.observed() || x.numel() == 0) {
+    if (!config.quantizing(v[0]) || !range.observed() || x.numel() == 0) {
+      shared_.remember(layer, type, x, at::Tensor());
       return x.clone();
     }
-    return fake_quantize(x, params, bits).output;
+    kernels::FakeQuantResult result = fake_quantize(x, params, bits);
+    shared_.remember(layer, type, x, std::move(result.mask));
+    return result.output;
   }
 
   /// The stored weight parameters always describe the current weight, so a saved model and its
@@ -245,7 +325,8 @@ class QatQuantizer final : public sdk::Quantizer {
 
   std::vector<sdk::LayerView*> layers_;
   std::vector<sdk::LayerView*> weight_layers_;  ///< layers whose weight is quantized
-  QatGrad grad_;
+  Shared shared_;
+  QatGrad grad_{shared_};
 };
 
 }  // namespace

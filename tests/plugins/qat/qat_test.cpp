@@ -393,6 +393,21 @@ TEST(QatGradTest, TrainingGradientUsesTheParametersOfThatForward) {
   EXPECT_TRUE(x.grad().equal(at::tensor({0.f, 2.f, 3.f, 4.f, 0.f}))) << x.grad();
 }
 
+// The backward reuses the mask the forward's kernel produced; for a tensor that is not the
+// latest forward's (a module called twice) it recomputes it. Both must agree.
+TEST(QatGradTest, RecomputedMaskEqualsTheForwardsMask) {
+  auto relu = make_layer(at::Tensor(), qat_entry({"output"}, 4), "relu");
+  Attached qat({relu.get()});
+  qat.quantizer->quantize_output(at::tensor({-1.f, 1.f}), *relu, true);
+  const at::Tensor x = at::linspace(-2, 2, 81).requires_grad_(true);
+  sdk::apply_quant_grad(*qat.quantizer, x, QuantType::kOutput, *relu, false).sum().backward();
+  const at::Tensor same_values = x.detach().clone();  // another TensorImpl: no cached mask
+  const at::Tensor recomputed = qat.quantizer->quant_grad().backward(
+      same_values, at::ones({81}), QuantType::kOutput, *relu);
+  EXPECT_TRUE(recomputed.equal(x.grad()));
+  EXPECT_GT(recomputed.eq(0).sum().item<int64_t>(), 0);
+}
+
 // --- quant_start_step and steps ------------------------------------------------------------------
 
 TEST(QatStartStepTest, FloatBeforeTheStartStepQuantizedFromItOn) {
