@@ -33,7 +33,7 @@ for e in d["epochs"]:
     print("%.4f %.3f" % (e["test"]["accuracy"], e["seconds"]))'
 }
 last_accuracy() { tail -n 1 | cut -d' ' -f1; }
-total_seconds() { awk '{s += $2} END {printf "%.3f", s}'; }
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 if [[ ! -f "$WORK/recipe2_a.pt" ]]; then
   echo "== (a) dense, 2 epochs from the initial weights"
@@ -46,21 +46,40 @@ echo "== float: 2 more epochs from (a), the baseline of (e)"
   --output "$WORK/recipe2_float.pt" --json | epochs > "$WORK/recipe2_float.txt"
 cat "$WORK/recipe2_float.txt"
 float_acc=$(last_accuracy < "$WORK/recipe2_float.txt")
-float_s=$(total_seconds < "$WORK/recipe2_float.txt")
 
 run() {  # $1 label, $2 config name
   echo "== $1"
   "$lithe" compress --model "$WORK/recipe2_a.pt" --config "$WORK/$2.json" --epochs 2 \
     "${sgd[@]}" --output "$WORK/recipe2_$2.pt" --json > "$WORK/recipe2_$2.json"
   epochs < "$WORK/recipe2_$2.json" | tee "$WORK/recipe2_$2.txt"
-  local acc s
+  local acc
   acc=$(last_accuracy < "$WORK/recipe2_$2.txt")
-  s=$(total_seconds < "$WORK/recipe2_$2.txt")
   echo "final accuracy $acc (float $float_acc, difference $(awk -v a="$acc" -v b="$float_acc" \
-    'BEGIN {printf "%+.4f", a - b}')); step time $(awk -v a="$s" -v b="$float_s" \
-    'BEGIN {printf "%.2f", a / b}')x the float step"
+    'BEGIN {printf "%+.4f", a - b}'))"
 }
 run "(e) QAT int8: weight 8 + output 8 bits on Conv2d/Linear, quant_start_step 0" qat_w8o8
 run "(f) DoReFa 4-bit weights on Conv2d/Linear" dorefa_w4
 run "BNN: binary weights on Conv2d/Linear" bnn_w1
 run "LSQ: weight 8 + output 8 bits on Conv2d/Linear" lsq_w8o8
+
+# Step time: epoch times vary by ~10% from run to run on this machine, so one float epoch and one
+# epoch of each quantizer alternate, five times, and the medians are compared.
+echo "== step time: 1-epoch runs from (a), float and each quantizer alternating, 5 rounds"
+declare -A times
+for _ in 1 2 3 4 5; do
+  times[float]+="$("$lithe" train --model "$WORK/recipe2_a.pt" --epochs 1 "${sgd[@]}" \
+    --output "$WORK/recipe2_time.pt" --json 2>/dev/null | epochs | cut -d' ' -f2) "
+  for q in qat_w8o8 dorefa_w4 bnn_w1 lsq_w8o8; do
+    times[$q]+="$("$lithe" compress --model "$WORK/recipe2_a.pt" --config "$WORK/$q.json" \
+      --epochs 1 "${sgd[@]}" --output "$WORK/recipe2_time.pt" --json | epochs | cut -d' ' -f2) "
+  done
+done
+# shellcheck disable=SC2086
+float_median=$(median ${times[float]})
+echo "float epochs: ${times[float]}s (median $float_median)"
+for q in qat_w8o8 dorefa_w4 bnn_w1 lsq_w8o8; do
+  # shellcheck disable=SC2086
+  m=$(median ${times[$q]})
+  echo "$q epochs: ${times[$q]}s (median $m): step time $(awk -v a="$m" -v b="$float_median" \
+    'BEGIN {printf "%.2f", a / b}')x the float step"
+done

@@ -180,7 +180,7 @@ int resolve_threads(int num_threads, int64_t n) {
 template <QuantFormula F>
 void per_tensor(const float* x, int64_t n, const Params& p, float* y, uint8_t* mask, int nt) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk;
     const int64_t len = std::min(kChunk, n - begin);
@@ -196,7 +196,7 @@ void per_channel(const float* x, int64_t outer, int64_t channels, int64_t inner,
   if (inner == 1) {
     // Channel is the innermost axis: parameters change every element, so each outer row is one
     // task walking the channels with their own constants.
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t at = o * channels + c;
@@ -210,7 +210,7 @@ void per_channel(const float* x, int64_t outer, int64_t channels, int64_t inner,
   // one task each.
   const int64_t per_row = (inner + kChunk - 1) / kChunk;
   const int64_t tasks = rows * per_row;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t row = t / per_row;
     const int64_t c = row % channels;
