@@ -320,6 +320,46 @@ TEST(QuantizationSessionTest, CxxFrontendWeightAnywhereAndOutputInsideSequential
   EXPECT_NE(net[0]->named_buffers(false).find("weight_scale"), nullptr);
 }
 
+// NNI's save/load flow on a C++-frontend model: build the same session on a fresh model, then
+// load the saved state into it; the quantizer continues from the saved state.
+TEST(QuantizationSessionTest, CxxFrontendStateIsSavedByTorchSaveAndRestoredByTorchLoad) {
+  const auto dir = test::scratch_dir("quantization_nn_state");
+  const std::string list =
+      R"([{"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Linear"]}])";
+  auto make_net = [] {
+    return torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::ReLU(),
+                                 torch::nn::Linear(5, 3));
+  };
+  {
+    torch::manual_seed(5);
+    auto net = make_net();
+    auto model = make_nn_model(net.ptr());
+    QuantizationSession session(*model, registry(), config(list));
+    session.compress();
+    model->train(true);
+    at::NoGradGuard no_grad;
+    for (int i = 0; i < 3; ++i) {
+      model->forward(torch::randn({4, 6}));
+    }
+    torch::save(net, (dir / "net.pt").string());
+  }
+  torch::manual_seed(6);  // other initial weights: everything must come from the file
+  auto net = make_net();
+  auto model = make_nn_model(net.ptr());
+  QuantizationSession session(*model, registry(), config(list));
+  session.compress();
+  const auto* before_load = session.layers()[0]->attribute("weight_training_calls");
+  ASSERT_NE(before_load, nullptr);
+  EXPECT_EQ(std::get<at::Tensor>(*before_load).item<float>(), 0.0f);
+  torch::load(net, (dir / "net.pt").string());
+  EXPECT_EQ(std::get<at::Tensor>(*session.layers()[0]->attribute("weight_training_calls"))
+                .item<float>(),
+            3.0f);
+  EXPECT_EQ(std::get<at::Tensor>(*session.layers()[1]->attribute("weight_training_calls"))
+                .item<float>(),
+            3.0f);
+}
+
 TEST(QuantizationRegistryTest, QuantizersFromPreviewSdkPluginsAreRefusedByName) {
   PluginRegistry r;
   r.set_current_plugin("old_quant", "/plugins/libold_quant.so", /*sdk_minor=*/1);
