@@ -5,6 +5,7 @@
 #include "lithe/host/compressor.h"
 #include "lithe/kernels/masking.h"
 #include "invoke_plugin.h"
+#include "session_support.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk_internal/options_json.h"
 
@@ -12,18 +13,6 @@ namespace lithe::host {
 namespace {
 
 using detail::invoke_plugin;
-
-void reject_unread(const sdk::Options& options, const std::string& owner) {
-  const std::vector<std::string> unread = sdk::unread_option_paths(options);
-  if (!unread.empty()) {
-    std::string list;
-    for (const std::string& path : unread) {
-      list += (list.empty() ? "" : ", ") + path;
-    }
-    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, list, ": unknown key",
-                unread.size() > 1 ? "s" : "", " for ", owner, " (misspelled?)");
-  }
-}
 
 // Multiplies the optimizer's per-parameter state for `param` by `mask`, so that momentum and
 // Adam moments cannot push pruned weights away from zero (libtorch-notes §Q6).
@@ -64,12 +53,17 @@ void mask_state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param,
 
 PruningSession::PruningSession(Model& model, const PluginRegistry& registry,
                                const CompressionConfig& config)
-    : model_(model), registry_(registry), algorithm_(config.algorithm) {
+    : model_(model),
+      registry_(registry),
+      algorithm_(config.algorithm),
+      collectors_(std::make_unique<detail::ActivationCollectors>(model)),
+      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
+      saved_states_(std::make_unique<detail::SavedModelStates>()) {
   const std::string owner = "pruner '" + algorithm_ + "'";
   sdk::Options options =
       sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
   pruner_ = registry_.make_pruner(algorithm_, options);
-  reject_unread(options, owner);
+  detail::reject_unread_options(options, owner);
 
   resolved_ = resolve_config_list(config.config_list_json, "/config_list", model_);
   for (const ConfigEntry& entry : resolved_.entries) {
@@ -79,7 +73,7 @@ PruningSession::PruningSession(Model& model, const PluginRegistry& registry,
         return 0;
       });
     }
-    reject_unread(entry.options, owner);
+    detail::reject_unread_options(entry.options, owner);
   }
   LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
               "/config_list selects no layer of the model (",
@@ -92,19 +86,17 @@ PruningSession::PruningSession(Model& model, const PluginRegistry& registry,
         static_cast<int64_t>(layers_.size()), record.name, record.op_type, *record.weight,
         record.bias, resolved_.entries[selected.entry_index].options));
   }
+  std::vector<const sdk::LayerView*> views;
+  for (const auto& layer : layers_) {
+    views.push_back(layer.get());
+  }
+  collectors_->set_layers(views);
   register_gradient_hooks();
 }
 
 PruningSession::~PruningSession() {
   for (auto& [tensor, index] : gradient_hooks_) {
     tensor.remove_hook(index);
-  }
-  if (!collectors_.empty()) {
-    try {
-      model_.set_taps({}, {});
-    } catch (...) {
-      // Destructors must not throw; the taps die with the model's working copy anyway.
-    }
   }
 }
 
@@ -151,13 +143,8 @@ void PruningSession::update_masks() {
       attach_failure_ = e.what();
       // Whatever the half-attached pruner registered must not keep running on later forwards
       // and steps of a session that can no longer be used.
-      collectors_.clear();
-      step_callbacks_.clear();
-      try {
-        refresh_taps();
-      } catch (...) {
-        // The attach error is the one to report.
-      }
+      collectors_->clear();
+      step_callbacks_->clear();
       throw;
     }
   }
@@ -220,16 +207,7 @@ void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
     pruner_->after_optimizer_step();
     return 0;
   });
-  const auto callbacks = step_callbacks_;  // a callback may add or remove callbacks
-  for (const auto& [id, callback] : callbacks) {
-    if (step_callbacks_.count(id) == 0) {
-      continue;  // removed by an earlier callback of this step
-    }
-    invoke_plugin(owner + " (optimizer-step callback)", [&] {
-      callback();
-      return 0;
-    });
-  }
+  step_callbacks_->run(owner);
 }
 
 void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {
@@ -280,69 +258,26 @@ std::vector<sdk::LayerView*> PruningSession::layers() {
   return out;
 }
 
-int64_t PruningSession::add_activation_collector(sdk::ActivationCollector collector) {
-  LITHE_CHECK(static_cast<bool>(collector), sdk::Errc::kInvalidConfig,
-              "add_activation_collector: the collector is empty");
-  const int64_t id = next_collector_id_++;
-  collectors_[id] = std::move(collector);
-  try {
-    refresh_taps();
-  } catch (...) {
-    collectors_.erase(id);
-    throw;
-  }
-  return id;
-}
-
-void PruningSession::remove_activation_collector(int64_t id) {
-  LITHE_CHECK(collectors_.count(id) != 0, sdk::Errc::kInvalidConfig,
-              "remove_activation_collector: no activation collector with id ", id);
-  collectors_.erase(id);
-  refresh_taps();
-}
-
 const sdk::Registry& PruningSession::registry() const { return registry_; }
-
-int64_t PruningSession::add_optimizer_step_callback(std::function<void()> callback) {
-  LITHE_CHECK(static_cast<bool>(callback), sdk::Errc::kInvalidConfig,
-              "add_optimizer_step_callback: the callback is empty");
-  const int64_t id = next_step_callback_id_++;
-  step_callbacks_[id] = std::move(callback);
-  return id;
-}
-
-void PruningSession::remove_optimizer_step_callback(int64_t id) {
-  LITHE_CHECK(step_callbacks_.erase(id) == 1, sdk::Errc::kInvalidConfig,
-              "remove_optimizer_step_callback: no optimizer-step callback with id ", id);
-}
 
 void PruningSession::update_masks_now() { update_masks(); }
 
-int64_t PruningSession::save_model_state() {
-  at::NoGradGuard no_grad;
-  std::vector<at::Tensor> copies;
-  for (const at::Tensor& t : model_.state_tensors()) {
-    copies.push_back(t.detach().clone());
-  }
-  const int64_t handle = static_cast<int64_t>(saved_states_.size()) + 1;
-  saved_states_[handle] = std::move(copies);
-  return handle;
+int64_t PruningSession::add_activation_collector(sdk::ActivationCollector collector) {
+  return collectors_->add(std::move(collector));
 }
 
+void PruningSession::remove_activation_collector(int64_t id) { collectors_->remove(id); }
+
+int64_t PruningSession::add_optimizer_step_callback(std::function<void()> callback) {
+  return step_callbacks_->add(std::move(callback));
+}
+
+void PruningSession::remove_optimizer_step_callback(int64_t id) { step_callbacks_->remove(id); }
+
+int64_t PruningSession::save_model_state() { return saved_states_->save(model_); }
+
 void PruningSession::restore_model_state(int64_t handle) {
-  const auto it = saved_states_.find(handle);
-  LITHE_CHECK(it != saved_states_.end(), sdk::Errc::kInvalidConfig,
-              "restore_model_state: no saved model state with handle ", handle);
-  const std::vector<at::Tensor> live = model_.state_tensors();
-  LITHE_CHECK(live.size() == it->second.size(), sdk::Errc::kInternal,
-              "restore_model_state: the model has ", live.size(), " state tensors, the saved "
-              "state ", it->second.size());
-  {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < live.size(); ++i) {
-      live[i].copy_(it->second[i]);
-    }
-  }
+  saved_states_->restore(model_, handle);
   apply_masks();
   reset_optimizer_state_ = true;
 }
@@ -360,32 +295,6 @@ std::vector<std::vector<std::string>> PruningSession::channel_dependency_sets() 
 
 std::map<std::string, int64_t> PruningSession::group_dependencies() {
   return dependencies().groups;
-}
-
-void PruningSession::refresh_taps() {
-  if (collectors_.empty()) {
-    model_.set_taps({}, {});
-    return;
-  }
-  std::vector<std::string> names;
-  std::map<std::string, const sdk::LayerView*> by_name;
-  for (const auto& layer : layers_) {
-    names.push_back(layer->name());
-    by_name[layer->name()] = layer.get();
-  }
-  model_.set_taps(names, [this, by_name](const std::string& name, const at::Tensor& output) {
-    const auto it = by_name.find(name);
-    if (it == by_name.end()) {
-      return;
-    }
-    const auto collectors = collectors_;  // a collector may add or remove collectors
-    for (const auto& [id, collector] : collectors) {
-      if (collectors_.count(id) == 0) {
-        continue;  // removed by an earlier collector of this forward
-      }
-      collector(*it->second, output);
-    }
-  });
 }
 
 }  // namespace lithe::host

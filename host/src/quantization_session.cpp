@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "invoke_plugin.h"
+#include "session_support.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk_internal/options_json.h"
 
@@ -21,18 +22,6 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-void reject_unread(const sdk::Options& options, const std::string& owner) {
-  const std::vector<std::string> unread = sdk::unread_option_paths(options);
-  if (!unread.empty()) {
-    std::string list;
-    for (const std::string& path : unread) {
-      list += (list.empty() ? "" : ", ") + path;
-    }
-    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, list, ": unknown key",
-                unread.size() > 1 ? "s" : "", " for ", owner, " (misspelled?)");
-  }
-}
-
 }  // namespace
 
 bool is_quant_state_name(const std::string& key) {
@@ -45,11 +34,14 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
     : model_(model),
       registry_(registry),
       algorithm_(config.algorithm),
-      owner_("quantizer '" + config.algorithm + "'") {
+      owner_("quantizer '" + config.algorithm + "'"),
+      collectors_(std::make_unique<detail::ActivationCollectors>(model)),
+      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
+      saved_states_(std::make_unique<detail::SavedModelStates>()) {
   sdk::Options options =
       sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
   quantizer_ = registry_.make_quantizer(algorithm_, options);
-  reject_unread(options, owner_);
+  detail::reject_unread_options(options, owner_);
 
   // The weight is needed only where it is quantized: output-only entries may select ReLU.
   const auto needs_weight = [](const ConfigEntry& entry) {
@@ -69,7 +61,7 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
         return 0;
       });
     }
-    reject_unread(entry.options, owner_);
+    detail::reject_unread_options(entry.options, owner_);
   }
   LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
               "/config_list selects no layer of the model (", model_.modules().size(),
@@ -86,18 +78,18 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
         record.weight.value_or(at::Tensor()), record.bias, entry);
     layers_.push_back(std::move(layer));
   }
+  std::vector<const sdk::LayerView*> views;
   for (Layer& layer : layers_) {
     by_name_[layer.view->name()] = &layer;
+    views.push_back(layer.view.get());
   }
+  collectors_->set_layers(views);
 }
 
 QuantizationSession::~QuantizationSession() {
   try {
     if (installed_) {
       model_.set_quantization({}, {});
-    }
-    if (!collectors_.empty()) {
-      model_.set_taps({}, {});
     }
   } catch (...) {
     // Destructors must not throw; the rewrite dies with the model's working copy anyway.
@@ -221,16 +213,7 @@ void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
     quantizer_->step();
     return 0;
   });
-  const auto callbacks = step_callbacks_;  // a callback may add or remove callbacks
-  for (const auto& [id, callback] : callbacks) {
-    if (step_callbacks_.count(id) == 0) {
-      continue;
-    }
-    invoke_plugin(owner_ + " (optimizer-step callback)", [&] {
-      callback();
-      return 0;
-    });
-  }
+  step_callbacks_->run(owner_);
 }
 
 void QuantizationSession::step() {}
@@ -297,93 +280,32 @@ std::vector<sdk::LayerView*> QuantizationSession::layers() {
   return out;
 }
 
-int64_t QuantizationSession::add_activation_collector(sdk::ActivationCollector collector) {
-  LITHE_CHECK(static_cast<bool>(collector), sdk::Errc::kInvalidConfig,
-              "add_activation_collector: the collector is empty");
-  const int64_t id = next_collector_id_++;
-  collectors_[id] = std::move(collector);
-  try {
-    refresh_taps();
-  } catch (...) {
-    collectors_.erase(id);
-    throw;
-  }
-  return id;
-}
-
-void QuantizationSession::remove_activation_collector(int64_t id) {
-  LITHE_CHECK(collectors_.erase(id) == 1, sdk::Errc::kInvalidConfig,
-              "remove_activation_collector: no activation collector with id ", id);
-  refresh_taps();
-}
-
-void QuantizationSession::refresh_taps() {
-  if (collectors_.empty()) {
-    model_.set_taps({}, {});
-    return;
-  }
-  std::vector<std::string> names;
-  for (const Layer& layer : layers_) {
-    names.push_back(layer.view->name());
-  }
-  model_.set_taps(names, [this](const std::string& name, const at::Tensor& output) {
-    const auto it = by_name_.find(name);
-    if (it == by_name_.end()) {
-      return;
-    }
-    const auto collectors = collectors_;  // a collector may add or remove collectors
-    for (const auto& [id, collector] : collectors) {
-      if (collectors_.count(id) != 0) {
-        collector(*it->second->view, output);
-      }
-    }
-  });
-}
-
 const sdk::Registry& QuantizationSession::registry() const { return registry_; }
 
+int64_t QuantizationSession::add_activation_collector(sdk::ActivationCollector collector) {
+  return collectors_->add(std::move(collector));
+}
+
+void QuantizationSession::remove_activation_collector(int64_t id) { collectors_->remove(id); }
+
 int64_t QuantizationSession::add_optimizer_step_callback(std::function<void()> callback) {
-  LITHE_CHECK(static_cast<bool>(callback), sdk::Errc::kInvalidConfig,
-              "add_optimizer_step_callback: the callback is empty");
-  const int64_t id = next_step_callback_id_++;
-  step_callbacks_[id] = std::move(callback);
-  return id;
+  return step_callbacks_->add(std::move(callback));
 }
 
 void QuantizationSession::remove_optimizer_step_callback(int64_t id) {
-  LITHE_CHECK(step_callbacks_.erase(id) == 1, sdk::Errc::kInvalidConfig,
-              "remove_optimizer_step_callback: no optimizer-step callback with id ", id);
+  step_callbacks_->remove(id);
+}
+
+int64_t QuantizationSession::save_model_state() { return saved_states_->save(model_); }
+
+void QuantizationSession::restore_model_state(int64_t handle) {
+  saved_states_->restore(model_, handle);
+  reset_optimizer_state_ = true;
 }
 
 void QuantizationSession::update_masks_now() {
   LITHE_CHECK(false, sdk::Errc::kUnsupported, owner_,
               ": update_masks_now() is for pruners; a quantization session has no masks");
-}
-
-int64_t QuantizationSession::save_model_state() {
-  at::NoGradGuard no_grad;
-  std::vector<at::Tensor> copies;
-  for (const at::Tensor& t : model_.state_tensors()) {
-    copies.push_back(t.detach().clone());
-  }
-  const int64_t handle = static_cast<int64_t>(saved_states_.size()) + 1;
-  saved_states_[handle] = std::move(copies);
-  return handle;
-}
-
-void QuantizationSession::restore_model_state(int64_t handle) {
-  const auto it = saved_states_.find(handle);
-  LITHE_CHECK(it != saved_states_.end(), sdk::Errc::kInvalidConfig,
-              "restore_model_state: no saved model state with handle ", handle);
-  const std::vector<at::Tensor> live = model_.state_tensors();
-  LITHE_CHECK(live.size() == it->second.size(), sdk::Errc::kInternal,
-              "restore_model_state: the model has ", live.size(), " state tensors, the saved "
-              "state ", it->second.size());
-  at::NoGradGuard no_grad;
-  for (size_t i = 0; i < live.size(); ++i) {
-    live[i].copy_(it->second[i]);
-  }
-  reset_optimizer_state_ = true;
 }
 
 std::vector<std::vector<std::string>> QuantizationSession::channel_dependency_sets() {

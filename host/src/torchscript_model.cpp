@@ -20,6 +20,7 @@
 
 #include <fstream>
 #include <set>
+#include <vector>
 
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
@@ -32,37 +33,45 @@ namespace jit = torch::jit;
 
 std::string tap_attribute_name(const std::string& child) { return "__lithe_tap_" + child; }
 
-// Inserts observe ops after every `self.<child>.forward(...)` call in `block` (recursively).
-int rewrite_block(jit::Block* block, jit::Value* self, const std::string& child,
-                  const std::string& attribute, const std::string& module_name) {
-  int inserted = 0;
-  for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
-    jit::Node* node = *it;
+// Every `self.<child>.forward(...)` call in `block` and its sub-blocks, in graph order. Collected
+// before any rewrite, so inserting nodes around them cannot disturb the walk.
+std::vector<jit::Node*> child_calls(jit::Block* block, jit::Value* self, const std::string& child) {
+  std::vector<jit::Node*> out;
+  for (jit::Node* node : block->nodes()) {
     for (jit::Block* sub : node->blocks()) {
-      inserted += rewrite_block(sub, self, child, attribute, module_name);
+      const std::vector<jit::Node*> nested = child_calls(sub, self, child);
+      out.insert(out.end(), nested.begin(), nested.end());
     }
     if (node->kind() != c10::prim::CallMethod || node->s(c10::attr::name) != "forward") {
       continue;
     }
     jit::Node* receiver = node->inputs()[0]->node();
-    if (receiver->kind() != c10::prim::GetAttr || receiver->s(c10::attr::name) != child ||
-        receiver->input() != self) {
-      continue;
+    if (receiver->kind() == c10::prim::GetAttr && receiver->s(c10::attr::name) == child &&
+        receiver->input() == self) {
+      out.push_back(node);
     }
+  }
+  return out;
+}
+
+// Inserts observe ops after every `self.<child>.forward(...)` call in `block` (recursively).
+int rewrite_block(jit::Block* block, jit::Value* self, const std::string& child,
+                  const std::string& attribute, const std::string& module_name) {
+  const std::vector<jit::Node*> calls = child_calls(block, self, child);
+  for (jit::Node* node : calls) {
     LITHE_CHECK(node->outputs().size() == 1 &&
                     node->output()->type()->kind() == c10::TypeKind::TensorType,
                 sdk::Errc::kUnsupported, "module '", module_name,
                 "' cannot be observed: its forward returns ", node->output()->type()->str(),
                 ", not a single Tensor");
-    jit::Graph* graph = block->owningGraph();
+    jit::Graph* graph = node->owningGraph();
     jit::WithInsertPoint guard(node->next());
     jit::Value* tap = graph->insertGetAttr(self, attribute);
     jit::Value* observed =
         graph->insert(c10::Symbol::fromQualString("lithe::observe"), {node->output(), tap});
     node->output()->replaceAllUsesAfterNodeWith(observed->node(), observed);
-    ++inserted;
   }
-  return inserted;
+  return static_cast<int>(calls.size());
 }
 
 jit::Module submodule(const jit::Module& root, const std::string& dotted) {
@@ -80,35 +89,13 @@ jit::Module submodule(const jit::Module& root, const std::string& dotted) {
   return current;
 }
 
-void insert_tap(jit::Module& root, const std::string& name, const std::string& tap_value) {
+/// "a.b.c" -> {"a.b", "c"}; "c" -> {"", "c"}.
+std::pair<std::string, std::string> split_module_name(const std::string& name) {
   const size_t dot = name.rfind('.');
-  const std::string parent_path = dot == std::string::npos ? "" : name.substr(0, dot);
-  const std::string child = dot == std::string::npos ? name : name.substr(dot + 1);
-  jit::Module parent = parent_path.empty() ? root : submodule(root, parent_path);
-  const c10::ClassTypePtr type = parent.type();
-  const std::string attribute = tap_attribute_name(child);
-  if (!type->hasAttribute(attribute)) {
-    type->addAttribute(attribute, c10::StringType::get());
-    // Every instance of a shared type needs the slot, or reading it crashes.
-    for (const auto& item : root.named_modules()) {
-      if (item.value.type() == type) {
-        item.value._ivalue()->setAttr(attribute, std::string());
-      }
-    }
-    int inserted = 0;
-    for (jit::Function* method : type->methods()) {
-      auto graph = jit::toGraphFunction(*method).graph();
-      inserted += rewrite_block(graph->block(), graph->inputs()[0], child, attribute, name);
-    }
-    LITHE_CHECK(inserted > 0, sdk::Errc::kUnsupported, "module '", name,
-                "' cannot be observed: its parent (", type->name()->qualifiedName(),
-                ") never calls it as self.", child, "(...)");
+  if (dot == std::string::npos) {
+    return {"", name};
   }
-  parent._ivalue()->setAttr(attribute, tap_value);
-}
-
-std::string quant_attribute_name(const std::string& child, sdk::QuantType type) {
-  return std::string("__lithe_q") + sdk::quant_type_name(type) + "_" + child;
+  return {name.substr(0, dot), name.substr(dot + 1)};
 }
 
 // Adds string attribute `attribute` to `type` if missing, with "" on every instance of it.
@@ -126,6 +113,28 @@ bool ensure_site_attribute(jit::Module& root, const c10::ClassTypePtr& type,
   return true;
 }
 
+void insert_tap(jit::Module& root, const std::string& name, const std::string& tap_value) {
+  const auto [parent_path, child] = split_module_name(name);
+  jit::Module parent = parent_path.empty() ? root : submodule(root, parent_path);
+  const c10::ClassTypePtr type = parent.type();
+  const std::string attribute = tap_attribute_name(child);
+  if (ensure_site_attribute(root, type, attribute)) {
+    int inserted = 0;
+    for (jit::Function* method : type->methods()) {
+      auto graph = jit::toGraphFunction(*method).graph();
+      inserted += rewrite_block(graph->block(), graph->inputs()[0], child, attribute, name);
+    }
+    LITHE_CHECK(inserted > 0, sdk::Errc::kUnsupported, "module '", name,
+                "' cannot be observed: its parent (", type->name()->qualifiedName(),
+                ") never calls it as self.", child, "(...)");
+  }
+  parent._ivalue()->setAttr(attribute, tap_value);
+}
+
+std::string quant_attribute_name(const std::string& child, sdk::QuantType type) {
+  return std::string("__lithe_q") + sdk::quant_type_name(type) + "_" + child;
+}
+
 jit::Value* insert_quantize(jit::Graph* graph, jit::Value* self, const std::string& attribute,
                             jit::Value* x, sdk::QuantType type) {
   jit::Value* site = graph->insertGetAttr(self, attribute);
@@ -137,21 +146,9 @@ jit::Value* insert_quantize(jit::Graph* graph, jit::Value* self, const std::stri
 int rewrite_call_sites(jit::Block* block, jit::Value* self, const std::string& child,
                        const std::string& attribute, sdk::QuantType type,
                        const std::string& module_name) {
-  int rewritten = 0;
-  for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
-    jit::Node* node = *it;
-    for (jit::Block* sub : node->blocks()) {
-      rewritten += rewrite_call_sites(sub, self, child, attribute, type, module_name);
-    }
-    if (node->kind() != c10::prim::CallMethod || node->s(c10::attr::name) != "forward") {
-      continue;
-    }
-    jit::Node* receiver = node->inputs()[0]->node();
-    if (receiver->kind() != c10::prim::GetAttr || receiver->s(c10::attr::name) != child ||
-        receiver->input() != self) {
-      continue;
-    }
-    jit::Graph* graph = block->owningGraph();
+  const std::vector<jit::Node*> calls = child_calls(block, self, child);
+  for (jit::Node* node : calls) {
+    jit::Graph* graph = node->owningGraph();
     if (type == sdk::QuantType::kInput) {
       LITHE_CHECK(node->inputs().size() >= 2 &&
                       node->inputs()[1]->type()->kind() == c10::TypeKind::TensorType,
@@ -169,9 +166,8 @@ int rewrite_call_sites(jit::Block* block, jit::Value* self, const std::string& c
       jit::Value* quantized = insert_quantize(graph, self, attribute, node->output(), type);
       node->output()->replaceAllUsesAfterNodeWith(quantized->node(), quantized);
     }
-    ++rewritten;
   }
-  return rewritten;
+  return static_cast<int>(calls.size());
 }
 
 // Replaces every `self.weight` read in `block` by its quantized value.
@@ -213,9 +209,7 @@ void insert_quant_site(jit::Module& root, const std::string& name, sdk::QuantTyp
     module._ivalue()->setAttr(attribute, site);
     return;
   }
-  const size_t dot = name.rfind('.');
-  const std::string parent_path = dot == std::string::npos ? "" : name.substr(0, dot);
-  const std::string child = dot == std::string::npos ? name : name.substr(dot + 1);
+  const auto [parent_path, child] = split_module_name(name);
   jit::Module parent = parent_path.empty() ? root : submodule(root, parent_path);
   const c10::ClassTypePtr type_ptr = parent.type();
   const std::string attribute = quant_attribute_name(child, type);

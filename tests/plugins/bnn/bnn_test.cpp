@@ -14,9 +14,9 @@
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
 #include "lithe/sdk_internal/options_json.h"
-#include "support/fake_context.h"
 #include "support/paths.h"
 #include "support/plugin_test.h"
+#include "support/quantizer_test.h"
 
 namespace lithe::plugins::bnn {
 namespace {
@@ -25,34 +25,16 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 using sdk::QuantType;
 
+/// {"quant_types": types, "quant_bits": 1}.
 nlohmann::ordered_json entry_json(std::vector<std::string> types) {
-  return {{"quant_types", types}, {"quant_bits", 1}};
+  return test::quant_entry(types, 1);
 }
-
-std::unique_ptr<sdk::LayerView> make_layer(const at::Tensor& weight,
-                                           std::vector<std::string> types = {"weight", "output"},
-                                           const std::string& name = "fc") {
-  return std::make_unique<sdk::LayerView>(0, name, "Linear", weight, std::nullopt,
-                                          test::config_entry(entry_json(std::move(types)), 0));
-}
-
-/// The "bnn" quantizer built by the registry and attached to `layers`, as the host does.
-struct Attached {
-  explicit Attached(std::vector<sdk::LayerView*> layers) {
-    register_algorithms(registry);
-    quantizer = registry.make_quantizer("bnn", test::options_json(nlohmann::ordered_json::object()));
-    test::FakeContext context(std::move(layers), registry);
-    quantizer->attach(context);
-  }
-  host::PluginRegistry registry;
-  std::unique_ptr<sdk::Quantizer> quantizer;
-};
 
 TEST(BnnQuantizerTest, NniExampleSignWithBothZerosToPlusOne) {
   // Reference §7 case 25: [[.5, −1], [0, −0]] → [[1, −1], [1, 1]], for weights and outputs.
   const at::Tensor weight = at::tensor({.5f, -1.f, 0.f, -0.f}).reshape({2, 2});
-  auto layer = make_layer(weight);
-  Attached bnn({layer.get()});
+  auto layer = test::quant_layer(weight, entry_json({"weight", "output"}));
+  test::AttachedQuantizer bnn(register_algorithms, "bnn", {layer.get()});
   const at::Tensor expected = at::tensor({1.f, -1.f, 1.f, 1.f}).reshape({2, 2});
   const at::Tensor w = bnn.quantizer->quantize_weight(weight, *layer, true);
   EXPECT_TRUE(w.equal(expected)) << w;
@@ -66,8 +48,8 @@ TEST(BnnQuantizerTest, ClippedOutputGradientThroughTheSdkAdapterWithAnExpandedGr
   // hands the adapter an expanded (stride-0) gradient: NNI's in-place masking would zero all of
   // it at the first clipped element; only the clipped elements may be zero.
   const at::Tensor out = at::tensor({.7f, 1.3f, -.4f, -2.f, 1.f, -1.f}).requires_grad_(true);
-  auto layer = make_layer(at::ones({2}));
-  Attached bnn({layer.get()});
+  auto layer = test::quant_layer(at::ones({2}), entry_json({"weight", "output"}));
+  test::AttachedQuantizer bnn(register_algorithms, "bnn", {layer.get()});
   const at::Tensor y = sdk::apply_quant_grad(*bnn.quantizer, out, QuantType::kOutput, *layer, true);
   EXPECT_TRUE(y.equal(at::tensor({1.f, 1.f, -1.f, -1.f, 1.f, -1.f})));
   y.sum().backward();
@@ -79,17 +61,16 @@ TEST(BnnQuantizerTest, ClippedOutputGradientThroughTheSdkAdapterWithAnExpandedGr
 TEST(BnnQuantizerTest, ClipGradNeverWritesIntoTheIncomingGradient) {
   const at::Tensor grad = at::ones({1}).expand({4});
   const at::Tensor x = at::tensor({.5f, 3.f, -1.5f, 0.f});
-  sdk::LayerView layer(0, "fc", "Linear", at::ones({1}), std::nullopt,
-                       test::config_entry(entry_json({"output"}), 0));
-  const at::Tensor result = ClipGrad().backward(x, grad, QuantType::kOutput, layer);
+  auto layer = test::quant_layer(at::ones({1}), entry_json({"output"}));
+  const at::Tensor result = ClipGrad().backward(x, grad, QuantType::kOutput, *layer);
   EXPECT_TRUE(result.equal(at::tensor({1.f, 0.f, 0.f, 1.f}))) << result;
   EXPECT_TRUE(grad.equal(at::ones({4}))) << "the expanded gradient is unchanged";
 }
 
 TEST(BnnQuantizerTest, WeightGradientIsPureStraightThrough) {
   const at::Tensor weight = at::tensor({.5f, -3.f, 2.f, 0.f}).requires_grad_(true);
-  auto layer = make_layer(weight);
-  Attached bnn({layer.get()});
+  auto layer = test::quant_layer(weight, entry_json({"weight", "output"}));
+  test::AttachedQuantizer bnn(register_algorithms, "bnn", {layer.get()});
   const at::Tensor w = sdk::apply_quant_grad(*bnn.quantizer, weight, QuantType::kWeight, *layer,
                                              true);
   EXPECT_TRUE(w.equal(at::tensor({1.f, -1.f, 1.f, 1.f})));
@@ -100,22 +81,17 @@ TEST(BnnQuantizerTest, WeightGradientIsPureStraightThrough) {
 TEST(BnnQuantizerTest, MatchesNniGoldenLenetWeightsBitForBit) {
   const auto conformance = test::shared_dir() / "conformance";
   const auto golden = test::load_tensor_dict(conformance / "golden/bnn_lenet/tensors.pt");
-  const auto state = test::load_tensor_dict(conformance / "models/lenet_state.pt");
-  std::vector<std::unique_ptr<sdk::LayerView>> owned;
-  std::vector<sdk::LayerView*> layers;
-  for (const char* name : {"conv2", "fc1", "fc2"}) {
-    owned.push_back(make_layer(state.at(std::string(name) + ".weight"), {"weight", "output"}, name));
-    layers.push_back(owned.back().get());
-  }
-  Attached bnn(layers);
-  for (sdk::LayerView* layer : layers) {
+  const test::GoldenLayers layers =
+      test::golden_quant_layers("lenet", {"conv2", "fc1", "fc2"}, entry_json({"weight", "output"}));
+  test::AttachedQuantizer bnn(register_algorithms, "bnn", layers.views);
+  for (sdk::LayerView* layer : layers.views) {
     const at::Tensor w = bnn.quantizer->quantize_weight(layer->weight(), *layer, false);
     EXPECT_TRUE(w.equal(golden.at("fwd0/" + layer->name() + ".weight"))) << layer->name();
   }
 }
 
 TEST(BnnQuantizerConfigTest, AcceptsWeightAndOutputWithAnyBitsAndReadsEveryKey) {
-  Attached bnn({});
+  test::AttachedQuantizer bnn(register_algorithms, "bnn", {});
   for (int bits : {1, 8, 32}) {
     const sdk::Options entry =
         test::config_entry({{"quant_types", {"weight", "output"}}, {"quant_bits", bits}}, 0);
@@ -126,7 +102,7 @@ TEST(BnnQuantizerConfigTest, AcceptsWeightAndOutputWithAnyBitsAndReadsEveryKey) 
 }
 
 TEST(BnnQuantizerConfigTest, RejectsInputNamingTheJsonPath) {
-  Attached bnn({});
+  test::AttachedQuantizer bnn(register_algorithms, "bnn", {});
   const sdk::Options entry = test::config_entry(entry_json({"input", "output"}), 4);
   EXPECT_THAT([&] { bnn.quantizer->validate_config(entry); },
               ThrowsMessage<sdk::Error>(HasSubstr("/config_list/4/quant_types: bnn does not "
@@ -134,16 +110,15 @@ TEST(BnnQuantizerConfigTest, RejectsInputNamingTheJsonPath) {
 }
 
 TEST(BnnQuantizerConfigTest, OutputOnlyLayerNeedsNoWeight) {
-  sdk::LayerView relu(0, "relu1", "ReLU", at::Tensor(), std::nullopt,
-                      test::config_entry(entry_json({"output"}), 0));
-  Attached bnn({&relu});
-  EXPECT_TRUE(bnn.quantizer->quantize_output(at::tensor({-2.f, 0.f}), relu, true)
+  auto relu = test::quant_layer(at::Tensor(), entry_json({"output"}), "relu1");
+  test::AttachedQuantizer bnn(register_algorithms, "bnn", {relu.get()});
+  EXPECT_TRUE(bnn.quantizer->quantize_output(at::tensor({-2.f, 0.f}), *relu, true)
                   .equal(at::tensor({-1.f, 1.f})));
-  sdk::LayerView weighted_relu(0, "relu2", "ReLU", at::Tensor(), std::nullopt,
-                               test::config_entry(entry_json({"weight"}), 0));
-  EXPECT_THAT([&] { Attached again({&weighted_relu}); },
-              ThrowsMessage<sdk::Error>(HasSubstr("layer 'relu2': bnn is configured to quantize "
-                                                  "its weight")));
+  auto weighted_relu = test::quant_layer(at::Tensor(), entry_json({"weight"}), "relu2");
+  EXPECT_THAT(
+      [&] { test::AttachedQuantizer again(register_algorithms, "bnn", {weighted_relu.get()}); },
+      ThrowsMessage<sdk::Error>(HasSubstr("layer 'relu2': bnn is configured to quantize "
+                                          "its weight")));
 }
 
 }  // namespace

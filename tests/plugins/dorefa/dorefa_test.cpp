@@ -13,9 +13,9 @@
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
 #include "lithe/sdk_internal/options_json.h"
-#include "support/fake_context.h"
 #include "support/paths.h"
 #include "support/plugin_test.h"
+#include "support/quantizer_test.h"
 
 namespace lithe::plugins::dorefa {
 namespace {
@@ -23,27 +23,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
+/// {"quant_types": ["weight"], "quant_bits": bits}.
 nlohmann::ordered_json weight_entry(int bits) {
-  return {{"quant_types", {"weight"}}, {"quant_bits", bits}};
+  return test::quant_entry({"weight"}, bits);
 }
-
-std::unique_ptr<sdk::LayerView> make_layer(const at::Tensor& weight, int bits,
-                                           const std::string& name = "fc") {
-  return std::make_unique<sdk::LayerView>(0, name, "Linear", weight, std::nullopt,
-                                          test::config_entry(weight_entry(bits), 0));
-}
-
-/// The "dorefa" quantizer built by the registry and attached to `layers`, as the host does.
-struct Attached {
-  explicit Attached(std::vector<sdk::LayerView*> layers) {
-    register_algorithms(registry);
-    quantizer = registry.make_quantizer("dorefa", test::options_json(nlohmann::ordered_json::object()));
-    test::FakeContext context(std::move(layers), registry);
-    quantizer->attach(context);
-  }
-  host::PluginRegistry registry;
-  std::unique_ptr<sdk::Quantizer> quantizer;
-};
 
 /// NNI's last two steps for grid indices k at 2^bits − 1 = levels: t = k / levels; 2t − 1.
 at::Tensor from_grid(std::vector<float> k, double levels) {
@@ -54,8 +37,8 @@ TEST(DorefaQuantizerTest, NniExampleTwoBits) {
   // Reference §7 case 25: W = [.5, 1, −.77, 0] → grid [2, 3, 0, 2] of 3 → [1/3, 1, −1, 1/3];
   // the zero weight sits at t = .5, t·3 = 1.5, rounded to 2.
   const at::Tensor weight = at::tensor({.5f, 1.f, -.77f, 0.f});
-  auto layer = make_layer(weight, 2);
-  Attached dorefa({layer.get()});
+  auto layer = test::quant_layer(weight, weight_entry(2));
+  test::AttachedQuantizer dorefa(register_algorithms, "dorefa", {layer.get()});
   const at::Tensor quantized = dorefa.quantizer->quantize_weight(weight, *layer, true);
   EXPECT_TRUE(quantized.equal(from_grid({2, 3, 0, 2}, 3))) << quantized;
   EXPECT_NEAR(quantized[0].item<float>(), 1.0 / 3.0, 1e-6);
@@ -77,8 +60,8 @@ TEST(DorefaQuantizerTest, AllZeroWeightGivesZerosNotNan) {
 
 TEST(DorefaQuantizerTest, StraightThroughGradientThroughTheSdkAdapter) {
   const at::Tensor weight = at::tensor({.5f, 1.f, -.77f, 0.f}).requires_grad_(true);
-  auto layer = make_layer(weight, 2);
-  Attached dorefa({layer.get()});
+  auto layer = test::quant_layer(weight, weight_entry(2));
+  test::AttachedQuantizer dorefa(register_algorithms, "dorefa", {layer.get()});
   const at::Tensor quantized =
       sdk::apply_quant_grad(*dorefa.quantizer, weight, sdk::QuantType::kWeight, *layer, true);
   EXPECT_TRUE(quantized.equal(from_grid({2, 3, 0, 2}, 3)));
@@ -95,15 +78,10 @@ TEST_P(DorefaGoldenTest, MatchesNniGoldenLenetWeightsBitForBit) {
   const auto conformance = test::shared_dir() / "conformance";
   const auto golden = test::load_tensor_dict(
       conformance / "golden" / ("dorefa_lenet_w" + std::to_string(bits)) / "tensors.pt");
-  const auto state = test::load_tensor_dict(conformance / "models/lenet_state.pt");
-  std::vector<std::unique_ptr<sdk::LayerView>> owned;
-  std::vector<sdk::LayerView*> layers;
-  for (const char* name : {"conv1", "conv2", "fc1", "fc2", "fc3"}) {
-    owned.push_back(make_layer(state.at(std::string(name) + ".weight"), bits, name));
-    layers.push_back(owned.back().get());
-  }
-  Attached dorefa(layers);
-  for (sdk::LayerView* layer : layers) {
+  const test::GoldenLayers layers = test::golden_quant_layers(
+      "lenet", {"conv1", "conv2", "fc1", "fc2", "fc3"}, weight_entry(bits));
+  test::AttachedQuantizer dorefa(register_algorithms, "dorefa", layers.views);
+  for (sdk::LayerView* layer : layers.views) {
     const at::Tensor quantized = dorefa.quantizer->quantize_weight(layer->weight(), *layer, false);
     EXPECT_TRUE(quantized.equal(golden.at("fwd0/" + layer->name() + ".weight"))) << layer->name();
   }
@@ -112,7 +90,7 @@ TEST_P(DorefaGoldenTest, MatchesNniGoldenLenetWeightsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Bits, DorefaGoldenTest, ::testing::Values(2, 4, 8));
 
 TEST(DorefaQuantizerConfigTest, AcceptsWeightOnlyAndReadsEveryKey) {
-  Attached dorefa({});
+  test::AttachedQuantizer dorefa(register_algorithms, "dorefa", {});
   const sdk::Options entry = test::config_entry(weight_entry(3), 0);
   sdk::check_quant_config(entry);
   EXPECT_NO_THROW(dorefa.quantizer->validate_config(entry));
@@ -120,7 +98,7 @@ TEST(DorefaQuantizerConfigTest, AcceptsWeightOnlyAndReadsEveryKey) {
 }
 
 TEST(DorefaQuantizerConfigTest, RejectsInputAndOutputNamingTheJsonPath) {
-  Attached dorefa({});
+  test::AttachedQuantizer dorefa(register_algorithms, "dorefa", {});
   for (const char* type : {"input", "output"}) {
     const sdk::Options entry = test::config_entry({{"quant_types", {type}}, {"quant_bits", 8}}, 1);
     EXPECT_THAT([&] { dorefa.quantizer->validate_config(entry); },
@@ -130,9 +108,8 @@ TEST(DorefaQuantizerConfigTest, RejectsInputAndOutputNamingTheJsonPath) {
 }
 
 TEST(DorefaQuantizerConfigTest, LayerWithoutWeightIsRejectedAtAttach) {
-  sdk::LayerView relu(0, "relu1", "ReLU", at::Tensor(), std::nullopt,
-                      test::config_entry(weight_entry(2), 0));
-  EXPECT_THAT([&] { Attached dorefa({&relu}); },
+  auto relu = test::quant_layer(at::Tensor(), weight_entry(2), "relu1");
+  EXPECT_THAT([&] { test::AttachedQuantizer dorefa(register_algorithms, "dorefa", {relu.get()}); },
               ThrowsMessage<sdk::Error>(HasSubstr("layer 'relu1': dorefa quantizes weights")));
 }
 

@@ -14,41 +14,14 @@
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
 #include "lithe/sdk_internal/options_json.h"
-#include "support/fake_context.h"
 #include "support/plugin_test.h"
+#include "support/quantizer_test.h"
 
 namespace lithe::plugins::lsq {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
-
-nlohmann::ordered_json lsq_entry(std::vector<std::string> types, int bits) {
-  return {{"quant_types", types}, {"quant_bits", bits}};
-}
-
-std::unique_ptr<sdk::LayerView> make_layer(const at::Tensor& weight,
-                                           const nlohmann::ordered_json& entry,
-                                           const std::string& name = "fc") {
-  return std::make_unique<sdk::LayerView>(0, name, weight.defined() ? "Linear" : "ReLU", weight,
-                                          std::nullopt, test::config_entry(entry, 0));
-}
-
-/// The "lsq" quantizer built by the registry and attached to `layers`, as the host does.
-struct Attached {
-  explicit Attached(std::vector<sdk::LayerView*> layers) {
-    register_algorithms(registry);
-    quantizer = registry.make_quantizer("lsq", test::options_json(nlohmann::ordered_json::object()));
-    test::FakeContext context(std::move(layers), registry);
-    quantizer->attach(context);
-  }
-  host::PluginRegistry registry;
-  std::unique_ptr<sdk::Quantizer> quantizer;
-};
-
-at::Tensor attribute(const sdk::LayerView& layer, const std::string& key) {
-  return std::get<at::Tensor>(*layer.attribute(key));
-}
 
 void set_value(const at::Tensor& state, float v) {
   at::NoGradGuard no_grad;  // as an optimizer step writes it
@@ -67,10 +40,10 @@ TEST(LsqQuantizerTest, GradientReachesTheWeightAndTheStepSize) {
   //   ∂L/∂s = g · Σ c · (round(v) − v inside, the bound outside), g = 1/√(qmax · numel)
   //         = (1·(1 − 1.2) + 2·(−3 + 3.2) + 3·3 + 4·(−4)) / √(3 · 4) = −6.8 / √12
   const at::Tensor weight = at::tensor({.3f, -.8f, 2.f, -1.3f}).requires_grad_(true);
-  auto layer = make_layer(weight, lsq_entry({"weight"}, 3));
-  Attached lsq({layer.get()});
+  auto layer = test::quant_layer(weight, test::quant_entry({"weight"}, 3));
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {layer.get()});
   ASSERT_TRUE(lsq.quantizer->records_autograd());
-  const at::Tensor scale = attribute(*layer, "weight_scale");
+  const at::Tensor scale = sdk::tensor_attribute(*layer, "weight_scale");
   set_value(scale, .25f);
   const at::Tensor quantized = lsq.quantizer->quantize_weight(weight, *layer, true);
   EXPECT_TRUE(at::allclose(quantized, at::tensor({.25f, -.75f, .75f, -1.f}), 0, 1e-6))
@@ -102,9 +75,9 @@ TEST(LsqQuantizerTest, ForwardIsNnisExpressionBitForBit) {
 
 TEST(LsqQuantizerTest, WeightStepSizeStartsAtTwiceMeanAbsOverRootQmax) {
   const at::Tensor weight = at::tensor({.3f, -.8f, 2.f, -1.3f});
-  auto layer = make_layer(weight, lsq_entry({"weight"}, 3));
-  Attached lsq({layer.get()});
-  const at::Tensor scale = attribute(*layer, "weight_scale");
+  auto layer = test::quant_layer(weight, test::quant_entry({"weight"}, 3));
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {layer.get()});
+  const at::Tensor scale = sdk::tensor_attribute(*layer, "weight_scale");
   EXPECT_NEAR(scale.item<float>(), 2 * 1.1 / std::sqrt(3.0), 1e-6);  // mean|W| = 1.1
   EXPECT_TRUE(scale.requires_grad());
   EXPECT_EQ(scale.sizes(), at::IntArrayRef({1}));
@@ -112,10 +85,10 @@ TEST(LsqQuantizerTest, WeightStepSizeStartsAtTwiceMeanAbsOverRootQmax) {
 }
 
 TEST(LsqQuantizerTest, ActivationStepSizeIsInitialisedOnceFromTheFirstTrainingBatch) {
-  auto relu = make_layer(at::Tensor(), lsq_entry({"output"}, 8), "relu");
-  Attached lsq({relu.get()});
-  const at::Tensor scale = attribute(*relu, "output_scale");
-  const at::Tensor initialized = attribute(*relu, "output_initialized");
+  auto relu = test::quant_layer(at::Tensor(), test::quant_entry({"output"}, 8), "relu");
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {relu.get()});
+  const at::Tensor scale = sdk::tensor_attribute(*relu, "output_scale");
+  const at::Tensor initialized = sdk::tensor_attribute(*relu, "output_initialized");
   // Evaluation before any training batch: no step size yet, the output passes through.
   const at::Tensor x0 = at::tensor({.5f, -1.25f});
   EXPECT_TRUE(bit_equal(lsq.quantizer->quantize_output(x0, *relu, false), x0));
@@ -129,16 +102,16 @@ TEST(LsqQuantizerTest, ActivationStepSizeIsInitialisedOnceFromTheFirstTrainingBa
   const float first = scale.item<float>();
   lsq.quantizer->quantize_output(x1 * 10, *relu, true);
   EXPECT_EQ(scale.item<float>(), first) << "later batches leave the step size to the optimizer";
-  EXPECT_TRUE(attribute(*relu, "output_scale").is_same(scale)) << "updated in place";
+  EXPECT_TRUE(sdk::tensor_attribute(*relu, "output_scale").is_same(scale)) << "updated in place";
 }
 
 TEST(LsqQuantizerTest, GradientReachesTheActivationAndItsStepSize) {
-  auto relu = make_layer(at::Tensor(), lsq_entry({"input"}, 2), "relu");
-  Attached lsq({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), test::quant_entry({"input"}, 2), "relu");
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {relu.get()});
   const at::Tensor x = at::tensor({.1f, -.2f, .9f, -3.f}).requires_grad_(true);
   const at::Tensor y = lsq.quantizer->quantize_input(x, *relu, true);
   y.sum().backward();
-  const at::Tensor scale = attribute(*relu, "input_scale");
+  const at::Tensor scale = sdk::tensor_attribute(*relu, "input_scale");
   ASSERT_TRUE(x.grad().defined());
   ASSERT_TRUE(scale.grad().defined());
   EXPECT_TRUE(at::isfinite(scale.grad()).all().item<bool>());
@@ -146,23 +119,24 @@ TEST(LsqQuantizerTest, GradientReachesTheActivationAndItsStepSize) {
 }
 
 TEST(LsqQuantizerTest, RestoredStepSizeIsNotReinitialised) {
-  auto relu = make_layer(at::Tensor(), lsq_entry({"output"}, 4), "relu");
+  auto relu = test::quant_layer(at::Tensor(), test::quant_entry({"output"}, 4), "relu");
   relu->set_attribute("output_scale", at::tensor({.5f}));
   relu->set_attribute("output_initialized", at::tensor({1.f}));
-  Attached lsq({relu.get()});
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {relu.get()});
   const at::Tensor y = lsq.quantizer->quantize_output(at::tensor({.74f, -9.f}), *relu, true);
-  EXPECT_EQ(attribute(*relu, "output_scale").item<float>(), .5f);
+  EXPECT_EQ(sdk::tensor_attribute(*relu, "output_scale").item<float>(), .5f);
   EXPECT_TRUE(at::allclose(y, at::tensor({.5f, -4.f}), 0, 1e-6)) << y;
 }
 
 TEST(LsqQuantizerTest, ParametersAreTheStepSizeAttributes) {
-  auto fc = make_layer(at::ones({2, 2}), lsq_entry({"input", "weight", "output"}, 8), "fc");
-  Attached lsq({fc.get()});
+  auto fc = test::quant_layer(at::ones({2, 2}),
+                              test::quant_entry({"input", "weight", "output"}, 8), "fc");
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {fc.get()});
   const std::vector<at::Tensor> params = lsq.quantizer->parameters();
   ASSERT_EQ(params.size(), 3u);
-  EXPECT_TRUE(params[0].is_same(attribute(*fc, "input_scale")));
-  EXPECT_TRUE(params[1].is_same(attribute(*fc, "weight_scale")));
-  EXPECT_TRUE(params[2].is_same(attribute(*fc, "output_scale")));
+  EXPECT_TRUE(params[0].is_same(sdk::tensor_attribute(*fc, "input_scale")));
+  EXPECT_TRUE(params[1].is_same(sdk::tensor_attribute(*fc, "weight_scale")));
+  EXPECT_TRUE(params[2].is_same(sdk::tensor_attribute(*fc, "output_scale")));
   for (const at::Tensor& p : params) {
     EXPECT_TRUE(p.requires_grad());
     EXPECT_TRUE(p.is_leaf());
@@ -174,9 +148,9 @@ TEST(LsqQuantizerTest, ParametersAreTheStepSizeAttributes) {
 
 TEST(LsqQuantizerTest, AllZeroTensorsAndNonPositiveStepSizesNeverGiveNan) {
   const at::Tensor weight = at::zeros({3}).requires_grad_(true);
-  auto layer = make_layer(weight, lsq_entry({"weight"}, 8));
-  Attached lsq({layer.get()});
-  const at::Tensor scale = attribute(*layer, "weight_scale");
+  auto layer = test::quant_layer(weight, test::quant_entry({"weight"}, 8));
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {layer.get()});
+  const at::Tensor scale = sdk::tensor_attribute(*layer, "weight_scale");
   EXPECT_EQ(scale.item<float>(), kMinScale);
   const at::Tensor quantized = lsq.quantizer->quantize_weight(weight, *layer, true);
   EXPECT_TRUE(quantized.equal(at::zeros({3})));
@@ -199,7 +173,7 @@ TEST(LsqQuantizerTest, AllZeroTensorsAndNonPositiveStepSizesNeverGiveNan) {
 }
 
 TEST(LsqQuantizerConfigTest, AcceptsEveryQuantTypeAndReadsEveryKey) {
-  Attached lsq({});
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {});
   const sdk::Options entry = test::config_entry(
       {{"quant_types", {"input", "weight", "output"}},
        {"quant_bits", {{"input", 8}, {"weight", 2}, {"output", 32}}}},
@@ -210,7 +184,7 @@ TEST(LsqQuantizerConfigTest, AcceptsEveryQuantTypeAndReadsEveryKey) {
 }
 
 TEST(LsqQuantizerConfigTest, RejectsOneBitNamingQuantBits) {
-  Attached lsq({});
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {});
   const sdk::Options entry = test::config_entry(
       {{"quant_types", {"weight", "output"}}, {"quant_bits", {{"weight", 8}, {"output", 1}}}}, 5);
   EXPECT_THAT([&] { lsq.quantizer->validate_config(entry); },
@@ -219,8 +193,8 @@ TEST(LsqQuantizerConfigTest, RejectsOneBitNamingQuantBits) {
 }
 
 TEST(LsqQuantizerConfigTest, WeightOnALayerWithoutWeightIsRejectedAtAttach) {
-  auto relu = make_layer(at::Tensor(), lsq_entry({"weight"}, 8), "relu1");
-  EXPECT_THAT([&] { Attached lsq({relu.get()}); },
+  auto relu = test::quant_layer(at::Tensor(), test::quant_entry({"weight"}, 8), "relu1");
+  EXPECT_THAT([&] { test::AttachedQuantizer lsq(register_algorithms, "lsq", {relu.get()}); },
               ThrowsMessage<sdk::Error>(HasSubstr("layer 'relu1': lsq is configured to quantize "
                                                   "its weight")));
 }

@@ -19,9 +19,9 @@
 #include "lithe/sdk_internal/options_json.h"
 #include "plugins/qat/quant_params.h"
 #include "plugins/qat/tracked_range.h"
-#include "support/fake_context.h"
 #include "support/paths.h"
 #include "support/plugin_test.h"
+#include "support/quantizer_test.h"
 
 namespace lithe::plugins::qat {
 namespace {
@@ -31,39 +31,14 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 using sdk::QuantType;
 
+/// test::quant_entry with NNI's default 8 bits and, when given, `quant_start_step`.
 nlohmann::ordered_json qat_entry(std::vector<std::string> types, int bits = 8,
                                  std::optional<int> start_step = std::nullopt) {
-  nlohmann::ordered_json entry{{"quant_types", types}, {"quant_bits", bits}};
+  nlohmann::ordered_json entry = test::quant_entry(types, bits);
   if (start_step) {
     entry["quant_start_step"] = *start_step;
   }
   return entry;
-}
-
-std::unique_ptr<sdk::LayerView> make_layer(const at::Tensor& weight,
-                                           const nlohmann::ordered_json& entry,
-                                           const std::string& name = "fc") {
-  return std::make_unique<sdk::LayerView>(0, name, weight.defined() ? "Linear" : "ReLU", weight,
-                                          std::nullopt, test::config_entry(entry, 0));
-}
-
-/// The "qat" quantizer built by the registry and attached to `layers`, as the host does.
-struct Attached {
-  explicit Attached(std::vector<sdk::LayerView*> layers) {
-    register_algorithms(registry);
-    quantizer = registry.make_quantizer("qat", test::options_json(nlohmann::ordered_json::object()));
-    test::FakeContext context(std::move(layers), registry);
-    quantizer->attach(context);
-  }
-  host::PluginRegistry registry;
-  std::unique_ptr<sdk::Quantizer> quantizer;
-};
-
-at::Tensor attribute(const sdk::LayerView& layer, const std::string& key) {
-  return std::get<at::Tensor>(*layer.attribute(key));
-}
-float value(const sdk::LayerView& layer, const std::string& key) {
-  return attribute(layer, key).item<float>();
 }
 
 /// Same shape and the same float32 bit patterns (at::equal treats −0 and +0 as equal).
@@ -172,13 +147,13 @@ TEST(QatWeightTest, FusedKernelMatchesNnisTorchFormulaBitForBit) {
   };
   for (int bits : {2, 4, 8}) {
     for (const at::Tensor& w : weights) {
-      auto layer = make_layer(w, qat_entry({"weight"}, bits));
-      Attached qat({layer.get()});
+      auto layer = test::quant_layer(w, qat_entry({"weight"}, bits));
+      test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
       const at::Tensor quantized = qat.quantizer->quantize_weight(w, *layer, true);
       const QuantParams params = update_quantization_param(
           bits, w.min().item<float>(), w.max().item<float>());
-      EXPECT_EQ(value(*layer, "weight_scale"), params.scale);
-      EXPECT_EQ(value(*layer, "weight_zero_point"), params.zero_point);
+      EXPECT_EQ(test::attribute_value(*layer, "weight_scale"), params.scale);
+      EXPECT_EQ(test::attribute_value(*layer, "weight_zero_point"), params.zero_point);
       EXPECT_TRUE(bit_equal(quantized, nni_fake_quantize(w, params.scale, params.zero_point, bits)))
           << bits << " bits, " << w.numel() << " weights";
     }
@@ -188,34 +163,29 @@ TEST(QatWeightTest, FusedKernelMatchesNnisTorchFormulaBitForBit) {
 TEST(QatWeightTest, NniExampleWeight) {
   // Reference §7 case 21.
   const at::Tensor w = at::tensor({1.1287f, 2.3456f, 3.7814f, 5.9723f}).reshape({2, 2});
-  auto layer = make_layer(w, qat_entry({"weight"}));
-  Attached qat({layer.get()});
+  auto layer = test::quant_layer(w, qat_entry({"weight"}));
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
   const at::Tensor quantized = qat.quantizer->quantize_weight(w, *layer, true);
   const at::Tensor expected = at::tensor({1.1242f, 2.3421f, 3.7707f, 5.9723f}).reshape({2, 2});
   EXPECT_TRUE(at::allclose(quantized, expected, 1e-4, 0)) << quantized;
-  EXPECT_EQ(value(*layer, "weight_scale"), 5.9723f / 255.f);
-  EXPECT_EQ(value(*layer, "weight_zero_point"), 0.f);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_scale"), 5.9723f / 255.f);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_zero_point"), 0.f);
 }
 
 void expect_golden_weights(const std::string& model, const std::string& golden_case,
                            const std::vector<std::string>& names, bool check_params) {
   const auto conformance = test::shared_dir() / "conformance";
   const auto golden = test::load_tensor_dict(conformance / "golden" / golden_case / "tensors.pt");
-  const auto state = test::load_tensor_dict(conformance / "models" / (model + "_state.pt"));
-  std::vector<std::unique_ptr<sdk::LayerView>> owned;
-  std::vector<sdk::LayerView*> layers;
-  for (const std::string& name : names) {
-    owned.push_back(make_layer(state.at(name + ".weight"), qat_entry({"weight"}), name));
-    layers.push_back(owned.back().get());
-  }
-  Attached qat(layers);
-  for (sdk::LayerView* layer : layers) {
+  const test::GoldenLayers layers = test::golden_quant_layers(model, names, qat_entry({"weight"}));
+  test::AttachedQuantizer qat(register_algorithms, "qat", layers.views);
+  for (sdk::LayerView* layer : layers.views) {
     const at::Tensor quantized = qat.quantizer->quantize_weight(layer->weight(), *layer, true);
     EXPECT_TRUE(bit_equal(quantized, golden.at("step0/" + layer->name() + ".weight")))
         << golden_case << " " << layer->name();
     if (check_params) {  // NNI's shared buffers hold the weight's parameters in weight-only QAT
-      EXPECT_TRUE(attribute(*layer, "weight_scale").equal(golden.at("step0/" + layer->name() + ".scale")));
-      EXPECT_TRUE(attribute(*layer, "weight_zero_point")
+      EXPECT_TRUE(sdk::tensor_attribute(*layer, "weight_scale")
+                      .equal(golden.at("step0/" + layer->name() + ".scale")));
+      EXPECT_TRUE(sdk::tensor_attribute(*layer, "weight_zero_point")
                       .equal(golden.at("step0/" + layer->name() + ".zero_point")));
     }
   }
@@ -232,20 +202,20 @@ TEST(QatWeightTest, MatchesNniGoldenWeightsAndParamsBitForBit) {
 TEST(QatWeightTest, EvaluationQuantizesTheCurrentWeight) {
   // NNI v2.0 reuses the last training weight in evaluation (stale); Lithe recomputes.
   const at::Tensor w = at::tensor({-1.f, .5f, 2.f});
-  auto layer = make_layer(w, qat_entry({"weight"}));
-  Attached qat({layer.get()});
+  auto layer = test::quant_layer(w, qat_entry({"weight"}));
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
   qat.quantizer->quantize_weight(w, *layer, true);
   const at::Tensor updated = w * 3;  // an optimizer step later
   const at::Tensor quantized = qat.quantizer->quantize_weight(updated, *layer, false);
   const QuantParams params = update_quantization_param(8, -3.f, 6.f);
-  EXPECT_EQ(value(*layer, "weight_scale"), params.scale);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_scale"), params.scale);
   EXPECT_TRUE(bit_equal(quantized, nni_fake_quantize(updated, params.scale, params.zero_point, 8)));
 }
 
 TEST(QatWeightTest, WeightGradientIsStraightThroughThroughTheSdkAdapter) {
   const at::Tensor w = (at::randn({8, 8}) * .3).requires_grad_(true);
-  auto layer = make_layer(w, qat_entry({"weight"}));
-  Attached qat({layer.get()});
+  auto layer = test::quant_layer(w, qat_entry({"weight"}));
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
   const at::Tensor quantized =
       sdk::apply_quant_grad(*qat.quantizer, w, QuantType::kWeight, *layer, true);
   const at::Tensor upstream = at::randn({8, 8});
@@ -255,12 +225,12 @@ TEST(QatWeightTest, WeightGradientIsStraightThroughThroughTheSdkAdapter) {
 }
 
 TEST(QatWeightTest, AllZeroWeightGivesZerosNotNan) {
-  auto layer = make_layer(at::zeros({4, 2}), qat_entry({"weight"}));
-  Attached qat({layer.get()});
+  auto layer = test::quant_layer(at::zeros({4, 2}), qat_entry({"weight"}));
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
   const at::Tensor quantized = qat.quantizer->quantize_weight(at::zeros({4, 2}), *layer, true);
   EXPECT_TRUE(bit_equal(quantized, at::zeros({4, 2}))) << quantized;
-  EXPECT_EQ(value(*layer, "weight_scale"), kMinScale);
-  EXPECT_EQ(value(*layer, "weight_zero_point"), 0.f);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_scale"), kMinScale);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_zero_point"), 0.f);
 }
 
 // --- activations -------------------------------------------------------------------------------
@@ -268,15 +238,15 @@ TEST(QatWeightTest, AllZeroWeightGivesZerosNotNan) {
 TEST(QatActivationTest, RangeStartsFromTheFirstTrainingBatchSoNothingIsClipped) {
   // Reference §7 case 22's inputs. NNI starts its EMA at 0 (tracked max 0.002 after the first
   // batch, outputs clipped to it); Lithe tracks [−.2, .2] and quantizes within one step.
-  auto relu = make_layer(at::Tensor(), qat_entry({"output"}), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   const at::Tensor first = at::tensor({-.2f, 0.f, .1f, .2f}).reshape({2, 2});
   const at::Tensor y = qat.quantizer->quantize_output(first, *relu, true);
-  EXPECT_EQ(value(*relu, "output_tracked_min"), -.2f);
-  EXPECT_EQ(value(*relu, "output_tracked_max"), .2f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_min"), -.2f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_max"), .2f);
   const QuantParams params = update_quantization_param(8, -.2f, .2f);
-  EXPECT_EQ(value(*relu, "output_scale"), params.scale);
-  EXPECT_EQ(value(*relu, "output_zero_point"), params.zero_point);
+  EXPECT_EQ(test::attribute_value(*relu, "output_scale"), params.scale);
+  EXPECT_EQ(test::attribute_value(*relu, "output_zero_point"), params.zero_point);
   EXPECT_LE((y - first).abs().max().item<float>(), params.scale / 2 * 1.001f) << y;
   EXPECT_TRUE(bit_equal(y, nni_fake_quantize(first, params.scale, params.zero_point, 8)));
 
@@ -284,8 +254,8 @@ TEST(QatActivationTest, RangeStartsFromTheFirstTrainingBatchSoNothingIsClipped) 
   const at::Tensor second = at::tensor({.2f, .4f, .6f, .8f}).reshape({2, 2});
   const at::Tensor y2 = qat.quantizer->quantize_output(second, *relu, true);
   const TrackedRange expected = track({-.2f, .2f}, .2f, .8f);
-  EXPECT_EQ(value(*relu, "output_tracked_min"), expected.min);
-  EXPECT_EQ(value(*relu, "output_tracked_max"), expected.max);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_min"), expected.min);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_max"), expected.max);
   const QuantParams params2 = update_quantization_param(8, expected.min, expected.max);
   EXPECT_TRUE(bit_equal(y2, nni_fake_quantize(second, params2.scale, params2.zero_point, 8)));
   EXPECT_NEAR(y2.max().item<float>(), expected.max, params2.scale);
@@ -295,55 +265,57 @@ TEST(QatActivationTest, WeightAndOutputKeepSeparateParameters) {
   // Reference §7 case 23's layer: W = [[1, 2], [3, 5]], float output [2, 9]. NNI shares one
   // scale, and its EMA from 0 turns the output into [0.09, 0.09]; Lithe keeps both.
   const at::Tensor w = at::tensor({1.f, 2.f, 3.f, 5.f}).reshape({2, 2});
-  auto layer = make_layer(w, qat_entry({"weight", "output"}));
-  Attached qat({layer.get()});
+  auto layer = test::quant_layer(w, qat_entry({"weight", "output"}));
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
   qat.quantizer->quantize_weight(w, *layer, true);
   const at::Tensor out = at::tensor({2.f, 9.f});
   const at::Tensor y = qat.quantizer->quantize_output(out, *layer, true);
-  EXPECT_EQ(value(*layer, "weight_scale"), 5.f / 255.f);
-  EXPECT_EQ(value(*layer, "output_scale"), 9.f / 255.f);
-  EXPECT_EQ(value(*layer, "weight_zero_point"), 0.f);
-  EXPECT_EQ(value(*layer, "output_zero_point"), 0.f);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_scale"), 5.f / 255.f);
+  EXPECT_EQ(test::attribute_value(*layer, "output_scale"), 9.f / 255.f);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_zero_point"), 0.f);
+  EXPECT_EQ(test::attribute_value(*layer, "output_zero_point"), 0.f);
   EXPECT_TRUE(at::allclose(y, out, 0, 9.f / 255.f / 2)) << y;
 }
 
 TEST(QatActivationTest, EvaluationUsesTheStoredParametersAndLeavesThemAlone) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"output"}), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   qat.quantizer->quantize_output(at::linspace(-1, 1, 11), *relu, true);
-  const float scale = value(*relu, "output_scale");
-  const float zero_point = value(*relu, "output_zero_point");
+  const float scale = test::attribute_value(*relu, "output_scale");
+  const float zero_point = test::attribute_value(*relu, "output_zero_point");
   const at::Tensor x = at::tensor({-3.f, -.31f, .5f, 3.f});
   const at::Tensor y = qat.quantizer->quantize_output(x, *relu, false);
   EXPECT_TRUE(bit_equal(y, nni_fake_quantize(x, scale, zero_point, 8))) << y;
   EXPECT_NEAR(y[0].item<float>(), -1.f, scale) << "clipped at the tracked range";
   EXPECT_NEAR(y[3].item<float>(), 1.f, scale);
-  EXPECT_EQ(value(*relu, "output_tracked_min"), -1.f);
-  EXPECT_EQ(value(*relu, "output_tracked_max"), 1.f);
-  EXPECT_EQ(value(*relu, "output_scale"), scale);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_min"), -1.f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_max"), 1.f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_scale"), scale);
 }
 
 TEST(QatActivationTest, EvaluationBeforeAnyTrainingPassesThrough) {
   // NNI quantizes with its initial scale 1 here, rounding outputs to integers.
-  auto relu = make_layer(at::Tensor(), qat_entry({"input", "output"}), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"input", "output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   const at::Tensor x = at::tensor({-.7f, .26f, 3.3f}).requires_grad_(true);
   const at::Tensor y = sdk::apply_quant_grad(*qat.quantizer, x, QuantType::kOutput, *relu, false);
   EXPECT_TRUE(bit_equal(y, x.detach()));
   EXPECT_TRUE(bit_equal(qat.quantizer->quantize_input(x.detach(), *relu, false), x.detach()));
   y.sum().backward();
   EXPECT_TRUE(x.grad().equal(at::ones({3})));
-  EXPECT_EQ(value(*relu, "output_tracked_min"), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(value(*relu, "output_tracked_max"), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_min"),
+            std::numeric_limits<float>::infinity());
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_max"),
+            -std::numeric_limits<float>::infinity());
 }
 
 TEST(QatActivationTest, AllZeroOutputGivesZerosNotNan) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"output"}), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   const at::Tensor y = qat.quantizer->quantize_output(at::zeros({3, 3}), *relu, true);
   EXPECT_TRUE(bit_equal(y, at::zeros({3, 3}))) << y;
-  EXPECT_EQ(value(*relu, "output_scale"), kMinScale);
-  EXPECT_EQ(value(*relu, "output_zero_point"), 0.f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_scale"), kMinScale);
+  EXPECT_EQ(test::attribute_value(*relu, "output_zero_point"), 0.f);
   // Only zero was ever seen: later values collapse onto (almost exactly) 0, never NaN.
   const at::Tensor later = qat.quantizer->quantize_output(at::tensor({-5.f, 7.f}), *relu, false);
   EXPECT_FALSE(at::isnan(later).any().item<bool>());
@@ -351,25 +323,25 @@ TEST(QatActivationTest, AllZeroOutputGivesZerosNotNan) {
 }
 
 TEST(QatActivationTest, InputIsQuantizedWithItsOwnState) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"input", "output"}), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"input", "output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   const at::Tensor x = at::tensor({-2.f, 0.f, 2.f});
   qat.quantizer->quantize_input(x, *relu, true);
   qat.quantizer->quantize_output(x.clamp_min(0), *relu, true);
-  EXPECT_EQ(value(*relu, "input_tracked_min"), -2.f);
-  EXPECT_EQ(value(*relu, "output_tracked_min"), 0.f);
-  EXPECT_EQ(value(*relu, "input_scale"), 4.f / 255.f);
-  EXPECT_EQ(value(*relu, "output_scale"), 2.f / 255.f);
+  EXPECT_EQ(test::attribute_value(*relu, "input_tracked_min"), -2.f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_min"), 0.f);
+  EXPECT_EQ(test::attribute_value(*relu, "input_scale"), 4.f / 255.f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_scale"), 2.f / 255.f);
 }
 
 // --- QATGrad -----------------------------------------------------------------------------------
 
 TEST(QatGradTest, ZeroesExactlyTheOutOfRangeElementsOfAnExpandedGradient) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"output"}, 4), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}, 4), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   qat.quantizer->quantize_output(at::tensor({-1.f, 1.f}), *relu, true);  // range [−1, 1]
-  const float scale = value(*relu, "output_scale");
-  const float zero_point = value(*relu, "output_zero_point");
+  const float scale = test::attribute_value(*relu, "output_scale");
+  const float zero_point = test::attribute_value(*relu, "output_zero_point");
   const at::Tensor x = at::linspace(-2, 2, 81).requires_grad_(true);
   const at::Tensor y = sdk::apply_quant_grad(*qat.quantizer, x, QuantType::kOutput, *relu, false);
   y.sum().backward();  // an expanded (stride-0) gradient reaches QATGrad
@@ -383,8 +355,8 @@ TEST(QatGradTest, ZeroesExactlyTheOutOfRangeElementsOfAnExpandedGradient) {
 }
 
 TEST(QatGradTest, TrainingGradientUsesTheParametersOfThatForward) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"output"}), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   qat.quantizer->quantize_output(at::tensor({-1.f, 1.f}), *relu, true);
   // The second batch is wider than the EMA range: its ends are clipped.
   const at::Tensor x = at::tensor({-4.f, -1.f, 0.f, .9f, 4.f}).requires_grad_(true);
@@ -396,8 +368,8 @@ TEST(QatGradTest, TrainingGradientUsesTheParametersOfThatForward) {
 // The backward reuses the mask the forward's kernel produced; for a tensor that is not the
 // latest forward's (a module called twice) it recomputes it. Both must agree.
 TEST(QatGradTest, RecomputedMaskEqualsTheForwardsMask) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"output"}, 4), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}, 4), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   qat.quantizer->quantize_output(at::tensor({-1.f, 1.f}), *relu, true);
   const at::Tensor x = at::linspace(-2, 2, 81).requires_grad_(true);
   sdk::apply_quant_grad(*qat.quantizer, x, QuantType::kOutput, *relu, false).sum().backward();
@@ -413,34 +385,36 @@ TEST(QatGradTest, RecomputedMaskEqualsTheForwardsMask) {
 TEST(QatStartStepTest, FloatBeforeTheStartStepQuantizedFromItOn) {
   // Reference §7 case 23: quant_start_step 3 → forwards at steps 1 and 2 are float.
   const at::Tensor w = at::tensor({.11f, -.52f, .93f, .3f});
-  auto layer = make_layer(w, qat_entry({"weight", "output"}, 8, 3));
-  Attached qat({layer.get()});
+  auto layer = test::quant_layer(w, qat_entry({"weight", "output"}, 8, 3));
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
   const at::Tensor out = at::tensor({-.33f, 1.71f});
   for (int steps = 1; steps <= 4; ++steps) {
-    EXPECT_EQ(value(*layer, "steps"), static_cast<float>(steps));
+    EXPECT_EQ(test::attribute_value(*layer, "steps"), static_cast<float>(steps));
     const at::Tensor qw = qat.quantizer->quantize_weight(w, *layer, true);
     const at::Tensor qo = qat.quantizer->quantize_output(out, *layer, true);
     if (steps == 1) {  // the range is tracked from the first training forward, before the start
-      EXPECT_EQ(value(*layer, "output_tracked_min"), -.33f);
-      EXPECT_EQ(value(*layer, "output_tracked_max"), 1.71f);
+      EXPECT_EQ(test::attribute_value(*layer, "output_tracked_min"), -.33f);
+      EXPECT_EQ(test::attribute_value(*layer, "output_tracked_max"), 1.71f);
     }
     if (steps < 3) {
       EXPECT_TRUE(bit_equal(qw, w)) << "float weight at step " << steps;
       EXPECT_TRUE(bit_equal(qo, out)) << "float output at step " << steps;
     } else {
       EXPECT_FALSE(qw.equal(w)) << "quantized weight at step " << steps;
-      EXPECT_TRUE(bit_equal(qw, nni_fake_quantize(w, value(*layer, "weight_scale"),
-                                                  value(*layer, "weight_zero_point"), 8)));
-      EXPECT_TRUE(bit_equal(qo, nni_fake_quantize(out, value(*layer, "output_scale"),
-                                                  value(*layer, "output_zero_point"), 8)));
+      EXPECT_TRUE(bit_equal(
+          qw, nni_fake_quantize(w, test::attribute_value(*layer, "weight_scale"),
+                                test::attribute_value(*layer, "weight_zero_point"), 8)));
+      EXPECT_TRUE(bit_equal(
+          qo, nni_fake_quantize(out, test::attribute_value(*layer, "output_scale"),
+                                test::attribute_value(*layer, "output_zero_point"), 8)));
     }
     qat.quantizer->step();  // the host calls this after every optimizer step
   }
 }
 
 TEST(QatStartStepTest, BackwardBeforeTheStartStepIsStraightThrough) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"output"}, 2, 5), "relu");
-  Attached qat({relu.get()});
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}, 2, 5), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
   qat.quantizer->quantize_output(at::tensor({-.1f, .1f}), *relu, true);
   const at::Tensor x = at::tensor({-9.f, 9.f}).requires_grad_(true);
   sdk::apply_quant_grad(*qat.quantizer, x, QuantType::kOutput, *relu, true).sum().backward();
@@ -448,23 +422,23 @@ TEST(QatStartStepTest, BackwardBeforeTheStartStepIsStraightThrough) {
 }
 
 TEST(QatStartStepTest, StepIncrementsEveryLayersCounterInPlace) {
-  auto a = make_layer(at::ones({2}), qat_entry({"weight"}), "a");
-  auto b = make_layer(at::Tensor(), qat_entry({"output"}), "b");
-  Attached qat({a.get(), b.get()});
-  const at::Tensor registered = attribute(*a, "steps");
+  auto a = test::quant_layer(at::ones({2}), qat_entry({"weight"}), "a");
+  auto b = test::quant_layer(at::Tensor(), qat_entry({"output"}), "b");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {a.get(), b.get()});
+  const at::Tensor registered = sdk::tensor_attribute(*a, "steps");
   qat.quantizer->step();
   qat.quantizer->step();
-  EXPECT_TRUE(attribute(*a, "steps").is_same(registered));
+  EXPECT_TRUE(sdk::tensor_attribute(*a, "steps").is_same(registered));
   EXPECT_EQ(registered.item<float>(), 3.f);
-  EXPECT_EQ(value(*b, "steps"), 3.f);
+  EXPECT_EQ(test::attribute_value(*b, "steps"), 3.f);
 }
 
 // --- state -------------------------------------------------------------------------------------
 
 TEST(QatStateTest, AttributesExistOnlyForTheConfiguredTypesAsFloatOneElementTensors) {
-  auto fc = make_layer(at::ones({2, 2}), qat_entry({"weight"}), "fc");
-  auto relu = make_layer(at::Tensor(), qat_entry({"input", "output"}), "relu");
-  Attached qat({fc.get(), relu.get()});
+  auto fc = test::quant_layer(at::ones({2, 2}), qat_entry({"weight"}), "fc");
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"input", "output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {fc.get(), relu.get()});
   EXPECT_THAT(fc->attribute_keys(), ElementsAre("steps", "weight_scale", "weight_zero_point"));
   EXPECT_THAT(relu->attribute_keys(),
               ElementsAre("input_scale", "input_tracked_max", "input_tracked_min",
@@ -472,23 +446,24 @@ TEST(QatStateTest, AttributesExistOnlyForTheConfiguredTypesAsFloatOneElementTens
                           "output_tracked_min", "output_zero_point", "steps"));
   for (const sdk::LayerView* layer : {fc.get(), relu.get()}) {
     for (const std::string& key : layer->attribute_keys()) {
-      const at::Tensor t = attribute(*layer, key);
+      const at::Tensor t = sdk::tensor_attribute(*layer, key);
       EXPECT_EQ(t.scalar_type(), at::kFloat) << key;
       EXPECT_EQ(t.sizes(), at::IntArrayRef({1})) << key;
     }
   }
-  EXPECT_EQ(value(*relu, "output_scale"), 1.f) << "NNI's initial buffers";
-  EXPECT_EQ(value(*relu, "output_zero_point"), 0.f);
-  EXPECT_EQ(value(*fc, "weight_scale"), 1.f / 255.f) << "the weight's own, from attach on";
-  EXPECT_EQ(value(*fc, "steps"), 1.f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_scale"), 1.f) << "NNI's initial buffers";
+  EXPECT_EQ(test::attribute_value(*relu, "output_zero_point"), 0.f);
+  EXPECT_EQ(test::attribute_value(*fc, "weight_scale"), 1.f / 255.f)
+      << "the weight's own, from attach on";
+  EXPECT_EQ(test::attribute_value(*fc, "steps"), 1.f);
 }
 
 TEST(QatStateTest, WeightParametersFollowTheWeightAfterEveryOptimizerStep) {
   // A saved model's weight parameters (and the calibration file) match its final weights, not
   // those of the last forward before the last optimizer step.
   const at::Tensor w = at::tensor({-1.f, 2.f});
-  auto layer = make_layer(w, qat_entry({"weight"}));
-  Attached qat({layer.get()});
+  auto layer = test::quant_layer(w, qat_entry({"weight"}));
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
   qat.quantizer->quantize_weight(w, *layer, true);
   {
     at::NoGradGuard no_grad;
@@ -496,13 +471,13 @@ TEST(QatStateTest, WeightParametersFollowTheWeightAfterEveryOptimizerStep) {
   }
   qat.quantizer->step();
   const QuantParams params = update_quantization_param(8, -2.f, 4.f);
-  EXPECT_EQ(value(*layer, "weight_scale"), params.scale);
-  EXPECT_EQ(value(*layer, "weight_zero_point"), params.zero_point);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_scale"), params.scale);
+  EXPECT_EQ(test::attribute_value(*layer, "weight_zero_point"), params.zero_point);
 }
 
 TEST(QatStateTest, RestoredStateContinuesWhereTheSavedModelStopped) {
   const at::Tensor w = at::tensor({-.5f, 1.5f});
-  auto layer = make_layer(w, qat_entry({"weight", "output"}, 8, 4));
+  auto layer = test::quant_layer(w, qat_entry({"weight", "output"}, 8, 4));
   // A model saved after four optimizer steps and some training: the host sets these before
   // attach.
   layer->set_attribute("steps", at::tensor({5.f}));
@@ -511,21 +486,21 @@ TEST(QatStateTest, RestoredStateContinuesWhereTheSavedModelStopped) {
   const QuantParams saved = update_quantization_param(8, -1.f, 1.f);
   layer->set_attribute("output_scale", at::tensor({saved.scale}));
   layer->set_attribute("output_zero_point", at::tensor({saved.zero_point}));
-  Attached qat({layer.get()});
-  EXPECT_EQ(value(*layer, "steps"), 5.f);
+  test::AttachedQuantizer qat(register_algorithms, "qat", {layer.get()});
+  EXPECT_EQ(test::attribute_value(*layer, "steps"), 5.f);
   EXPECT_FALSE(qat.quantizer->quantize_weight(w, *layer, false).equal(w)) << "past the start step";
   const at::Tensor x = at::tensor({-2.f, .3f, 2.f});
   EXPECT_TRUE(bit_equal(qat.quantizer->quantize_output(x, *layer, false),
                         nni_fake_quantize(x, saved.scale, saved.zero_point, 8)));
   qat.quantizer->quantize_output(at::tensor({0.f, 3.f}), *layer, true);
-  EXPECT_EQ(value(*layer, "output_tracked_max"), track({-1.f, 1.f}, 0.f, 3.f).max)
+  EXPECT_EQ(test::attribute_value(*layer, "output_tracked_max"), track({-1.f, 1.f}, 0.f, 3.f).max)
       << "the EMA continues from the restored range";
 }
 
 // --- config ------------------------------------------------------------------------------------
 
 TEST(QatConfigTest, AcceptsEveryQuantTypeAndReadsEveryKey) {
-  Attached qat({});
+  test::AttachedQuantizer qat(register_algorithms, "qat", {});
   const sdk::Options entry = test::config_entry(
       {{"quant_types", {"input", "weight", "output"}},
        {"quant_bits", {{"input", 8}, {"weight", 4}, {"output", 6}}},
@@ -537,7 +512,7 @@ TEST(QatConfigTest, AcceptsEveryQuantTypeAndReadsEveryKey) {
 }
 
 TEST(QatConfigTest, RejectsABadQuantStartStepNamingTheJsonPath) {
-  Attached qat({});
+  test::AttachedQuantizer qat(register_algorithms, "qat", {});
   EXPECT_THAT([&] { qat.quantizer->validate_config(test::config_entry(qat_entry({"weight"}, 8, -1), 2)); },
               ThrowsMessage<sdk::Error>(HasSubstr("/config_list/2/quant_start_step must be an "
                                                   "integer >= 0, got -1")));
@@ -553,8 +528,8 @@ TEST(QatConfigTest, RejectsABadQuantStartStepNamingTheJsonPath) {
 }
 
 TEST(QatConfigTest, WeightOnALayerWithoutWeightIsRejectedAtAttach) {
-  auto relu = make_layer(at::Tensor(), qat_entry({"weight", "output"}), "relu1");
-  EXPECT_THAT([&] { Attached qat({relu.get()}); },
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"weight", "output"}), "relu1");
+  EXPECT_THAT([&] { test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()}); },
               ThrowsMessage<sdk::Error>(HasSubstr("layer 'relu1': qat is configured to quantize "
                                                   "its weight")));
 }

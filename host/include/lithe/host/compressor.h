@@ -28,6 +28,12 @@ class Optimizer;
 
 namespace lithe::host {
 
+namespace detail {
+class ActivationCollectors;
+class OptimizerStepCallbacks;
+class SavedModelStates;
+}  // namespace detail
+
 /// What `lithe compress` reads: {"algorithm": name, "config_list": [...], "options": {...}}.
 struct CompressionConfig {
   std::string algorithm;
@@ -95,7 +101,6 @@ class PruningSession final : public sdk::CompressionContext, public TrainingHook
   std::map<std::string, int64_t> group_dependencies() override;
 
  private:
-  void refresh_taps();
   void register_gradient_hooks();
   const LayerDependencies& dependencies();
 
@@ -105,11 +110,9 @@ class PruningSession final : public sdk::CompressionContext, public TrainingHook
   std::unique_ptr<sdk::Pruner> pruner_;
   ResolvedConfig resolved_;
   std::vector<std::unique_ptr<sdk::LayerView>> layers_;
-  std::map<int64_t, sdk::ActivationCollector> collectors_;
-  int64_t next_collector_id_ = 1;
-  std::map<int64_t, std::function<void()>> step_callbacks_;
-  int64_t next_step_callback_id_ = 1;
-  std::map<int64_t, std::vector<at::Tensor>> saved_states_;  // handle -> copies of state_tensors
+  std::unique_ptr<detail::ActivationCollectors> collectors_;
+  std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
+  std::unique_ptr<detail::SavedModelStates> saved_states_;
   bool reset_optimizer_state_ = false;  // set by restore_model_state, done at the next step
   std::optional<LayerDependencies> dependencies_;  // analysed on first use
   std::vector<std::pair<at::Tensor, unsigned>> gradient_hooks_;  // (tensor, hook index)

@@ -27,6 +27,12 @@
 
 namespace lithe::host {
 
+namespace detail {
+class ActivationCollectors;
+class OptimizerStepCallbacks;
+class SavedModelStates;
+}  // namespace detail
+
 /// One quantized tensor of a layer, for reports and the calibration file.
 struct QuantTypeReport {
   sdk::QuantType type;
@@ -108,7 +114,6 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
     std::vector<sdk::QuantType> types;
   };
   at::Tensor quantize(const std::string& module, sdk::QuantType type, const at::Tensor& x);
-  void refresh_taps();
 
   Model& model_;
   const PluginRegistry& registry_;
@@ -118,11 +123,9 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
   ResolvedConfig resolved_;
   std::vector<Layer> layers_;
   std::map<std::string, Layer*> by_name_;
-  std::map<int64_t, sdk::ActivationCollector> collectors_;
-  int64_t next_collector_id_ = 1;
-  std::map<int64_t, std::function<void()>> step_callbacks_;
-  int64_t next_step_callback_id_ = 1;
-  std::map<int64_t, std::vector<at::Tensor>> saved_states_;
+  std::unique_ptr<detail::ActivationCollectors> collectors_;
+  std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
+  std::unique_ptr<detail::SavedModelStates> saved_states_;
   bool reset_optimizer_state_ = false;
   bool attached_ = false;
   bool installed_ = false;
