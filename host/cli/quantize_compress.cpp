@@ -46,6 +46,21 @@ void print_table(const std::vector<host::QuantLayerReport>& report) {
   }
 }
 
+// Whether an entry of the config quantizes inputs or outputs (ranges that need data).
+bool quantizes_activations(const host::CompressionConfig& config) {
+  const auto list = nlohmann::ordered_json::parse(config.config_list_json);
+  for (const auto& entry : list) {
+    if (entry.is_object() && entry.contains("quant_types") && entry["quant_types"].is_array()) {
+      for (const auto& type : entry["quant_types"]) {
+        if (type == "input" || type == "output") {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 int compress_with_quantizer(const CompressRequest& request, const host::CompressionConfig& config,
@@ -54,11 +69,16 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   const std::string calibration_path = request.calibration_path.empty()
                                            ? default_calibration_path(request.output_path)
                                            : request.calibration_path;
-  LITHE_CHECK(std::filesystem::absolute(calibration_path) !=
-                  std::filesystem::absolute(request.output_path),
-              sdk::Errc::kInvalidConfig, "--calibration names the same file as --output: '",
-              calibration_path, "'");
-  // Staged first: a bad output directory fails before any work; both files appear together.
+  const auto same_file = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+  };
+  LITHE_CHECK(!same_file(calibration_path, request.output_path), sdk::Errc::kInvalidConfig,
+              "--calibration names the same file as --output: '", calibration_path, "'");
+  LITHE_CHECK(!same_file(calibration_path, request.model_path), sdk::Errc::kInvalidConfig,
+              "--calibration names the input model: '", calibration_path, "'");
+  // Staged first: a bad output directory fails before any work. Both are written under
+  // temporary names and renamed into place only once both were written.
   host::StagedFile model_file(request.output_path);
   host::StagedFile calibration_file(calibration_path);
   const auto model = host::load_torchscript_model(request.model_path);
@@ -91,6 +111,13 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
                 : epochs.back().test;
   }
   const double quantize_seconds = seconds_since(quantize_start);
+  if (!request.needs_data() && quantizes_activations(config)) {
+    std::fprintf(stderr,
+                 "lithe compress: note: '%s' quantizes activations without data; algorithms "
+                 "that track activation ranges (qat, lsq) need --epochs N or "
+                 "--calibration-batches N to calibrate them\n",
+                 config.algorithm.c_str());
+  }
 
   const auto save_start = Clock::now();
   session.store_state_in_model();

@@ -1,8 +1,9 @@
 // C++-frontend models. torch::nn::Module has no virtual forward and no graph to rewrite, so
 // observation and input/output quantization swap the AnyModule held by a torch::nn::Sequential
 // for a forwarding wrapper (not registered as a child, so names and parameters do not change)
-// and swap it back on removal. Weight quantization works on any layer whose class reads a
-// public `weight` member in forward (every weighted torch::nn layer): Model::forward points
+// and swap it back on removal. Weight quantization works on the built-in layers listed in
+// weight_member() (convolutions, Linear, Bilinear, embeddings, PReLU, normalisations), whose
+// forward reads their public `weight` member: Model::forward points
 // that member at the quantized weight for the duration of the forward, and back at the float
 // parameter afterwards, so gradients reach the parameter through the quantized tensor.
 #include <torch/torch.h>
@@ -268,9 +269,17 @@ class NnModel final : public Model {
     LITHE_CHECK(sequential != nullptr, sdk::Errc::kUnsupported, "module '", name, "' ", what,
                 " on C++-frontend models need the module to sit inside a torch::nn::Sequential, "
                 "but its parent is ", parent->name());
-    const size_t index = std::stoul(child);
-    LITHE_INTERNAL_ASSERT(index < sequential->size());
-    return {sequential, index};
+    // Children of a Sequential are named by position ("0", "1", ...) unless the user named
+    // them; either way the position in named_children() is the slot.
+    const auto children = sequential->named_children();
+    for (size_t index = 0; index < children.size(); ++index) {
+      if (children[index].key() == child) {
+        LITHE_INTERNAL_ASSERT(index < sequential->size());
+        return {sequential, index};
+      }
+    }
+    throw sdk::Error(sdk::Errc::kInternal,
+                     "module '" + name + "' is not a child of its torch::nn::Sequential parent");
   }
 
   // Puts back the original modules, then wraps: quantization innermost, taps around it, so an

@@ -57,18 +57,40 @@ Targets<QuantCallback>& quant_targets() {
   return *instance;
 }
 
+thread_local std::exception_ptr op_error;
+
+// Runs `fn`; an exception is remembered for take_op_error() and rethrown.
+template <class Fn>
+auto remembering_errors(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (...) {
+    op_error = std::current_exception();
+    throw;
+  }
+}
+
 at::Tensor observe(const at::Tensor& x, const std::string& tap) {
   if (!tap.empty() && !UnobservedForwards::active()) {
-    dispatch_tap(tap, x);
+    remembering_errors([&] {
+      dispatch_tap(tap, x);
+      return 0;
+    });
   }
   return x.alias();
 }
 
 at::Tensor quantize(const at::Tensor& x, const std::string& site, int64_t type) {
-  return dispatch_quant(site, type, x);
+  return remembering_errors([&] { return dispatch_quant(site, type, x); });
 }
 
 }  // namespace
+
+std::exception_ptr take_op_error() {
+  std::exception_ptr error = op_error;
+  op_error = nullptr;
+  return error;
+}
 
 int64_t register_tap_target(TapCallback callback) { return targets().add(std::move(callback)); }
 void unregister_tap_target(int64_t id) { targets().remove(id); }
@@ -108,8 +130,14 @@ at::Tensor dispatch_quant(const std::string& site, int64_t type, const at::Tenso
 }  // namespace lithe::host::detail
 
 TORCH_LIBRARY(lithe, m) {
+  // observe returns an alias of its input, which only FROM_SCHEMA alias analysis can express.
   m.def("observe(Tensor(a) x, str tap) -> Tensor(a)", &lithe::host::detail::observe);
+  // quantize has side effects (quantizer state such as EMA ranges): CONSERVATIVE alias
+  // analysis keeps the JIT from merging or dropping calls (FROM_SCHEMA would let common
+  // subexpression elimination fold two calls on the same value into one).
   // A composite (catch-all) kernel: autograd records the ops the callback runs, so gradients
   // flow through the quantizer's autograd function to the float tensor.
-  m.def("quantize(Tensor x, str site, int type) -> Tensor", &lithe::host::detail::quantize);
+  m.def(torch::schema("quantize(Tensor x, str site, int type) -> Tensor",
+                      c10::AliasAnalysisKind::CONSERVATIVE),
+        &lithe::host::detail::quantize);
 }

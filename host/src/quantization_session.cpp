@@ -1,5 +1,8 @@
 #include "lithe/host/quantization_session.h"
 
+#include <cstring>
+#include <optional>
+
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
@@ -22,11 +25,17 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
+std::string state_buffer_name(const std::string& key) { return kStateBufferPrefix + key; }
+
 }  // namespace
 
-bool is_quant_state_name(const std::string& key) {
-  return key == "steps" || starts_with(key, "input_") || starts_with(key, "weight_") ||
-         starts_with(key, "output_");
+
+std::string QuantizationSession::identity(const Layer& layer) const {
+  nlohmann::ordered_json bits = nlohmann::ordered_json::object();
+  for (sdk::QuantType type : layer.types) {
+    bits[sdk::quant_type_name(type)] = sdk::quant_bits(layer.view->config(), type);
+  }
+  return nlohmann::ordered_json{{"algorithm", algorithm_}, {"quant_bits", bits}}.dump();
 }
 
 QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& registry,
@@ -84,6 +93,26 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
     views.push_back(layer.view.get());
   }
   collectors_->set_layers(views);
+  // Install the rewrite once and take it out again, so a layer that cannot be quantized (its
+  // forward never reads self.weight, its parent never calls it, ...) fails here, before any
+  // work; the model's forward is unchanged afterwards.
+  model_.set_quantization(sites(), [](const std::string&, sdk::QuantType, const at::Tensor& x) {
+    return x.clone();
+  });
+  model_.set_quantization({}, {});
+}
+
+std::vector<QuantSite> QuantizationSession::sites() const {
+  std::vector<QuantSite> out;
+  for (const Layer& layer : layers_) {
+    QuantSite site;
+    site.module = layer.view->name();
+    site.input = has_type(layer.types, sdk::QuantType::kInput);
+    site.weight = has_type(layer.types, sdk::QuantType::kWeight);
+    site.output = has_type(layer.types, sdk::QuantType::kOutput);
+    out.push_back(site);
+  }
+  return out;
 }
 
 QuantizationSession::~QuantizationSession() {
@@ -96,37 +125,67 @@ QuantizationSession::~QuantizationSession() {
   }
 }
 
-void QuantizationSession::compress() {
-  if (attached_) {
-    return;
-  }
-  attached_ = true;
-  // A model saved by an earlier session carries the state: hand it back before attach.
+void QuantizationSession::restore_saved_state() {
   for (Layer& layer : layers_) {
+    std::optional<std::string> saved_identity;
+    std::vector<std::pair<std::string, at::Tensor>> saved;
     for (const auto& [name, tensor] : model_.module_buffers(layer.view->name())) {
-      if (is_quant_state_name(name) && tensor.numel() > 0) {
-        layer.view->set_attribute(name, tensor);
+      if (!starts_with(name, kStateBufferPrefix) || tensor.numel() == 0) {
+        continue;  // not Lithe's, or the empty slot of an unquantized instance of a shared type
+      }
+      if (name == state_buffer_name(kIdentityKey)) {
+        const at::Tensor bytes = tensor.to(at::kByte).contiguous().cpu();
+        saved_identity = std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                                     static_cast<size_t>(bytes.numel()));
+      } else {
+        saved.emplace_back(name.substr(std::string(kStateBufferPrefix).size()), tensor);
       }
     }
+    if (saved.empty()) {
+      continue;
+    }
+    const std::string wanted = identity(layer);
+    LITHE_CHECK(saved_identity == wanted, sdk::Errc::kInvalidModel, "layer '",
+                layer.view->name(), "' carries the quantization state of an earlier session (",
+                saved_identity.value_or("unrecorded algorithm and bits"), "), but this session is ",
+                wanted, "; start from the float model, or use the same algorithm and bits");
+    for (auto& [key, tensor] : saved) {
+      layer.view->set_attribute(key, tensor);
+    }
   }
-  invoke_plugin(owner_, [&] {
-    quantizer_->attach(*this);
-    return 0;
-  });
-  store_state_in_model();
+}
 
-  std::vector<QuantSite> sites;
-  for (const Layer& layer : layers_) {
-    QuantSite site;
-    site.module = layer.view->name();
-    site.input = has_type(layer.types, sdk::QuantType::kInput);
-    site.weight = has_type(layer.types, sdk::QuantType::kWeight);
-    site.output = has_type(layer.types, sdk::QuantType::kOutput);
-    sites.push_back(site);
+void QuantizationSession::compress() {
+  LITHE_CHECK(attach_failure_.empty(), sdk::Errc::kInvalidConfig,
+              "this quantization session cannot continue: ", attach_failure_);
+  if (installed_) {
+    return;
   }
-  model_.set_quantization(sites, [this](const std::string& module, sdk::QuantType type,
-                                        const at::Tensor& x) { return quantize(module, type, x); });
+  // Everything that can fail comes before the model changes: restoring and attaching only
+  // touch the layer views, installing the rewrite is all-or-nothing, and only then are the
+  // state buffers added to the model.
+  try {
+    restore_saved_state();
+    invoke_plugin(owner_, [&] {
+      quantizer_->attach(*this);
+      return 0;
+    });
+    check_state_names();
+  } catch (const std::exception& e) {
+    attach_failure_ = e.what();  // a half-attached quantizer is never run nor attached twice
+    collectors_->clear();
+    step_callbacks_->clear();
+    throw;
+  }
+  model_.set_quantization(sites(), [this](const std::string& module, sdk::QuantType type,
+                                          const at::Tensor& x) { return quantize(module, type, x); });
   installed_ = true;
+  store_state_in_model();
+}
+
+void QuantizationSession::require_compressed(const char* what) const {
+  LITHE_CHECK(installed_, sdk::Errc::kInvalidConfig, owner_, ": ", what,
+              " before compress(): the model is not quantized yet");
 }
 
 void QuantizationSession::detach() {
@@ -143,6 +202,9 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
               "'");
   sdk::LayerView& view = *it->second->view;
   const bool training = model_.is_training() || calibrating_;
+  LITHE_CHECK(x.is_floating_point(), sdk::Errc::kUnsupportedLayer, owner_, " on layer '",
+              module, "': its ", sdk::quant_type_name(type), " is a ", x.scalar_type(),
+              " tensor; only floating-point tensors can be fake-quantized");
   at::Tensor out;
   try {
     if (!quantizer_->records_autograd()) {
@@ -161,6 +223,14 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
     invoke_plugin(owner_ + " on layer '" + module + "' (" + sdk::quant_type_name(type) + ")",
                   [&]() -> int { std::rethrow_exception(error); });
   }
+  LITHE_CHECK(out.defined() && out.sizes() == x.sizes() && out.scalar_type() == x.scalar_type() &&
+                  out.device() == x.device(),
+              sdk::Errc::kInternal, owner_, " on layer '", module, "': quantize_",
+              sdk::quant_type_name(type), " returned ",
+              out.defined() ? c10::str(out.scalar_type(), out.sizes(), " on ", out.device())
+                            : std::string("an undefined tensor"),
+              " for a ", x.scalar_type(), x.sizes(), " on ", x.device(),
+              "; it must return the same shape, dtype and device");
   if (recording_) {
     records_[{module, type}] = {x.detach().clone(), out.detach().clone()};
   }
@@ -180,23 +250,44 @@ const QuantRecord* QuantizationSession::last_record(const std::string& layer,
   return it == records_.end() ? nullptr : &it->second;
 }
 
+void QuantizationSession::check_state_names() const {
+  for (const Layer& layer : layers_) {
+    for (const std::string& key : layer.view->attribute_keys()) {
+      LITHE_CHECK(!key.empty() && key != kIdentityKey &&
+                      key.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+                          std::string::npos,
+                  sdk::Errc::kInvalidConfig, owner_, " on layer '", layer.view->name(),
+                  "': state attribute '", key, "' must be a non-empty identifier (letters, ",
+                  "digits, _) other than '", kIdentityKey, "' to be saved as a buffer");
+    }
+  }
+}
+
 void QuantizationSession::store_state_in_model() {
   for (const Layer& layer : layers_) {
+    bool has_state = false;
     for (const std::string& key : layer.view->attribute_keys()) {
       const auto* tensor = std::get_if<at::Tensor>(layer.view->attribute(key));
       if (tensor == nullptr || !tensor->defined()) {
         continue;
       }
-      LITHE_CHECK(is_quant_state_name(key), sdk::Errc::kInternal, owner_, " on layer '",
-                  layer.view->name(), "': tensor attribute '", key, "' does not follow the ",
-                  "state naming rule (\"steps\" or a name starting with input_, weight_ or ",
-                  "output_), so it could not be restored from a saved model");
-      model_.set_module_buffer(layer.view->name(), key, *tensor);
+      model_.set_module_buffer(layer.view->name(), state_buffer_name(key), *tensor);
+      has_state = true;
+    }
+    if (has_state) {
+      // Which algorithm and bits the state belongs to, so a later session can refuse to
+      // continue another configuration's state (bytes of a JSON text: buffers are tensors).
+      const std::string id = identity(layer);
+      const at::Tensor bytes = at::empty({static_cast<int64_t>(id.size())}, at::kByte);
+      std::memcpy(bytes.data_ptr<uint8_t>(), id.data(), id.size());
+      model_.set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey), bytes);
     }
   }
 }
 
 void QuantizationSession::update_epoch(int64_t epoch) {
+  require_compressed("update_epoch()");
   invoke_plugin(owner_, [&] {
     quantizer_->update_epoch(epoch);
     return 0;
@@ -204,6 +295,7 @@ void QuantizationSession::update_epoch(int64_t epoch) {
 }
 
 void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
+  require_compressed("optimizer_step()");
   if (reset_optimizer_state_) {
     optimizer.state().clear();
     reset_optimizer_state_ = false;
@@ -219,6 +311,7 @@ void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
 void QuantizationSession::step() {}
 
 std::vector<at::Tensor> QuantizationSession::extra_parameters() {
+  require_compressed("extra_parameters()");
   return invoke_plugin(owner_, [&] { return quantizer_->parameters(); });
 }
 

@@ -302,7 +302,17 @@ class TorchScriptModel final : public Model {
   }
 
   at::Tensor forward(const at::Tensor& input) override {
-    const c10::IValue output = working_.forward({input});
+    detail::take_op_error();  // a stale error of an earlier, caught failure must not resurface
+    c10::IValue output;
+    try {
+      output = working_.forward({input});
+    } catch (...) {
+      // The interpreter rewraps what a Lithe op threw; report the original (layer, rule, value).
+      if (const std::exception_ptr original = detail::take_op_error()) {
+        std::rethrow_exception(original);
+      }
+      throw;
+    }
     LITHE_CHECK(output.isTensor(), sdk::Errc::kUnsupported,
                 "the model's forward returns ", output.tagKind(), ", not a single Tensor");
     return output.toTensor();

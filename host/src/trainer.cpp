@@ -118,6 +118,9 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
   try {
     at::NoGradGuard no_grad;
     output = model.forward(data.images.narrow(0, 0, 1));
+  } catch (const sdk::Error&) {
+    model.train(was_training);
+    throw;  // Lithe's own errors (a quantizer, a collector) already say what and where
   } catch (const std::exception& e) {
     model.train(was_training);
     const std::string message = e.what();

@@ -20,7 +20,9 @@
 #include <lithe/kernels/fake_quant_ops.h>
 #include <lithe/sdk.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -131,19 +133,28 @@ struct Shared {
                 "': qat quantizes before attach()");
     return it->second;
   }
+  /// Keeps the mask for the backward of `x`, only when one can follow (x requires grad):
+  /// evaluation forwards under no_grad keep nothing, so no activation-sized mask stays alive.
   void remember(const sdk::LayerView& layer, QuantType type, const at::Tensor& x,
                 at::Tensor mask) {
-    masks[{&layer, static_cast<int>(type)}] = {x.unsafeGetTensorImpl(), x._version(),
-                                               std::move(mask)};
+    const std::pair<const sdk::LayerView*, int> key{&layer, static_cast<int>(type)};
+    if (!x.requires_grad()) {
+      masks.erase(key);
+      return;
+    }
+    masks[key] = {x.unsafeGetTensorImpl(), x._version(), std::move(mask)};
   }
-  const ForwardMask* recall(const sdk::LayerView& layer, QuantType type,
-                            const at::Tensor& x) const {
+  /// The forward's mask for `x` (removed: a backward uses it once), or nullopt.
+  std::optional<ForwardMask> take(const sdk::LayerView& layer, QuantType type,
+                                  const at::Tensor& x) {
     const auto it = masks.find({&layer, static_cast<int>(type)});
     if (it == masks.end() || it->second.tensor != x.unsafeGetTensorImpl() ||
         it->second.version != x._version()) {
-      return nullptr;
+      return std::nullopt;
     }
-    return &it->second;
+    ForwardMask found = std::move(it->second);
+    masks.erase(it);
+    return found;
   }
 };
 
@@ -160,11 +171,11 @@ kernels::FakeQuantResult fake_quantize(const at::Tensor& x, const QuantParams& p
 /// not quantize (before quant_start_step; an activation with no tracked range).
 class QatGrad final : public sdk::QuantGrad {
  public:
-  explicit QatGrad(const Shared& shared) : shared_(shared) {}
+  explicit QatGrad(Shared& shared) : shared_(shared) {}
   at::Tensor backward(const at::Tensor& x, const at::Tensor& grad_output, QuantType type,
                       const sdk::LayerView& layer) const override {
     // New tensors either way: an expanded (stride-0) grad_output is only read.
-    if (const ForwardMask* forward = shared_.recall(layer, type, x)) {
+    if (const std::optional<ForwardMask> forward = shared_.take(layer, type, x)) {
       return forward->mask.defined()
                  ? at::where(forward->mask, grad_output, at::zeros({}, grad_output.options()))
                  : grad_output;
@@ -189,7 +200,7 @@ class QatGrad final : public sdk::QuantGrad {
   }
 
  private:
-  const Shared& shared_;
+  Shared& shared_;  // the quantizer's; the backward takes the masks its forward left
 };
 
 class QatQuantizer final : public sdk::Quantizer {
@@ -238,6 +249,7 @@ class QatQuantizer final : public sdk::Quantizer {
         }
       }
     }
+    align_step_counters();
   }
 
   at::Tensor quantize_weight(const at::Tensor& weight, sdk::LayerView& layer, bool) override {
@@ -311,7 +323,21 @@ class QatQuantizer final : public sdk::Quantizer {
   /// The stored weight parameters always describe the current weight, so a saved model and its
   /// calibration file agree with its weights: set at attach and after every optimizer step, as
   /// by every quantizing forward.
-  static void store_weight_params(const sdk::LayerView& layer) {
+  /// NNI keeps one model-wide `steps`; Lithe saves it with every layer. A layer added to a
+  /// restored model starts at 1 while the others continue: every layer takes the largest
+  /// count, so quant_start_step activates all layers at the same step.
+  void align_step_counters() const {
+    at::NoGradGuard no_grad;
+    float steps = 1.0f;
+    for (const sdk::LayerView* layer : layers_) {
+      steps = std::max(steps, host_values({sdk::tensor_attribute(*layer, kStepsKey)})[0]);
+    }
+    for (const sdk::LayerView* layer : layers_) {
+      sdk::tensor_attribute(*layer, kStepsKey).fill_(steps);
+    }
+  }
+
+  void store_weight_params(const sdk::LayerView& layer) const {
     at::NoGradGuard no_grad;
     const at::Tensor& weight = layer.weight();
     if (weight.numel() == 0) {
@@ -319,7 +345,7 @@ class QatQuantizer final : public sdk::Quantizer {
     }
     const auto [rmin, rmax] = min_max(weight);
     TypeState::of(layer, QuantType::kWeight)
-        .store(update_quantization_param(sdk::quant_bits(layer.config(), QuantType::kWeight),
+        .store(update_quantization_param(shared_.config(layer).bits_of(QuantType::kWeight),
                                          rmin, rmax));
   }
 

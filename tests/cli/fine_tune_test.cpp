@@ -245,13 +245,13 @@ TEST_F(FineTuneCliTest, QatTrainsAndWritesTheModelAndTheCalibration) {
   const auto saved = host::load_torchscript_model(out / "qat.pt");
   bool found = false;
   for (const auto& [key, tensor] : saved->module_buffers("fc1")) {
-    if (key == "output_scale") {
+    if (key == "lithe_q_output_scale") {
       found = true;
       EXPECT_NEAR(tensor.item<double>(),
                   calibration["layers"]["fc1"]["output"]["scale"].get<double>(), 1e-9);
     }
   }
-  EXPECT_TRUE(found) << "fc1.output_scale is saved with the model";
+  EXPECT_TRUE(found) << "fc1.lithe_q_output_scale is saved with the model";
 }
 
 TEST_F(FineTuneCliTest, QuantizerCalibrationTracksRangesWithoutChangingWeights) {
@@ -292,6 +292,8 @@ TEST_F(FineTuneCliTest, QuantizerBadInputsFailBeforeAnyWorkAndWriteNothing) {
       {"--config " + quant_config("qat") + " --masks " + (out / "masks.pt").string(),
        "--masks: 'qat' is a quantizer, which computes no masks"},
       {"--config " + quant_config("qat") + " --epochs 0" + data_flags(), "epochs must be > 0"},
+      {"--config " + quant_config("qat") + " --calibration " + (out / "." / "existing.pt").string(),
+       "--calibration names the same file as --output"},
   };
   for (const auto& [args, message] : cases) {
     const CliRun run = run_lithe("compress --model " + lenet_model().string() + " " + args +

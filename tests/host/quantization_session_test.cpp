@@ -244,8 +244,10 @@ TEST(QuantizationSessionTest, StateIsSavedWithTheModelAndRestoredByANewSession) 
   }
   // The saved file is a plain TorchScript archive whose modules carry the state as buffers.
   torch::jit::Module saved = torch::jit::load((dir / "quantized.pt").string());
-  EXPECT_EQ(saved.attr("conv1").toModule().attr("output_training_calls").toTensor().item<float>(), 2.0f);
-  EXPECT_FLOAT_EQ(saved.attr("fc2").toModule().attr("weight_scale").toTensor().item<float>(),
+  EXPECT_EQ(
+      saved.attr("conv1").toModule().attr("lithe_q_output_training_calls").toTensor().item<float>(),
+      2.0f);
+  EXPECT_FLOAT_EQ(saved.attr("fc2").toModule().attr("lithe_q_weight_scale").toTensor().item<float>(),
                   static_cast<float>(kWeightStep));
 
   auto reloaded = load_torchscript_model(dir / "quantized.pt");
@@ -317,7 +319,27 @@ TEST(QuantizationSessionTest, CxxFrontendWeightAnywhereAndOutputInsideSequential
   EXPECT_TRUE(net[0]->as<torch::nn::Linear>()->weight.grad().defined());
   EXPECT_TRUE(net[0]->as<torch::nn::Linear>()->weight.equal(w0)) << "float weight kept";
   // The state became buffers of the modules: torch::save writes it.
-  EXPECT_NE(net[0]->named_buffers(false).find("weight_scale"), nullptr);
+  EXPECT_NE(net[0]->named_buffers(false).find("lithe_q_weight_scale"), nullptr);
+}
+
+TEST(QuantizationSessionTest, CxxFrontendSequentialWithNamedChildren) {
+  torch::manual_seed(5);
+  torch::nn::Sequential net({{"fc", torch::nn::Linear(6, 5)},
+                             {"act", torch::nn::ReLU()},
+                             {"head", torch::nn::Linear(5, 3)}});
+  auto model = make_nn_model(net.ptr());
+  const at::Tensor x = torch::randn({4, 6});
+  at::Tensor expected;
+  {
+    at::NoGradGuard no_grad;
+    expected = net->forward(x);
+    expected = round_to(expected, kActivationStep);
+  }
+  QuantizationSession session(
+      *model, registry(),
+      config(R"([{"quant_types": ["output"], "quant_bits": 8, "op_names": ["head"]}])"));
+  session.compress();
+  EXPECT_TRUE(torch::allclose(model->forward(x), expected, 0, 1e-6));
 }
 
 // NNI's save/load flow on a C++-frontend model: build the same session on a fresh model, then
@@ -358,6 +380,84 @@ TEST(QuantizationSessionTest, CxxFrontendStateIsSavedByTorchSaveAndRestoredByTor
   EXPECT_EQ(std::get<at::Tensor>(*session.layers()[1]->attribute("weight_training_calls"))
                 .item<float>(),
             3.0f);
+}
+
+TEST(QuantizationSessionTest, SavedStateOfAnotherConfigurationIsRefusedByName) {
+  const auto dir = test::scratch_dir("quantization_identity");
+  {
+    auto model = load_torchscript_model(test::lenet_model());
+    QuantizationSession session(
+        *model, registry(),
+        config(R"([{"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Linear"]}])"));
+    session.compress();
+    model->save(dir / "w8.pt");
+  }
+  auto model = load_torchscript_model(dir / "w8.pt");
+  QuantizationSession session(
+      *model, registry(),
+      config(R"([{"quant_types": ["weight"], "quant_bits": 4, "op_types": ["Linear"]}])"));
+  EXPECT_THAT([&] { session.compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("layer 'fc1' carries the quantization state of an earlier session "
+                            "({\"algorithm\":\"rounding\",\"quant_bits\":{\"weight\":8}})"),
+                  HasSubstr("but this session is {\"algorithm\":\"rounding\",\"quant_bits\":{\"weight\":4}}"))));
+  // Nothing was installed: the forward is the float model's.
+  auto plain = load_torchscript_model(test::lenet_model());
+  model->train(false);
+  plain->train(false);
+  EXPECT_TRUE(model->forward(sample_input()).equal(plain->forward(sample_input())));
+  EXPECT_THAT([&] { session.compress(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("this quantization session cannot continue")));
+}
+
+TEST(QuantizationSessionTest, ModelBuffersWithoutTheLithePrefixAreNeverTakenForState) {
+  torch::jit::Module module = torch::jit::load(test::lenet_model().string());
+  module.attr("fc1").toModule().register_buffer("weight_scale", at::full({1}, 123.0));
+  auto model = make_torchscript_model(module);
+  QuantizationSession session(
+      *model, registry(),
+      config(R"([{"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Linear"]}])"));
+  session.compress();
+  EXPECT_FLOAT_EQ(sdk::tensor_attribute(*session.layers()[0], "weight_scale").item<float>(),
+                  static_cast<float>(kWeightStep));
+}
+
+// A quantizer error inside a TorchScript forward reaches the caller as the quantizer's own
+// message (the interpreter would otherwise replace it by a generic one).
+class FailingQuantizer final : public sdk::Quantizer {
+ public:
+  void validate_config(const sdk::Options& entry) const override {
+    sdk::require_quant_types(entry, {sdk::QuantType::kOutput}, "failing");
+  }
+  at::Tensor quantize_output(const at::Tensor&, sdk::LayerView& layer, bool) override {
+    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, "layer '", layer.name(),
+                "': failing quantizer refuses output of this layer");
+  }
+};
+
+TEST(QuantizationSessionTest, QuantizerErrorsInsideATorchScriptForwardKeepTheirMessage) {
+  PluginRegistry r;
+  r.add_quantizer({"failing", "test"}, [](const sdk::Options&, const sdk::Registry&) {
+    return std::make_unique<FailingQuantizer>();
+  });
+  auto model = load_torchscript_model(test::lenet_model());
+  QuantizationSession session(
+      *model, r, {"failing", R"([{"quant_types": ["output"], "quant_bits": 8, "op_names": ["fc2"]}])",
+                  "{}", "<test>"});
+  session.compress();
+  EXPECT_THAT([&] { model->forward(sample_input()); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("quantizer 'failing' on layer 'fc2' (output)"),
+                  HasSubstr("layer 'fc2': failing quantizer refuses output of this layer"))));
+}
+
+TEST(QuantizationSessionTest, TrainingBeforeCompressIsAnError) {
+  auto model = load_torchscript_model(test::lenet_model());
+  QuantizationSession session(
+      *model, registry(),
+      config(R"([{"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Linear"]}])"));
+  EXPECT_THAT([&] { session.extra_parameters(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("before compress(): the model is not quantized yet")));
 }
 
 TEST(QuantizationRegistryTest, QuantizersFromPreviewSdkPluginsAreRefusedByName) {

@@ -433,6 +433,15 @@ TEST(QatStartStepTest, StepIncrementsEveryLayersCounterInPlace) {
   EXPECT_EQ(test::attribute_value(*b, "steps"), 3.f);
 }
 
+TEST(QatStartStepTest, ALayerAddedToARestoredModelJoinsTheModelsStepCount) {
+  auto restored = test::quant_layer(at::ones({2}), qat_entry({"weight"}), "restored");
+  restored->set_attribute("steps", at::full({1}, 5.f));  // as a saved model hands it back
+  auto added = test::quant_layer(at::Tensor(), qat_entry({"output"}), "added");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {restored.get(), added.get()});
+  EXPECT_EQ(test::attribute_value(*restored, "steps"), 5.f);
+  EXPECT_EQ(test::attribute_value(*added, "steps"), 5.f);
+}
+
 // --- state -------------------------------------------------------------------------------------
 
 TEST(QatStateTest, AttributesExistOnlyForTheConfiguredTypesAsFloatOneElementTensors) {

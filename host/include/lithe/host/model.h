@@ -88,6 +88,10 @@ class Model {
       const std::string& module) const = 0;
   /// Registers `value` (the same tensor object, not a copy) as buffer `name` of `module`, or
   /// re-points an existing tensor buffer of that name to it; it is then saved with the model.
+  /// TorchScript: the buffer is added to the module's class type, which the module given to
+  /// make_torchscript_model shares, and other instances of that type in the model get an
+  /// empty tensor under the same name (so they stay loadable); other copies of the module
+  /// made outside Lithe before the call (e.g. deepcopy) must not be used afterwards.
   /// Throws sdk::Error(kInvalidModel) when the module has a non-tensor attribute, a parameter
   /// or a submodule of that name.
   virtual void set_module_buffer(const std::string& module, const std::string& name,

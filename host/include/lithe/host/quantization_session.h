@@ -5,13 +5,18 @@
 /// touching the model, then on compress() attaches the quantizer and makes every forward
 /// fake-quantize the selected layers' inputs, weights and outputs (Model::set_quantization).
 /// Per-layer state (scales, zero points, ranges) lives in the layers' tensor attributes, which
-/// are buffers of the model's modules: saved with it, and picked up again by a later session
-/// on the saved model (NNI's save/load flow; see sdk/quantizer.h for the naming rule).
+/// are buffers of the model's modules (attribute `key` -> buffer `lithe_q_<key>`): saved with
+/// it, and picked up again by a later session with the same algorithm and bits on the saved
+/// model (NNI's save/load flow); a session with another algorithm or other bits refuses it.
+///
+/// Lifetime: autograd graphs built by forwards of a quantized model call back into the session
+/// and its quantizer during backward, so run every backward while the session lives.
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,9 +52,10 @@ struct QuantLayerReport {
   std::vector<QuantTypeReport> types;  ///< in the config's quant_types order
 };
 
-/// Whether a tensor attribute named `key` is quantization state the host saves and restores:
-/// "steps", or a name starting with "input_", "weight_" or "output_".
-bool is_quant_state_name(const std::string& key);
+/// Tensor attribute `key` of a quantized layer is saved as buffer `lithe_q_<key>` of its
+/// module; `lithe_q_identity` records the algorithm and bits the state belongs to.
+inline constexpr const char* kStateBufferPrefix = "lithe_q_";
+inline constexpr const char* kIdentityKey = "identity";
 
 /// One quantization as it happened: the tensor the quantizer saw and what the model used.
 struct QuantRecord {
@@ -60,14 +66,18 @@ struct QuantRecord {
 class QuantizationSession final : public sdk::CompressionContext, public TrainingHooks {
  public:
   /// Validates everything (algorithm, options, config_list, per-entry keys, layers without a
-  /// weight selected for weight quantization) before touching the model.
+  /// weight selected for weight quantization, layers whose tensors cannot be reached by the
+  /// rewrite) before touching the model.
   QuantizationSession(Model& model, const PluginRegistry& registry, const CompressionConfig& config);
   ~QuantizationSession() override;
   QuantizationSession(const QuantizationSession&) = delete;
   QuantizationSession& operator=(const QuantizationSession&) = delete;
 
   /// NNI's compress(): attaches the quantizer (state restored from the model's buffers where
-  /// present), registers the state as model buffers and installs the fake quantization. Once.
+  /// present; sdk::Error(kInvalidModel) when they belong to another algorithm or other bits),
+  /// installs the fake quantization and registers the state as model buffers. Once; on error
+  /// the model is unchanged and the session cannot be used any more. update_epoch,
+  /// optimizer_step and extra_parameters throw sdk::Error(kInvalidConfig) before it.
   void compress();
   /// Removes the fake quantization from the model's forward (the state buffers stay).
   void detach();
@@ -114,6 +124,12 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
     std::vector<sdk::QuantType> types;
   };
   at::Tensor quantize(const std::string& module, sdk::QuantType type, const at::Tensor& x);
+  std::vector<QuantSite> sites() const;
+  /// {"algorithm": ..., "quant_bits": {...}} of a layer, as JSON text.
+  std::string identity(const Layer& layer) const;
+  void restore_saved_state();
+  void check_state_names() const;
+  void require_compressed(const char* what) const;
 
   Model& model_;
   const PluginRegistry& registry_;
@@ -127,7 +143,7 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
   std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
   std::unique_ptr<detail::SavedModelStates> saved_states_;
   bool reset_optimizer_state_ = false;
-  bool attached_ = false;
+  std::string attach_failure_;  // why attach failed; the session is then unusable
   bool installed_ = false;
   bool calibrating_ = false;
   bool recording_ = false;

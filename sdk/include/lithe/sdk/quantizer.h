@@ -11,18 +11,27 @@
 /// What the host does, per session:
 ///  1. validate_config for every config_list entry (after check_quant_config, which the host
 ///     runs first on every entry);
-///  2. before attach, every tensor the model already stores for a layer under an attribute
-///     name (a model saved by an earlier session) is set as that layer's attribute, so a
-///     quantizer that finds its state present continues from it (NNI's save/load flow);
-///  3. attach once; afterwards every tensor attribute of a layer is registered as a buffer of
-///     the layer's module, the same tensor object, so saving the model saves it and loading a
-///     saved state into the model restores it. Quantizers therefore create their tensor
-///     attributes in attach() and later update them in place (copy_, fill_);
-///  4. on every forward of a selected layer, for each type in the entry's `quant_types`:
-///     quantize_input on the module's input, quantize_weight on its float weight (the module
-///     computes with the result; gradients reach the float weight through quant_grad()), and
-///     quantize_output on its output, through apply_quant_grad unless records_autograd();
+///  2. before attach, the state a model saved by an earlier session of the same algorithm and
+///     bits carries for a layer is set back as that layer's tensor attributes, so a quantizer
+///     that finds its state present continues from it (NNI's save/load flow); state of another
+///     algorithm or other bits is refused with an error naming the layer;
+///  3. attach once; afterwards every tensor attribute `key` of a layer is registered as buffer
+///     `lithe_q_<key>` of the layer's module, the same tensor object, so saving the model saves
+///     it and loading a saved state into the model restores it. Quantizers therefore create
+///     their tensor attributes in attach() and later update them in place (copy_, fill_); keys
+///     are identifiers (letters, digits, _), by convention prefixed by their quant type
+///     ("weight_scale", "output_tracked_min");
+///  4. for each type in the entry's `quant_types`: quantize_input on the module's input and
+///     quantize_output on its output at every call of the module, and quantize_weight on its
+///     float weight (the module computes with the result; gradients reach the float weight
+///     through quant_grad()) - for TorchScript models wherever the module's own code reads
+///     `self.weight`, for C++-frontend models once per model forward before it runs - through
+///     apply_quant_grad unless records_autograd(). Only floating-point tensors are quantized;
 ///  5. update_epoch at each epoch start, step after every optimizer step.
+///
+/// Lifetime: the autograd graph of a forward holds the quantizer and layer addresses until its
+/// backward has run; the host keeps both alive for its session, so backward must run while the
+/// session lives.
 
 #include <ATen/core/Tensor.h>
 
@@ -61,6 +70,7 @@ class Quantizer;
 /// The SDK's autograd adapter: calls the quantizer's quantize_<type>(x, layer, training) with
 /// gradient recording off, and on backward quantizer.quant_grad().backward(x, grad, type,
 /// layer). The result has x's shape; the gradient reaches x (e.g. the float weight).
+/// `quantizer` and `layer` must outlive the backward of the returned tensor's graph.
 LITHE_SDK_API at::Tensor apply_quant_grad(Quantizer& quantizer, const at::Tensor& x,
                                           QuantType type, LayerView& layer, bool training);
 
