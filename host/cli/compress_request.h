@@ -2,6 +2,7 @@
 // What `lithe compress` was asked to do, after argument parsing and the checks that need no
 // model: shared by the pruning and the quantization paths of the verb.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,11 @@ struct CompressData {
 
 /// Reads the data the request names (nothing when it needs none) and checks it fits `model`.
 CompressData load_compress_data(const CompressRequest& request, host::Model& model);
+
+/// Wall time since `start`, in seconds (the verbs' timing lines).
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// {"accuracy", "loss", "samples"} of an evaluation, for --json summaries.
 nlohmann::ordered_json eval_json(const host::EvalResult& r);

@@ -25,9 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 void print_table(const std::vector<host::LayerReport>& report) {
   std::printf("%-28s %-10s %12s %12s %10s %8s\n", "layer", "type", "params", "pruned",

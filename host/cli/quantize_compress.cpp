@@ -17,9 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // "scale=0.0123 zero_point=64 ..." for a state list, numbers of one element only.
 std::string state_text(const host::QuantTypeReport& t) {
@@ -122,7 +119,8 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   const auto save_start = Clock::now();
   session.store_state_in_model();
   model->write(model_file.temp_path());
-  host::write_file_atomic(calibration_file.temp_path(), session.calibration_json());
+  const std::string calibration = session.calibration_json();
+  host::write_file_atomic(calibration_file.temp_path(), calibration);
   model_file.commit();
   calibration_file.commit();
   const double save_seconds = seconds_since(save_start);
@@ -134,7 +132,7 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
     out["model"] = request.model_path;
     out["output"] = request.output_path;
     out["calibration"] = calibration_path;
-    out["layers"] = nlohmann::ordered_json::parse(session.calibration_json())["layers"];
+    out["layers"] = nlohmann::ordered_json::parse(calibration)["layers"];
     if (request.needs_data()) {
       out["accuracy_before"] = before ? eval_json(*before) : nlohmann::ordered_json();
       out["accuracy_after"] = after ? eval_json(*after) : nlohmann::ordered_json();

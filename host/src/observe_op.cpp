@@ -112,7 +112,9 @@ void dispatch_tap(const std::string& tap, const at::Tensor& output) {
 
 at::Tensor dispatch_quant(const std::string& site, int64_t type, const at::Tensor& x) {
   if (site.empty()) {
-    return x.clone();  // an instance of a shared module type that is not quantized
+    // An unquantized instance of a module type shared with a quantized one (the rewrite is per
+    // type). The schema promises a fresh tensor, so this costs one copy of its tensor.
+    return x.clone();
   }
   const auto [callback, module] = quant_targets().find(site);
   if (callback == nullptr) {

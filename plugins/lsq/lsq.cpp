@@ -26,10 +26,6 @@ namespace {
 
 using sdk::QuantType;
 
-std::string state_key(QuantType type, const char* field) {
-  return std::string(sdk::quant_type_name(type)) + "_" + field;
-}
-
 int64_t signed_qmax(int64_t bits) { return (int64_t{1} << (bits - 1)) - 1; }
 
 class LsqQuantizer final : public sdk::Quantizer {
@@ -39,8 +35,8 @@ class LsqQuantizer final : public sdk::Quantizer {
                              "lsq");
     for (QuantType type : sdk::quant_types(entry)) {
       const int64_t bits = sdk::quant_bits(entry, type);
-      LITHE_CHECK(bits >= kMinBits, sdk::Errc::kInvalidConfig, entry.path(),
-                  "/quant_bits: lsq needs at least ", kMinBits, " bits for \"",
+      LITHE_CHECK(bits >= kMinBits, sdk::Errc::kInvalidConfig, sdk::quant_bits_path(entry, type),
+                  ": lsq needs at least ", kMinBits, " bits for \"",
                   sdk::quant_type_name(type),
                   "\" (signed grid, qmax = 2^(bits-1) - 1 must be >= 1), got ", bits);
     }
@@ -60,13 +56,13 @@ class LsqQuantizer final : public sdk::Quantizer {
                       "': lsq is configured to quantize its weight, but this ",
                       layer->op_type(), " has none");
           scale = sdk::ensure_tensor_attribute(
-              *layer, state_key(type, "scale"),
+              *layer, sdk::quant_state_key(type, "scale"),
               initial_scale(weight, sdk::quant_bits(layer->config(), type)));
         } else {
           // NNI's placeholder 1.0 until the first training batch sets the real value.
-          scale = sdk::ensure_tensor_attribute(*layer, state_key(type, "scale"),
+          scale = sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "scale"),
                                                at::ones({1}, options));
-          sdk::ensure_tensor_attribute(*layer, state_key(type, "initialized"),
+          sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "initialized"),
                                        at::zeros({1}, options));
         }
         scale.requires_grad_(true);  // also a restored step size: the optimizer learns it
@@ -76,7 +72,7 @@ class LsqQuantizer final : public sdk::Quantizer {
   }
 
   at::Tensor quantize_weight(const at::Tensor& weight, sdk::LayerView& layer, bool) override {
-    return lsq_quantize(weight, sdk::tensor_attribute(layer, state_key(QuantType::kWeight, "scale")),
+    return lsq_quantize(weight, sdk::tensor_attribute(layer, sdk::quant_state_key(QuantType::kWeight, "scale")),
                         sdk::quant_bits(layer.config(), QuantType::kWeight));
   }
   at::Tensor quantize_input(const at::Tensor& input, sdk::LayerView& layer,
@@ -94,8 +90,8 @@ class LsqQuantizer final : public sdk::Quantizer {
  private:
   at::Tensor quantize_activation(const at::Tensor& x, sdk::LayerView& layer, QuantType type,
                                  bool training) {
-    const at::Tensor scale = sdk::tensor_attribute(layer, state_key(type, "scale"));
-    const at::Tensor initialized = sdk::tensor_attribute(layer, state_key(type, "initialized"));
+    const at::Tensor scale = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "scale"));
+    const at::Tensor initialized = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "initialized"));
     const int64_t bits = sdk::quant_bits(layer.config(), type);
     if (initialized.item<float>() == 0.0f) {
       if (!training) {

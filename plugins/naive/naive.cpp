@@ -19,8 +19,9 @@ class NaiveQuantizer final : public sdk::Quantizer {
   void validate_config(const sdk::Options& entry) const override {
     sdk::require_quant_types(entry, {sdk::QuantType::kWeight}, "naive");
     const int64_t bits = sdk::quant_bits(entry, sdk::QuantType::kWeight);
-    LITHE_CHECK(bits >= kMinBits, sdk::Errc::kInvalidConfig, entry.path(),
-                "/quant_bits: naive needs at least ", kMinBits,
+    LITHE_CHECK(bits >= kMinBits, sdk::Errc::kInvalidConfig,
+                sdk::quant_bits_path(entry, sdk::QuantType::kWeight), ": naive needs at least ",
+                kMinBits,
                 " bits for \"weight\" (signed grid, qmax = 2^(bits-1) - 1 must be >= 1), got ",
                 bits);
   }

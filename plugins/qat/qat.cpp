@@ -38,10 +38,6 @@ using sdk::QuantType;
 constexpr const char* kStepsKey = "steps";
 constexpr const char* kStartStepKey = "quant_start_step";
 
-std::string state_key(QuantType type, const char* field) {
-  return std::string(sdk::quant_type_name(type)) + "_" + field;
-}
-
 /// The float values of single-element tensors on one device, with one copy to the host (one
 /// synchronisation on a GPU instead of one per value).
 std::vector<float> host_values(const std::vector<at::Tensor>& tensors) {
@@ -85,11 +81,11 @@ struct TypeState {
   static TypeState of(const sdk::LayerView& layer, QuantType type) {
     TypeState s;
     s.steps = sdk::tensor_attribute(layer, kStepsKey);
-    s.scale = sdk::tensor_attribute(layer, state_key(type, "scale"));
-    s.zero_point = sdk::tensor_attribute(layer, state_key(type, "zero_point"));
+    s.scale = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "scale"));
+    s.zero_point = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "zero_point"));
     if (type != QuantType::kWeight) {
-      s.tracked_min = sdk::tensor_attribute(layer, state_key(type, "tracked_min"));
-      s.tracked_max = sdk::tensor_attribute(layer, state_key(type, "tracked_max"));
+      s.tracked_min = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "tracked_min"));
+      s.tracked_max = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "tracked_max"));
     }
     return s;
   }
@@ -234,17 +230,17 @@ class QatQuantizer final : public sdk::Quantizer {
                     "layer '", layer->name(), "': qat is configured to quantize its weight, but ",
                     "this ", layer->op_type(), " has none");
         // NNI's initial buffers: scale 1, zero point 0 (the weight's are set just below).
-        sdk::ensure_tensor_attribute(*layer, state_key(type, "scale"), at::ones({1}, options));
-        sdk::ensure_tensor_attribute(*layer, state_key(type, "zero_point"),
+        sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "scale"), at::ones({1}, options));
+        sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "zero_point"),
                                      at::zeros({1}, options));
         if (type == QuantType::kWeight) {
           weight_layers_.push_back(layer);
           store_weight_params(*layer);
         } else {
           const TrackedRange none = TrackedRange::none();
-          sdk::ensure_tensor_attribute(*layer, state_key(type, "tracked_min"),
+          sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "tracked_min"),
                                        at::full({1}, none.min, options));
-          sdk::ensure_tensor_attribute(*layer, state_key(type, "tracked_max"),
+          sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "tracked_max"),
                                        at::full({1}, none.max, options));
         }
       }

@@ -200,6 +200,19 @@ int64_t quant_bits(const Options& entry, QuantType type) {
   return bits.at(name).get<int64_t>();
 }
 
+std::string quant_bits_path(const Options& entry, QuantType type) {
+  const std::string bits_path = json_pointer_append(entry.path(), "quant_bits");
+  const nlohmann::ordered_json& json = options_json(entry);
+  if (json.contains("quant_bits") && json.at("quant_bits").is_object()) {
+    return json_pointer_append(bits_path, quant_type_name(type));
+  }
+  return bits_path;
+}
+
+std::string quant_state_key(QuantType type, const std::string& field) {
+  return std::string(quant_type_name(type)) + "_" + field;
+}
+
 at::Tensor ensure_tensor_attribute(LayerView& layer, const std::string& key,
                                    const at::Tensor& initial) {
   if (const AttributeValue* existing = layer.attribute(key)) {

@@ -188,8 +188,8 @@ TEST(LsqQuantizerConfigTest, RejectsOneBitNamingQuantBits) {
   const sdk::Options entry = test::config_entry(
       {{"quant_types", {"weight", "output"}}, {"quant_bits", {{"weight", 8}, {"output", 1}}}}, 5);
   EXPECT_THAT([&] { lsq.quantizer->validate_config(entry); },
-              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/5/quant_bits: lsq needs at least "
-                                                  "2 bits for \"output\"")));
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/5/quant_bits/output: lsq needs at "
+                                                  "least 2 bits for \"output\"")));
 }
 
 TEST(LsqQuantizerConfigTest, WeightOnALayerWithoutWeightIsRejectedAtAttach) {

@@ -172,8 +172,8 @@ TEST(NaiveQuantizerConfigTest, RejectsOneBitNamingQuantBits) {
   test::AttachedQuantizer naive(register_algorithms, "naive", {});
   const sdk::Options entry = test::config_entry(weight_entry(1), 3);
   EXPECT_THAT([&] { naive.quantizer->validate_config(entry); },
-              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/3/quant_bits: naive needs at "
-                                                  "least 2 bits for \"weight\"")));
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/3/quant_bits/weight: naive needs "
+                                                  "at least 2 bits for \"weight\"")));
   EXPECT_EQ(test::error_code([&] { naive.quantizer->validate_config(entry); }),
             sdk::Errc::kInvalidConfig);
   EXPECT_NO_THROW(naive.quantizer->validate_config(test::config_entry(weight_entry(2), 0)));

@@ -132,6 +132,14 @@ LITHE_SDK_API void require_quant_types(const Options& entry,
 /// Throws sdk::Error(kInvalidConfig) when the entry does not give bits for `type`.
 LITHE_SDK_API int64_t quant_bits(const Options& entry, QuantType type);
 
+/// The JSON Pointer of the bits for `type` in `entry`, for error messages:
+/// "/config_list/0/quant_bits/output" for the object form, ".../quant_bits" for an integer.
+LITHE_SDK_API std::string quant_bits_path(const Options& entry, QuantType type);
+
+/// The conventional state attribute name "<type>_<field>", e.g. ("weight", "scale") ->
+/// "weight_scale".
+LITHE_SDK_API std::string quant_state_key(QuantType type, const std::string& field);
+
 /// The tensor attribute `key` of `layer`, or `initial` (which is then stored) when unset;
 /// for attach(): keeps a state restored from a saved model. Throws sdk::Error(kInvalidModel)
 /// naming the layer and key when the existing attribute is not a tensor or differs from
