@@ -5,6 +5,7 @@
 #include "lithe/host/compressor.h"
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
+#include "support/model_snapshot.h"
 #include "support/paths.h"
 #include "support/registry.h"
 
@@ -18,16 +19,6 @@ using ::testing::ThrowsMessage;
 CompressionConfig level_config(const std::string& config_list,
                                const std::string& options = "{}") {
   return {"level", config_list, options, "<test>"};
-}
-
-std::map<std::string, at::Tensor> snapshot_weights(const Model& model) {
-  std::map<std::string, at::Tensor> out;
-  for (const ModuleRecord& m : model.modules()) {
-    if (m.weight.has_value()) {
-      out[m.name] = m.weight->detach().clone();
-    }
-  }
-  return out;
 }
 
 TEST(PruningSessionTest, CompressPrunesExactlyKPerLayerAndZeroesTheWeights) {
@@ -80,7 +71,7 @@ TEST(PruningSessionTest, UnknownOptionIsRejectedWithItsPath) {
 
 TEST(PruningSessionTest, BadSparsityFailsBeforeTouchingTheModel) {
   auto model = load_torchscript_model(test::lenet_model());
-  const auto before = snapshot_weights(*model);
+  const auto before = test::snapshot_weights(*model);
   EXPECT_THAT(
       [&] {
         PruningSession(*model, test::level_registry(),
@@ -89,7 +80,7 @@ TEST(PruningSessionTest, BadSparsityFailsBeforeTouchingTheModel) {
       },
       ThrowsMessage<sdk::Error>(HasSubstr(
           "pruner 'level': /config_list/1/sparsity must be a number in [0, 1), got 1.5")));
-  for (const auto& [name, weight] : snapshot_weights(*model)) {
+  for (const auto& [name, weight] : test::snapshot_weights(*model)) {
     EXPECT_TRUE(weight.equal(before.at(name))) << name;
   }
 }
@@ -122,7 +113,7 @@ void expect_pruned_weights_stay_zero(torch::optim::Optimizer& optimizer, Model& 
   PruningSession session(model, test::level_registry(),
                          level_config(R"([{"sparsity": 0.6, "op_types": ["default"]}])"));
   session.compress();
-  const auto pruned_at_start = snapshot_weights(model);
+  const auto pruned_at_start = test::snapshot_weights(model);
   for (int i = 0; i < 15; ++i) {
     train_step();
     session.optimizer_step(optimizer);

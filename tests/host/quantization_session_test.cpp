@@ -13,6 +13,7 @@
 #include "lithe/host/trainer.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/quantizer.h"
+#include "support/model_snapshot.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -113,19 +114,9 @@ std::unique_ptr<Model> lenet_with_rounded_weights(const std::vector<std::string>
   return model;
 }
 
-std::map<std::string, at::Tensor> weights_of(const Model& model) {
-  std::map<std::string, at::Tensor> out;
-  for (const ModuleRecord& m : model.modules()) {
-    if (m.weight.has_value()) {
-      out[m.name] = m.weight->detach().clone();
-    }
-  }
-  return out;
-}
-
 TEST(QuantizationSessionTest, WeightsAreQuantizedInsideTheForwardAndTheFloatWeightsStay) {
   auto model = load_torchscript_model(test::lenet_model());
-  const auto before = weights_of(*model);
+  const auto before = test::snapshot_weights(*model);
   QuantizationSession session(
       *model, registry(),
       config(R"([{"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"]}])"));
@@ -137,7 +128,7 @@ TEST(QuantizationSessionTest, WeightsAreQuantizedInsideTheForwardAndTheFloatWeig
   auto reference = lenet_with_rounded_weights({"conv1", "conv2", "fc1", "fc2", "fc3"});
   reference->train(false);
   EXPECT_TRUE(quantized.equal(reference->forward(x)));
-  for (const auto& [name, w] : weights_of(*model)) {
+  for (const auto& [name, w] : test::snapshot_weights(*model)) {
     EXPECT_TRUE(w.equal(before.at(name))) << name << ": the float weights must not change";
   }
   // Rounding to 1/64 visibly changes LeNet's output: the check above is not vacuous.
@@ -266,7 +257,7 @@ TEST(QuantizationSessionTest, StateIsSavedWithTheModelAndRestoredByANewSession) 
 
 TEST(QuantizationSessionTest, TrainingUpdatesTheFloatWeightsUnderWeightQuantization) {
   auto model = load_torchscript_model(test::lenet_model());
-  const auto before = weights_of(*model);
+  const auto before = test::snapshot_weights(*model);
   QuantizationSession session(
       *model, registry(),
       config(R"([{"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"]}])"));
@@ -281,7 +272,7 @@ TEST(QuantizationSessionTest, TrainingUpdatesTheFloatWeightsUnderWeightQuantizat
   options.batch_size = 16;
   options.progress = false;
   train(*model, data, nullptr, options, &session);
-  for (const auto& [name, w] : weights_of(*model)) {
+  for (const auto& [name, w] : test::snapshot_weights(*model)) {
     const at::Tensor change = (w - before.at(name)).abs();
     EXPECT_GT(change.max().item<double>(), 0) << name << ": the float weights must train";
     // Most updates are far smaller than the 1/64 quantization step: only a float master
@@ -484,14 +475,14 @@ class QuantizationBadConfigTest : public ::testing::TestWithParam<BadConfig> {};
 
 TEST_P(QuantizationBadConfigTest, IsRejectedBeforeAnyWork) {
   auto model = load_torchscript_model(test::lenet_model());
-  const auto before = weights_of(*model);
+  const auto before = test::snapshot_weights(*model);
   const at::Tensor x = sample_input();
   model->train(false);
   const at::Tensor out = model->forward(x);
   EXPECT_THAT([&] { QuantizationSession(*model, registry(), config(GetParam().config_list)); },
               ThrowsMessage<sdk::Error>(HasSubstr(GetParam().message)));
   EXPECT_TRUE(model->forward(x).equal(out));
-  for (const auto& [name, w] : weights_of(*model)) {
+  for (const auto& [name, w] : test::snapshot_weights(*model)) {
     EXPECT_TRUE(w.equal(before.at(name))) << name;
   }
   EXPECT_TRUE(model->module_buffers("conv1").empty()) << "no state was added";
