@@ -294,6 +294,11 @@ TEST_F(FineTuneCliTest, QuantizerBadInputsFailBeforeAnyWorkAndWriteNothing) {
       {"--config " + quant_config("qat") + " --epochs 0" + data_flags(), "epochs must be > 0"},
       {"--config " + quant_config("qat") + " --calibration " + (out / "." / "existing.pt").string(),
        "--calibration names the same file as --output"},
+      {"--config " + quant_config("qat") + " --calibration " + lenet_model().string(),
+       "--calibration names the input model"},
+      {"--config " + (source_dir() / "samples/configs/level.json").string() + " --calibration " +
+           (out / "c.json").string(),
+       "--calibration: 'level' is not a quantizer, so there is no calibration to write"},
   };
   for (const auto& [args, message] : cases) {
     const CliRun run = run_lithe("compress --model " + lenet_model().string() + " " + args +

@@ -333,6 +333,19 @@ TEST(QuantizationSessionTest, CxxFrontendSequentialWithNamedChildren) {
   EXPECT_TRUE(torch::allclose(model->forward(x), expected, 0, 1e-6));
 }
 
+TEST(QuantizationSessionTest, NonFloatingPointTensorsAreRefusedNamingTheLayer) {
+  auto net = torch::nn::Sequential(torch::nn::Embedding(10, 4));
+  auto model = make_nn_model(net.ptr());
+  QuantizationSession session(
+      *model, registry(),
+      config(R"([{"quant_types": ["input"], "quant_bits": 8, "op_types": ["Embedding"]}])"));
+  session.compress();
+  EXPECT_THAT([&] { model->forward(torch::randint(0, 10, {3}, at::kLong)); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "quantizer 'rounding' on layer '0': its input is a Long tensor; only "
+                  "floating-point tensors can be fake-quantized")));
+}
+
 // NNI's save/load flow on a C++-frontend model: build the same session on a fresh model, then
 // load the saved state into it; the quantizer continues from the saved state.
 TEST(QuantizationSessionTest, CxxFrontendStateIsSavedByTorchSaveAndRestoredByTorchLoad) {
@@ -509,6 +522,17 @@ INSTANTIATE_TEST_SUITE_P(
                   "/config_list/0/quant_types: must name at least one"},
         BadConfig{R"([{"quant_bits": 8, "op_types": ["Linear"]}])",
                   "/config_list/0/quant_types: required key missing"},
+        BadConfig{R"([{"quant_types": ["weight", "weight"], "quant_bits": 8, "op_types": ["Linear"]}])",
+                  "/config_list/0/quant_types: \"weight\" is listed twice"},
+        BadConfig{R"([{"quant_types": "weight", "quant_bits": 8, "op_types": ["Linear"]}])",
+                  "/config_list/0/quant_types: must be a list of \"input\", \"weight\", \"output\", "
+                  "got \"weight\""},
+        BadConfig{R"([{"quant_types": ["weight"], "op_types": ["Linear"]}])",
+                  "/config_list/0/quant_bits: required key missing"},
+        BadConfig{R"([{"quant_types": ["weight"], "quant_bits": 7.5, "op_types": ["Linear"]}])",
+                  "/config_list/0/quant_bits: bits must be an integer in 1..32, got 7.5"},
+        BadConfig{R"([{"quant_types": ["weight"], "quant_bits": {"weights": 8}, "op_types": ["Linear"]}])",
+                  "/config_list/0/quant_bits/weights: unknown quant type 'weights'"},
         BadConfig{R"([{"quant_types": ["weight"], "quant_bits": 8, "quant_bitz": 4, "op_types": ["Linear"]}])",
                   "/config_list/0/quant_bitz: unknown key for quantizer 'rounding'"}));
 
