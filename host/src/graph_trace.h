@@ -1,0 +1,52 @@
+#pragma once
+// Internal to the host: a TorchScript module's forward as one inlined graph in which every node
+// still knows which module call it came from, and the tensors its values take on one input.
+// The FLOPs counter and the speedup pass read layers, shapes and channel flow from it.
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace lithe::host::graph_trace {
+
+/// One module call a node sits in: the dotted module name ("layer1.conv1") and its class name
+/// ("Conv2d"). The root's own forward is the scope {"", root class name}.
+struct Scope {
+  std::string module;
+  std::string op_type;
+};
+
+/// A copy of `module`'s forward graph with every method call inlined. The module is not changed
+/// and not run. Throws sdk::Error(kUnsupported) when it has no forward or a call cannot be
+/// inlined (calls through module interfaces).
+std::shared_ptr<torch::jit::Graph> inline_forward(const torch::jit::Module& module);
+
+/// The chain of module calls (outermost first, the root excluded) that `node` was inlined from,
+/// e.g. {{"layer1", "BasicBlock"}, {"layer1.conv1", "Conv2d"}}; empty for the root's own ops.
+/// Calls a module makes to its own methods (self._conv_forward) add no entry.
+std::vector<Scope> scopes_of(const torch::jit::Node* node);
+
+/// The innermost module call of `node`, or nullopt for the root's own ops.
+std::optional<Scope> innermost_scope(const torch::jit::Node* node);
+
+/// The dotted name of the module a value holds when it is a chain of GetAttr from the graph's
+/// first input (self): "" for self, "layer1.conv1" for self.layer1.conv1; nullopt otherwise.
+std::optional<std::string> module_path(const torch::jit::Value* value);
+
+/// The tensors the values of `graph`'s top-level block (inputs included; not the values inside
+/// If/Loop blocks) take when it runs on `module` and `input`, under no_grad. The module must be in
+/// the mode the caller wants measured (eval() for shapes as deployed); it is run once as it is.
+/// Ops that write in place make earlier values alias later ones: read shapes from them, and
+/// contents only where no in-place op follows.
+using ValueTensors = std::unordered_map<const torch::jit::Value*, at::Tensor>;
+ValueTensors run_and_capture(const torch::jit::Module& module,
+                             const std::shared_ptr<torch::jit::Graph>& graph,
+                             const at::Tensor& input);
+
+}  // namespace lithe::host::graph_trace

@@ -1,0 +1,181 @@
+// Speedup: masked copy -> channel plan -> unique-type copy with smaller layers -> checks against
+// the masked model, with the BatchNorm shift measured separately so that a difference is
+// explained, not hidden.
+#include "lithe/host/speedup.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "channel_flow.h"
+#include "lithe/host/model.h"
+#include "lithe/sdk/error.h"
+#include "module_rebuild.h"
+
+namespace lithe::host {
+namespace {
+
+namespace jit = torch::jit;
+using speedup_detail::ChannelPlan;
+using speedup_detail::LayerKind;
+using speedup_detail::LayerPlan;
+
+jit::Module submodule(const jit::Module& root, const std::string& dotted) {
+  jit::Module current = root;
+  size_t start = 0;
+  while (start < dotted.size()) {
+    const size_t dot = dotted.find('.', start);
+    current = current.attr(dotted.substr(start, dot == std::string::npos ? std::string::npos
+                                                                         : dot - start))
+                  .toModule();
+    start = dot == std::string::npos ? dotted.size() : dot + 1;
+  }
+  return current;
+}
+
+void collect_tensors(const c10::IValue& value, std::vector<at::Tensor>& out) {
+  if (value.isTensor()) {
+    out.push_back(value.toTensor());
+  } else if (value.isTuple()) {
+    for (const c10::IValue& element : value.toTupleRef().elements()) {
+      collect_tensors(element, out);
+    }
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      collect_tensors(element, out);
+    }
+  }
+}
+
+std::vector<at::Tensor> run(jit::Module& module, const at::Tensor& input, const char* which) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> outputs;
+  try {
+    collect_tensors(module.forward({input}), outputs);
+  } catch (const c10::Error& e) {
+    throw sdk::Error(sdk::Errc::kInternal, std::string("the ") + which +
+                                               " model failed on the example input: " +
+                                               e.what_without_backtrace());
+  }
+  return outputs;
+}
+
+double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  LITHE_CHECK(a.size() == b.size(), sdk::Errc::kInternal, "the smaller model returns ", a.size(),
+              " tensors, the masked one ", b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    LITHE_CHECK(a[i].sizes() == b[i].sizes(), sdk::Errc::kInternal,
+                "output ", i, " of the smaller model has shape ", a[i].sizes(),
+                ", the masked model's ", b[i].sizes());
+    if (a[i].numel() > 0) {
+      worst = std::max(worst, (a[i].to(at::kDouble) - b[i].to(at::kDouble)).abs().max().item<double>());
+    }
+  }
+  return worst;
+}
+
+std::vector<int64_t> removed(const LayerPlan& plan) {
+  std::vector<int64_t> out;
+  size_t k = 0;
+  for (int64_t i = 0; i < plan.out_channels; ++i) {
+    if (k < plan.keep_out.size() && plan.keep_out[k] == i) {
+      ++k;
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+double constant_of(const jit::Module& module, const std::string& name, double fallback) {
+  if (module.type()->hasConstant(name)) {
+    const c10::IValue v = module.type()->getConstant(name);
+    return v.isDouble() ? v.toDouble() : fallback;
+  }
+  if (module.hasattr(name) && module.attr(name).isDouble()) {
+    return module.attr(name).toDouble();
+  }
+  return fallback;
+}
+
+// β − μ·γ/√(σ²+ε) on the channels a BatchNorm loses; also zeroes γ and β there in `reference`,
+// so that its output no longer carries the shift.
+BatchNormShift measure_shift(const std::string& name, const LayerPlan& plan,
+                             const jit::Module& masked, jit::Module& reference) {
+  BatchNormShift shift{name, 0, 0};
+  const std::vector<int64_t> gone = removed(plan);
+  if (gone.empty()) {
+    return shift;
+  }
+  const jit::Module bn = submodule(masked, name);
+  const at::Tensor idx = at::tensor(gone, at::kLong);
+  const c10::IValue mean_v = bn.attr("running_mean", c10::IValue());
+  const c10::IValue var_v = bn.attr("running_var", c10::IValue());
+  const c10::IValue gamma_v = bn.attr("weight", c10::IValue());
+  const c10::IValue beta_v = bn.attr("bias", c10::IValue());
+  if (!(mean_v.isTensor() && var_v.isTensor() && gamma_v.isTensor() && beta_v.isTensor())) {
+    return shift;  // without affine parameters or running statistics there is nothing to shift
+  }
+  const double eps = constant_of(bn, "eps", 1e-5);
+  const at::Tensor mean = mean_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
+  const at::Tensor var = var_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
+  const at::Tensor gamma = gamma_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
+  const at::Tensor beta = beta_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
+  const at::Tensor value = beta - mean * gamma / at::sqrt(var + eps);
+  shift.channels = value.ne(0).sum().item<int64_t>();
+  shift.max_abs_shift = value.abs().max().item<double>();
+  jit::Module ref_bn = submodule(reference, name);
+  at::NoGradGuard no_grad;
+  for (const char* tensor : {"weight", "bias"}) {
+    ref_bn.attr(tensor).toTensor().index_fill_(0, idx, 0.0);
+  }
+  return shift;
+}
+
+}  // namespace
+
+SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
+                            const at::Tensor& example_input) {
+  // A private masked copy: the caller's model is never touched.
+  jit::Module masked = speedup_detail::clone_with_unique_types(model);
+  {
+    std::unique_ptr<Model> adapter = make_torchscript_model(masked);
+    apply_compression_results(*adapter, masks, "the masks");
+  }
+  masked.eval();
+  const ChannelPlan plan = speedup_detail::plan_channels(masked, masks, example_input);
+
+  jit::Module small = speedup_detail::clone_with_unique_types(masked);
+  SpeedupResult result;
+  result.layers = speedup_detail::shrink_layers(small, plan);
+  result.blocked = plan.blocked;
+  small.eval();
+
+  jit::Module reference = speedup_detail::clone_with_unique_types(masked);
+  reference.eval();
+  for (const std::string& name : plan.layer_order) {
+    const LayerPlan& p = plan.layers.at(name);
+    if (p.kind == LayerKind::kBatchNorm && p.changed()) {
+      BatchNormShift shift = measure_shift(name, p, masked, reference);
+      if (shift.channels > 0) {
+        result.batchnorm_shifts.push_back(std::move(shift));
+      }
+    }
+  }
+
+  const std::vector<at::Tensor> expected = run(masked, example_input, "masked");
+  const std::vector<at::Tensor> without_shift = run(reference, example_input, "reference");
+  const std::vector<at::Tensor> actual = run(small, example_input, "smaller");
+  result.max_abs_diff = max_abs_diff(actual, expected);
+  result.max_abs_diff_without_bn_shift = max_abs_diff(actual, without_shift);
+  result.module = std::make_shared<jit::Module>(std::move(small));
+  return result;
+}
+
+}  // namespace lithe::host

@@ -1,0 +1,239 @@
+// Speedup on the five conformance models: masks from Lithe's own filter pruners (normal and
+// dependency-aware), then the smaller model's layer shapes, its output against the masked model,
+// and a save/load round trip.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lithe/host/compressor.h"
+#include "lithe/host/export.h"
+#include "lithe/host/model.h"
+#include "lithe/host/plugin_registry.h"
+#include "lithe/host/speedup.h"
+#include "lithe/sdk/error.h"
+#include "plugins/filter_norm/filter_norm.h"
+#include "plugins/slim/slim.h"
+#include "support/paths.h"
+
+namespace lithe::host {
+namespace {
+
+using ::testing::HasSubstr;
+
+PluginRegistry& filter_registry() {
+  static PluginRegistry* registry = [] {
+    auto* r = new PluginRegistry();
+    plugins::filter_norm::register_algorithms(*r);
+    plugins::slim::register_algorithms(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+std::filesystem::path model_file(const std::string& name) {
+  return test::shared_dir() / "conformance/models" / (name + ".pt");
+}
+
+at::Tensor input_for(const std::string& name) {
+  torch::manual_seed(7);
+  if (name == "lenet") return torch::randn({4, 1, 28, 28});
+  if (name == "resblock") return torch::randn({4, 3, 16, 16});
+  if (name == "mlp") return torch::randn({4, 64});
+  return torch::randn({4, 3, 32, 32});
+}
+
+// Prunes a loaded copy of conformance model `name` with `algorithm` and returns its masks.
+NamedMasks prune(const std::string& name, const std::string& algorithm,
+                 const std::string& config_list, const std::string& options = "{}") {
+  torch::jit::Module module = torch::jit::load(model_file(name).string());
+  std::unique_ptr<Model> model = make_torchscript_model(module);
+  PruningSession session(*model, filter_registry(), {algorithm, config_list, options, "<test>"});
+  session.compress();
+  return session.masks();
+}
+
+std::map<std::string, std::vector<int64_t>> weight_shapes(const SpeedupResult& result) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const ShrunkLayer& layer : result.layers) {
+    shapes[layer.module] = layer.weight_shape_after;
+  }
+  return shapes;
+}
+
+std::vector<int64_t> parameter_shape(const torch::jit::Module& module, const std::string& name) {
+  for (const auto& p : module.named_parameters()) {
+    if (p.name == name) {
+      return p.value.sizes().vec();
+    }
+  }
+  for (const auto& b : module.named_buffers()) {
+    if (b.name == name) {
+      return b.value.sizes().vec();
+    }
+  }
+  return {};
+}
+
+using Shape = std::vector<int64_t>;
+
+TEST(SpeedupTest, LenetAfterL1FilterHalvesTheConvolutionsAndKeepsTheOutputExactly) {
+  const NamedMasks masks = prune("lenet", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const SpeedupResult result = speedup_model(model, masks, input_for("lenet"));
+  const auto shapes = weight_shapes(result);
+  EXPECT_EQ(shapes.at("conv1"), (Shape{3, 1, 5, 5}));
+  EXPECT_EQ(shapes.at("conv2"), (Shape{8, 3, 5, 5}));
+  EXPECT_EQ(shapes.at("fc1"), (Shape{120, 128}));  // 8 channels × 4 × 4 inputs left
+  EXPECT_EQ(shapes.count("fc2"), 0u);
+  // No BatchNorm: removing zero channels changes nothing but float summation order.
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+  EXPECT_TRUE(result.batchnorm_shifts.empty());
+  EXPECT_EQ(parameter_shape(*result.module, "conv2.bias"), (Shape{8}));
+}
+
+TEST(SpeedupTest, TheInputModelIsNotChanged) {
+  const NamedMasks masks = prune("lenet", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const at::Tensor before = model.attr("conv1").toModule().attr("weight").toTensor().clone();
+  speedup_model(model, masks, input_for("lenet"));
+  const at::Tensor after = model.attr("conv1").toModule().attr("weight").toTensor();
+  EXPECT_TRUE(after.equal(before));
+  EXPECT_EQ(after.size(0), 6);
+}
+
+TEST(SpeedupTest, VggBatchNormShiftIsReportedAndIsTheWholeDifference) {
+  const NamedMasks masks = prune("vgg_bn", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  const torch::jit::Module model = torch::jit::load(model_file("vgg_bn").string());
+  const SpeedupResult result = speedup_model(model, masks, input_for("vgg_bn"));
+  const auto shapes = weight_shapes(result);
+  EXPECT_EQ(shapes.at("conv1"), (Shape{8, 3, 3, 3}));
+  EXPECT_EQ(shapes.at("bn1"), (Shape{8}));
+  EXPECT_EQ(shapes.at("conv2"), (Shape{16, 8, 3, 3}));
+  EXPECT_EQ(shapes.at("conv3"), (Shape{32, 16, 3, 3}));
+  EXPECT_EQ(shapes.at("fc1"), (Shape{10, 128}));
+  EXPECT_EQ(parameter_shape(*result.module, "bn3.running_var"), (Shape{32}));
+  // The masked model's BatchNorms add β − μ·γ/√(σ²+ε) on the pruned channels; the smaller model
+  // has no such channels. Zeroing γ and β there in the masked model leaves only float noise.
+  ASSERT_EQ(result.batchnorm_shifts.size(), 3u);
+  EXPECT_GT(result.max_abs_diff, 1e-3);
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
+TEST(SpeedupTest, SlimMasksOnBatchNormRemoveTheConvolutionFiltersBeforeThem) {
+  const NamedMasks masks = prune("vgg_bn", "slim", R"([{"sparsity": 0.5, "op_types": ["BatchNorm2d"]}])");
+  const torch::jit::Module model = torch::jit::load(model_file("vgg_bn").string());
+  const SpeedupResult result = speedup_model(model, masks, input_for("vgg_bn"));
+  const auto shapes = weight_shapes(result);
+  int64_t bn_channels = 0;
+  int64_t conv_filters = 0;
+  for (const char* bn : {"bn1", "bn2", "bn3"}) {
+    bn_channels += shapes.at(bn).at(0);
+  }
+  for (const char* conv : {"conv1", "conv2", "conv3"}) {
+    conv_filters += shapes.at(conv).at(0);
+  }
+  EXPECT_EQ(bn_channels, 56);  // 112 channels, half pruned globally
+  EXPECT_EQ(conv_filters, bn_channels);
+  // γ = β = 0 gives exact zeros: nothing to explain.
+  EXPECT_TRUE(result.batchnorm_shifts.empty());
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
+TEST(SpeedupTest, MobilenetDepthwiseConvolutionsFollowTheirInputChannels) {
+  const NamedMasks masks = prune("mobilenet_tiny", "l1_filter",
+                                 R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  const torch::jit::Module model = torch::jit::load(model_file("mobilenet_tiny").string());
+  const SpeedupResult result = speedup_model(model, masks, input_for("mobilenet_tiny"));
+  const torch::jit::Module& small = *result.module;
+  // conv1 and dw1 each zero 8 of 16 filters. A channel dw1 zeroes is dead for conv1 too, and one
+  // conv1 zeroes reaches dw1 only through bn1 (the reported shift): either lets it go.
+  const Shape dw1 = parameter_shape(small, "dw1.weight");
+  ASSERT_EQ(dw1.size(), 4u);
+  EXPECT_EQ(dw1[1], 1);
+  EXPECT_EQ(parameter_shape(small, "conv1.weight")[0], dw1[0]);
+  EXPECT_EQ(parameter_shape(small, "bn1.weight")[0], dw1[0]);
+  EXPECT_EQ(parameter_shape(small, "pw1.weight")[1], dw1[0]);
+  EXPECT_LT(dw1[0], 16);
+  EXPECT_EQ(small.attr("dw1").toModule().type()->getConstant("groups").toInt(), dw1[0]);
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+  // It still runs after a save and load (the groups constant was rewritten in its graph).
+  std::stringstream stream;
+  small.save(stream);
+  torch::jit::Module loaded = torch::jit::load(stream);
+  EXPECT_EQ(loaded.forward({input_for("mobilenet_tiny")}).toTensor().sizes(), (Shape{4, 10}));
+}
+
+TEST(SpeedupTest, ResblockDependencyAwarePruningShrinksTheResidualPath) {
+  const NamedMasks masks =
+      prune("resblock", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])",
+            R"({"dependency_aware": true})");
+  const torch::jit::Module model = torch::jit::load(model_file("resblock").string());
+  const SpeedupResult result = speedup_model(model, masks, input_for("resblock"));
+  const torch::jit::Module& small = *result.module;
+  // conv1 and layer1.conv2 meet in the identity add and prune the same 8 channels.
+  EXPECT_EQ(parameter_shape(small, "conv1.weight"), (Shape{8, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "layer1.conv1.weight"), (Shape{8, 8, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "layer1.conv2.weight"), (Shape{8, 8, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "layer2.conv1.weight"), (Shape{16, 8, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "layer2.shortcut.0.weight"), (Shape{16, 8, 1, 1}));
+  EXPECT_EQ(parameter_shape(small, "layer2.conv2.weight"), (Shape{16, 16, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "fc1.weight"), (Shape{10, 16}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
+TEST(SpeedupTest, ResblockWithoutDependencyAwarenessKeepsChannelsTheAddNeeds) {
+  const NamedMasks masks = prune("resblock", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  const torch::jit::Module model = torch::jit::load(model_file("resblock").string());
+  const SpeedupResult result = speedup_model(model, masks, input_for("resblock"));
+  const torch::jit::Module& small = *result.module;
+  // conv1 and layer1.conv2 zero different channels: only those zero in both may go.
+  const int64_t stem = parameter_shape(small, "conv1.weight")[0];
+  EXPECT_GE(stem, 8);
+  EXPECT_EQ(parameter_shape(small, "layer1.conv2.weight")[0], stem);
+  EXPECT_EQ(parameter_shape(small, "layer1.conv1.weight"), (Shape{8, stem, 3, 3}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
+TEST(SpeedupTest, MlpWithoutWholeZeroRowsIsLeftAsItIs) {
+  torch::jit::Module model = torch::jit::load(model_file("mlp").string());
+  NamedMasks masks;
+  // fc1 rows 0..63 all zero (weight and bias): fc1 loses them and fc2 its matching columns.
+  at::Tensor w = torch::ones({128, 64});
+  w.slice(0, 0, 64).zero_();
+  at::Tensor b = torch::ones({128});
+  b.slice(0, 0, 64).zero_();
+  masks.push_back({"fc1", {w, b}});
+  const SpeedupResult result = speedup_model(model, masks, input_for("mlp"));
+  EXPECT_EQ(parameter_shape(*result.module, "fc1.weight"), (Shape{64, 64}));
+  EXPECT_EQ(parameter_shape(*result.module, "fc2.weight"), (Shape{64, 64}));
+  EXPECT_EQ(parameter_shape(*result.module, "fc3.weight"), (Shape{10, 64}));
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
+TEST(SpeedupTest, MasksThatDoNotFitTheModelAreRejectedByLayer) {
+  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  NamedMasks masks;
+  masks.push_back({"conv1", {torch::ones({6, 1, 3, 3}), torch::ones({6})}});
+  EXPECT_THAT([&] { speedup_model(model, masks, input_for("lenet")); },
+              ::testing::ThrowsMessage<sdk::Error>(HasSubstr("conv1")));
+  NamedMasks unknown;
+  unknown.push_back({"conv9", {torch::ones({6, 1, 5, 5}), torch::ones({6})}});
+  EXPECT_THAT([&] { speedup_model(model, unknown, input_for("lenet")); },
+              ::testing::ThrowsMessage<sdk::Error>(HasSubstr("conv9")));
+}
+
+TEST(SpeedupTest, AnInputOfTheWrongShapeIsAClearError) {
+  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const NamedMasks masks = prune("lenet", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  EXPECT_THAT([&] { speedup_model(model, masks, torch::zeros({1, 3, 28, 28})); },
+              ::testing::ThrowsMessage<sdk::Error>(HasSubstr("[1, 3, 28, 28]")));
+}
+
+}  // namespace
+}  // namespace lithe::host
