@@ -78,7 +78,9 @@ void print_usage() {
                "  apply        apply a mask file to a model (NNI apply_compression_results)\n"
                "  conformance  replay NNI golden cases from a directory\n"
                "  train        train a TorchScript model on Fashion-MNIST or a tensor file\n"
-               "  eval         top-1 accuracy and loss of a model on a dataset\n";
+               "  eval         top-1 accuracy and loss of a model on a dataset\n"
+               "  flops        FLOPs and parameters per layer (NNI count_flops_params)\n"
+               "  speedup      rebuild a masked model with fewer channels, checked and timed\n";
 }
 
 }  // namespace
@@ -89,7 +91,8 @@ int main(int argc, char** argv) {
       {"plugins", &lithe::cli::run_plugins},         {"inspect", &lithe::cli::run_inspect},
       {"compress", &lithe::cli::run_compress},       {"apply", &lithe::cli::run_apply},
       {"conformance", &lithe::cli::run_conformance}, {"train", &lithe::cli::run_train},
-      {"eval", &lithe::cli::run_eval},
+      {"eval", &lithe::cli::run_eval},               {"flops", &lithe::cli::run_flops},
+      {"speedup", &lithe::cli::run_speedup},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {

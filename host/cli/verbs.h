@@ -43,5 +43,7 @@ int run_apply(const std::vector<std::string>& args);
 int run_conformance(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
+int run_flops(const std::vector<std::string>& args);
+int run_speedup(const std::vector<std::string>& args);
 
 }  // namespace lithe::cli

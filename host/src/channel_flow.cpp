@@ -71,6 +71,32 @@ bool shape_query(c10::Symbol kind) {
                    "prim::device", "prim::dtype", "aten::__isnot__", "aten::__is__"});
 }
 
+// An int list known before running: a constant, or a list built from constants ((2, 3)).
+std::optional<std::vector<int64_t>> constant_ints(const jit::Value* value) {
+  if (const c10::optional<c10::IValue> constant = jit::toIValue(value)) {
+    if (constant->isIntList()) {
+      return constant->toIntVector();
+    }
+    if (constant->isInt()) {
+      return std::vector<int64_t>{constant->toInt()};
+    }
+    return std::nullopt;
+  }
+  const jit::Node* list = value->node();
+  if (list->kind() != c10::prim::ListConstruct) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  for (const jit::Value* item : list->inputs()) {
+    const c10::optional<c10::IValue> constant = jit::toIValue(item);
+    if (!constant || !constant->isInt()) {
+      return std::nullopt;
+    }
+    out.push_back(constant->toInt());
+  }
+  return out;
+}
+
 std::string describe(const jit::Node* node) {
   std::string where;
   if (const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(node)) {
@@ -545,12 +571,12 @@ class ChannelFlow {
     // through only reductions that keep dim 1 at its size, and a keepdim reduction over dim 1
     // of a one-channel tensor is harmless.
     if (in(node->kind(), {"aten::mean", "aten::sum", "aten::amax"})) {
-      const c10::optional<c10::IValue> dims = jit::toIValue(node->input(1));
-      if (!dims || !dims->isIntList()) {
+      const std::optional<std::vector<int64_t>> dims = constant_ints(node->input(1));
+      if (!dims) {
         return false;
       }
       const int64_t rank = tensor_of(x)->dim();
-      for (const int64_t d : dims->toIntVector()) {
+      for (const int64_t d : *dims) {
         if ((d % rank + rank) % rank == 1) {
           return false;
         }

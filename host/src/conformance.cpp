@@ -1,8 +1,7 @@
 // NNI golden-case runner: finds the cases, dispatches each to its replay, and replays the
 // one-shot pruning cases (compress(), dependency-aware included; optional export_model and
 // apply_compression_results) and the expected-error cases itself. Schedules (AGP, Lottery
-// Ticket), data-driven pruners and quantizers have their own files; FLOPs and speedup cases
-// report UNSUPPORTED until their replay exists.
+// Ticket), data-driven pruners, quantizers, FLOPs counting and speedup have their own files.
 #include "lithe/host/conformance.h"
 
 #include <algorithm>
@@ -161,6 +160,13 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
 }
 
 Verdict replay_case(const CaseContext& c, const PluginRegistry& registry) {
+  if (c.config.value("algorithm", "") == "count_flops_params" ||
+      c.config.value("api", json()).dump().find("count_flops_params") != std::string::npos) {
+    return replay_flops(c, registry);
+  }
+  if (c.config.value("api", json()).dump().find("ModelSpeedup") != std::string::npos) {
+    return replay_speedup(c);
+  }
   if (c.config.contains("api") && !c.config["api"].is_null()) {
     const std::string api = c.config["api"].is_string() ? c.config["api"].get<std::string>()
                                                         : c.config["api"].dump();

@@ -138,5 +138,11 @@ Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
 Verdict replay_quantizer(const CaseContext& c, const PluginRegistry& registry,
                          const std::string& algorithm);
 Verdict replay_qat(const CaseContext& c, const PluginRegistry& registry);
+/// count_flops_params cases (conformance_flops.cpp): per-layer counts in both modes, with the
+/// case's recorded masks for the masked ones.
+Verdict replay_flops(const CaseContext& c, const PluginRegistry& registry);
+/// ModelSpeedup cases (conformance_speedup.cpp): the smaller model's state and output against
+/// NNI's, from the case's own mask.pth.
+Verdict replay_speedup(const CaseContext& c);
 
 }  // namespace lithe::host::conformance_detail

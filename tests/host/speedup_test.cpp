@@ -216,6 +216,78 @@ TEST(SpeedupTest, MlpWithoutWholeZeroRowsIsLeftAsItIs) {
   EXPECT_LT(result.max_abs_diff, 1e-5);
 }
 
+// Masks that zero filters [0, zeroed) of a layer's `filters` (weight and, when given, bias).
+sdk::Masks zero_first(const std::vector<int64_t>& weight_shape, int64_t zeroed, bool bias) {
+  at::Tensor w = torch::ones(weight_shape);
+  w.slice(0, 0, zeroed).zero_();
+  if (!bias) {
+    return {w, std::nullopt};
+  }
+  at::Tensor b = torch::ones({weight_shape[0]});
+  b.slice(0, 0, zeroed).zero_();
+  return {w, b};
+}
+
+TEST(SpeedupTest, AnOpThatMixesChannelsBlocksOnlyItsOwnBranch) {
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/speedup_blocked.pt").string());
+  NamedMasks masks;
+  masks.push_back({"conv1", zero_first({8, 3, 3, 3}, 4, true)});
+  masks.push_back({"conv2", zero_first({8, 8, 3, 3}, 4, true)});
+  masks.push_back({"conv3", zero_first({8, 8, 3, 3}, 4, true)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 8, 8}));
+  const torch::jit::Module& small = *result.module;
+  EXPECT_EQ(parameter_shape(small, "conv1.weight"), (Shape{4, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "conv2.weight"), (Shape{8, 4, 3, 3}));  // cumsum needs all 8
+  EXPECT_EQ(parameter_shape(small, "conv3.weight"), (Shape{4, 4, 3, 3}));  // through the gate
+  EXPECT_EQ(parameter_shape(small, "fc1.weight"), (Shape{10, 4}));
+  EXPECT_EQ(parameter_shape(small, "fc2.weight"), (Shape{10, 8}));
+  ASSERT_EQ(result.blocked.size(), 1u);
+  EXPECT_THAT(result.blocked[0].where, HasSubstr("aten::cumsum"));
+  EXPECT_EQ(result.blocked[0].channels, 4);
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
+TEST(SpeedupTest, TwoDepthwiseConvolutionsOfOneClassTypeGetTheirOwnWidths) {
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/speedup_twin_dw.pt").string());
+  ASSERT_EQ(model.attr("dw_a").toModule().type(), model.attr("dw_b").toModule().type());
+  NamedMasks masks;
+  masks.push_back({"conv1", zero_first({16, 3, 3, 3}, 4, false)});
+  masks.push_back({"dw_a", zero_first({16, 1, 3, 3}, 4, false)});
+  masks.push_back({"pw_a", zero_first({16, 16, 1, 1}, 8, false)});
+  masks.push_back({"dw_b", zero_first({16, 1, 3, 3}, 8, false)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 8, 8}));
+  torch::jit::Module small = *result.module;
+  EXPECT_EQ(parameter_shape(small, "dw_a.weight"), (Shape{12, 1, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "dw_b.weight"), (Shape{8, 1, 3, 3}));
+  EXPECT_EQ(small.attr("dw_a").toModule().type()->getConstant("groups").toInt(), 12);
+  EXPECT_EQ(small.attr("dw_b").toModule().type()->getConstant("groups").toInt(), 8);
+  EXPECT_EQ(parameter_shape(small, "pw_b.weight"), (Shape{16, 8, 1, 1}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+  // The input keeps its shared type and its graphs.
+  EXPECT_EQ(model.attr("dw_a").toModule().type()->getConstant("groups").toInt(), 16);
+  std::stringstream stream;
+  small.save(stream);
+  torch::jit::Module loaded = torch::jit::load(stream);
+  EXPECT_EQ(loaded.forward({torch::randn({1, 3, 8, 8})}).toTensor().sizes(), (Shape{1, 10}));
+}
+
+TEST(SpeedupTest, AConstantReshapeSizeKeepsTheChannelsBeforeItAndSaysWhy) {
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/speedup_const_view.pt").string());
+  NamedMasks masks;
+  masks.push_back({"conv1", zero_first({6, 1, 5, 5}, 3, true)});
+  masks.push_back({"conv2", zero_first({16, 6, 5, 5}, 8, true)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 1, 28, 28}));
+  EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{3, 1, 5, 5}));
+  EXPECT_EQ(parameter_shape(*result.module, "conv2.weight"), (Shape{16, 3, 5, 5}));
+  ASSERT_EQ(result.blocked.size(), 1u);
+  EXPECT_THAT(result.blocked[0].reason, HasSubstr("constant size 256"));
+  EXPECT_EQ(result.blocked[0].channels, 8);
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
 TEST(SpeedupTest, MasksThatDoNotFitTheModelAreRejectedByLayer) {
   const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
   NamedMasks masks;

@@ -1,0 +1,15 @@
+#pragma once
+// The --input-shape option shared by the verbs that run a model on a made-up input.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lithe::cli {
+
+/// "1,3,32,32" -> {1, 3, 32, 32}: positive integers only, batch first. sdk::Error
+/// (kInvalidConfig) naming `option` and the text otherwise.
+std::vector<int64_t> parse_input_shape(const std::string& text,
+                                       const std::string& option = "--input-shape");
+
+}  // namespace lithe::cli

@@ -1,0 +1,214 @@
+// `lithe speedup`: a masked model made physically smaller, checked and measured.
+#include <ATen/ATen.h>
+#include <torch/script.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "input_shape.h"
+#include "lithe/host/export.h"
+#include "lithe/host/flops.h"
+#include "lithe/host/latency.h"
+#include "lithe/host/speedup.h"
+#include "lithe/host/threads.h"
+#include "lithe/sdk/error.h"
+#include "verbs.h"
+
+namespace lithe::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+std::string dims(const std::vector<int64_t>& shape) {
+  std::string out;
+  for (const int64_t d : shape) {
+    out += (out.empty() ? "" : "x") + std::to_string(d);
+  }
+  return out.empty() ? "-" : out;
+}
+
+int64_t parameter_count(const torch::jit::Module& module) {
+  int64_t n = 0;
+  for (const at::Tensor& p : module.parameters()) {
+    n += p.numel();
+  }
+  return n;
+}
+
+std::string serialized(const torch::jit::Module& module) {
+  std::ostringstream out;
+  module.save(out);
+  return out.str();
+}
+
+double ratio(double after, double before) { return before > 0 ? after / before : 0; }
+
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+// Outputs within this of the reference count as equal (float summation order only).
+constexpr double kTolerance = 1e-4;
+
+}  // namespace
+
+int run_speedup(const std::vector<std::string>& args) {
+  std::string model_path;
+  std::string masks_path;
+  std::string input_shape_text;
+  std::string output_path;
+  std::string json_path;
+  int runs = 50;
+  int warmup = 10;
+  int threads = 0;
+  po::options_description desc("options");
+  desc.add_options()
+      ("model", po::value(&model_path)->required(), "masked (or unmasked) TorchScript model")
+      ("masks", po::value(&masks_path)->required(), "masks in NNI's mask.pth layout")
+      ("input-shape", po::value(&input_shape_text)->required(),
+       "example input shape, batch first, e.g. 1,3,32,32")
+      ("output", po::value(&output_path)->required(), "where to write the smaller model")
+      ("json", po::value(&json_path), "also write the report as JSON to this file")
+      ("latency-runs", po::value(&runs)->default_value(50), "timed forwards of each model")
+      ("warmup", po::value(&warmup)->default_value(10), "untimed forwards before timing")
+      ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)");
+  if (!parse_verb_args("speedup",
+                       "--model M.pt --masks MASKS.pth --input-shape 1,3,32,32 --output SMALL.pt",
+                       args, desc)) {
+    return 0;
+  }
+  LITHE_CHECK(!same_file(output_path, model_path), sdk::Errc::kInvalidConfig,
+              "--output '", output_path, "' is the input model; write the smaller model elsewhere");
+  LITHE_CHECK(json_path.empty() || (!same_file(json_path, output_path) &&
+                                    !same_file(json_path, model_path)),
+              sdk::Errc::kInvalidConfig, "--json '", json_path,
+              "' is the model or the output; give the report its own file");
+  LITHE_CHECK(runs >= 1 && warmup >= 0, sdk::Errc::kInvalidConfig,
+              "--latency-runs must be >= 1 and --warmup >= 0, got ", runs, " and ", warmup);
+  const std::vector<int64_t> shape = parse_input_shape(input_shape_text);
+  const int thread_count = host::configure_threads(threads);
+
+  torch::jit::Module model;
+  try {
+    model = torch::jit::load(model_path);
+  } catch (const std::exception& e) {
+    throw sdk::Error(sdk::Errc::kInvalidModel,
+                     "--model '" + model_path + "' is not a TorchScript model: " + e.what());
+  }
+  model.eval();
+  const host::NamedMasks masks = host::load_masks(masks_path);
+  // A fixed, non-trivial input: zeros would hide most differences.
+  at::Tensor input = at::randn(shape, at::detail::createCPUGenerator(20261122));
+
+  const host::SpeedupResult result = host::speedup_model(model, masks, input);
+  torch::jit::Module& small = *result.module;
+
+  // The reference the report measures against: the masked model.
+  torch::jit::Module masked = model.clone();
+  {
+    auto adapter = host::make_torchscript_model(masked);
+    host::apply_compression_results(*adapter, masks, "--masks '" + masks_path + "'");
+  }
+  masked.eval();
+
+  const std::string small_bytes = serialized(small);
+  const std::string masked_bytes = serialized(masked);
+  const host::FlopsReport flops_before = host::count_flops(masked, shape, host::FlopsMode::kDefault);
+  const host::FlopsReport flops_after = host::count_flops(small, shape, host::FlopsMode::kDefault);
+  const int64_t params_before = parameter_count(masked);
+  const int64_t params_after = parameter_count(small);
+  torch::jit::Module timed_small = small.clone();
+  const host::LatencyComparison latency =
+      host::compare_latency(masked, timed_small, input, warmup, runs);
+
+  std::printf("speedup of %s with %s (input %s, %d threads)\n\n", model_path.c_str(),
+              masks_path.c_str(), dims(shape).c_str(), thread_count);
+  std::printf("%-28s %-12s %-16s %-16s\n", "layer", "type", "weight before", "weight after");
+  for (const host::ShrunkLayer& layer : result.layers) {
+    std::printf("%-28s %-12s %-16s %-16s\n", layer.module.c_str(), layer.op_type.c_str(),
+                dims(layer.weight_shape_before).c_str(), dims(layer.weight_shape_after).c_str());
+  }
+  if (result.layers.empty()) {
+    std::printf("(no layer could be shrunk: the masks remove no whole channel)\n");
+  }
+  for (const host::SpeedupBlock& b : result.blocked) {
+    std::printf("kept: %lld zeroed channel(s) at %s: %s\n", static_cast<long long>(b.channels),
+                b.where.c_str(), b.reason.c_str());
+  }
+  std::printf("\ncheck on a fixed random input: max |smaller - masked| = %.3g\n",
+              result.max_abs_diff);
+  if (result.max_abs_diff > kTolerance) {
+    for (const host::BatchNormShift& s : result.batchnorm_shifts) {
+      std::printf("  %s: %lld removed channel(s) where the masked model adds "
+                  "beta - mean*gamma/sqrt(var+eps) (up to %.3g)\n",
+                  s.module.c_str(), static_cast<long long>(s.channels), s.max_abs_shift);
+    }
+    std::printf("  against the masked model with those BatchNorm channels zeroed too: %.3g (%s)\n",
+                result.max_abs_diff_without_bn_shift,
+                result.max_abs_diff_without_bn_shift <= kTolerance
+                    ? "the BatchNorm shift is the whole difference"
+                    : "NOT explained by the BatchNorm shift");
+  }
+  std::printf("\n%-22s %14s %14s %8s\n", "", "masked", "smaller", "ratio");
+  std::printf("%-22s %14lld %14lld %8.3f\n", "parameters", static_cast<long long>(params_before),
+              static_cast<long long>(params_after), ratio(params_after, params_before));
+  std::printf("%-22s %14lld %14lld %8.3f\n", "FLOPs (NNI default)",
+              static_cast<long long>(flops_before.total_flops),
+              static_cast<long long>(flops_after.total_flops),
+              ratio(flops_after.total_flops, flops_before.total_flops));
+  std::printf("%-22s %14zu %14zu %8.3f\n", "file bytes", masked_bytes.size(), small_bytes.size(),
+              ratio(small_bytes.size(), masked_bytes.size()));
+  std::printf("%-22s %14.4f %14.4f %8.3f   (median of %d, %d threads)\n", "latency ms",
+              latency.baseline_ms, latency.candidate_ms,
+              ratio(latency.candidate_ms, latency.baseline_ms), latency.runs, latency.threads);
+
+  json report;
+  report["model"] = model_path;
+  report["masks"] = masks_path;
+  report["output"] = output_path;
+  report["input_shape"] = shape;
+  report["layers"] = json::array();
+  for (const host::ShrunkLayer& layer : result.layers) {
+    report["layers"].push_back({{"module", layer.module},
+                                {"type", layer.op_type},
+                                {"weight_shape_before", layer.weight_shape_before},
+                                {"weight_shape_after", layer.weight_shape_after}});
+  }
+  report["blocked"] = json::array();
+  for (const host::SpeedupBlock& b : result.blocked) {
+    report["blocked"].push_back({{"where", b.where}, {"reason", b.reason}, {"channels", b.channels}});
+  }
+  report["batchnorm_shifts"] = json::array();
+  for (const host::BatchNormShift& s : result.batchnorm_shifts) {
+    report["batchnorm_shifts"].push_back(
+        {{"module", s.module}, {"channels", s.channels}, {"max_abs_shift", s.max_abs_shift}});
+  }
+  report["max_abs_diff"] = result.max_abs_diff;
+  report["max_abs_diff_without_bn_shift"] = result.max_abs_diff_without_bn_shift;
+  report["params"] = {{"before", params_before}, {"after", params_after},
+                      {"ratio", ratio(params_after, params_before)}};
+  report["flops"] = {{"before", flops_before.total_flops}, {"after", flops_after.total_flops},
+                     {"ratio", ratio(flops_after.total_flops, flops_before.total_flops)}};
+  report["file_bytes"] = {{"before", masked_bytes.size()}, {"after", small_bytes.size()},
+                          {"ratio", ratio(small_bytes.size(), masked_bytes.size())}};
+  report["latency_ms"] = {{"before", latency.baseline_ms}, {"after", latency.candidate_ms},
+                          {"ratio", ratio(latency.candidate_ms, latency.baseline_ms)},
+                          {"runs", latency.runs}, {"threads", latency.threads}};
+
+  host::write_file_atomic(output_path, small_bytes);
+  if (!json_path.empty()) {
+    host::write_file_atomic(json_path, report.dump(1) + "\n");
+  }
+  std::printf("\nwrote %s\n", output_path.c_str());
+  return 0;
+}
+
+}  // namespace lithe::cli

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""Builds the TorchScript models the speedup tests use (run with Debian's /usr/bin/python3,
+which has python3-torch). Outputs are committed; rerun only to change them.
+
+  tests/data/speedup_blocked.pt     a channel-mixing op (cumsum over channels) on one branch, a
+                                    squeeze-excitation gate on the other: the first must block
+                                    only its own convolution, the second must shrink
+  tests/data/speedup_twin_dw.pt     two depthwise convolutions with equal configuration (one
+                                    shared TorchScript class type) pruned to different widths
+  tests/data/speedup_const_view.pt  LeNet whose flatten is x.view(-1, 256): a constant size
+"""
+import os
+import sys
+
+import torch
+from torch import nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Blocked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.conv3 = nn.Conv2d(8, 8, 3, padding=1)
+        self.relu3 = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Linear(8, 10)
+        self.fc2 = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.relu1(self.conv1(x))
+        mixed = torch.cumsum(self.conv2(x), dim=1)
+        y = self.relu3(self.conv3(x))
+        gate = torch.sigmoid(y.mean((2, 3), keepdim=True))
+        y = y * gate
+        return self.fc1(self.pool(y).flatten(1)) + self.fc2(self.pool(mixed).flatten(1))
+
+
+class TwinDepthwise(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.relu1 = nn.ReLU()
+        self.dw_a = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.pw_a = nn.Conv2d(16, 16, 1, bias=False)
+        self.relu2 = nn.ReLU()
+        self.dw_b = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.pw_b = nn.Conv2d(16, 16, 1, bias=False)
+        self.relu3 = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.relu1(self.bn1(self.conv1(x)))
+        x = self.relu2(self.pw_a(self.dw_a(x)))
+        x = self.relu3(self.pw_b(self.dw_b(x)))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class ConstView(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5)
+        self.pool1 = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.pool2 = nn.MaxPool2d(2)
+        self.fc1 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = self.pool1(torch.relu(self.conv1(x)))
+        x = self.pool2(torch.relu(self.conv2(x)))
+        return self.fc1(x.view(-1, 256))
+
+
+def randomize_batchnorm(module):
+    for m in module.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.weight.uniform_(0.2, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return module
+
+
+def save(module, relative):
+    path = os.path.join(ROOT, relative)
+    torch.jit.script(module.eval()).save(path)
+    print("wrote", relative)
+
+
+def main():
+    torch.manual_seed(11)
+    save(Blocked(), "tests/data/speedup_blocked.pt")
+    torch.manual_seed(12)
+    save(randomize_batchnorm(TwinDepthwise()), "tests/data/speedup_twin_dw.pt")
+    torch.manual_seed(13)
+    save(ConstView(), "tests/data/speedup_const_view.pt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

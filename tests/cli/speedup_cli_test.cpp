@@ -1,0 +1,88 @@
+// `lithe speedup` end to end: compress with the real filter pruner plugin, speed up, and load the
+// written model back; bad inputs leave no output behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "support/cli_run.h"
+#include "support/paths.h"
+
+namespace lithe::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// Prunes the bundled LeNet's convolutions by half and returns {masked model, masks}.
+std::pair<fs::path, fs::path> pruned_lenet(const fs::path& dir) {
+  write_text(dir / "l1.json",
+             R"({"algorithm": "l1_filter", "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}]})");
+  const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                               (dir / "l1.json").string() + " --output " +
+                               (dir / "masked.pt").string() + " --masks " +
+                               (dir / "masks.pth").string());
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  return {dir / "masked.pt", dir / "masks.pth"};
+}
+
+TEST(SpeedupCliTest, WritesASmallerModelThatLoadsAndReportsTheRatios) {
+  const fs::path dir = scratch_dir("speedup_cli_ok");
+  const auto [masked, masks] = pruned_lenet(dir);
+  const CliRun run = run_lithe("speedup --model " + masked.string() + " --masks " +
+                               masks.string() + " --input-shape 2,1,28,28 --output " +
+                               (dir / "small.pt").string() + " --json " +
+                               (dir / "report.json").string() + " --latency-runs 5 --warmup 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("conv2"));
+  EXPECT_THAT(run.out, HasSubstr("latency ms"));
+  torch::jit::Module small = torch::jit::load((dir / "small.pt").string());
+  EXPECT_EQ(small.attr("conv1").toModule().attr("weight").toTensor().size(0), 3);
+  EXPECT_EQ(small.attr("fc1").toModule().attr("weight").toTensor().size(1), 128);
+  const auto report = nlohmann::json::parse(read_text(dir / "report.json"));
+  EXPECT_LT(report["max_abs_diff"].get<double>(), 1e-4);
+  EXPECT_LT(report["params"]["after"].get<int64_t>(), report["params"]["before"].get<int64_t>());
+  EXPECT_LT(report["flops"]["ratio"].get<double>(), 0.6);
+  EXPECT_GT(report["latency_ms"]["before"].get<double>(), 0.0);
+  EXPECT_EQ(report["layers"].size(), 3u);  // conv1, conv2, fc1
+}
+
+TEST(SpeedupCliTest, MasksForAMissingLayerFailWithTheLayerNamedAndWriteNothing) {
+  const fs::path dir = scratch_dir("speedup_cli_bad_masks");
+  const auto [masked, masks] = pruned_lenet(dir);
+  // Masks of another model (the MLP's fc1 is 128x64, LeNet's 120x256).
+  const fs::path foreign = shared_dir() / "conformance/golden/export_level_mlp/mask.pth";
+  const CliRun run = run_lithe("speedup --model " + masked.string() + " --masks " +
+                               foreign.string() + " --input-shape 1,1,28,28 --output " +
+                               (dir / "small.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("fc1"));
+  EXPECT_FALSE(fs::exists(dir / "small.pt"));
+}
+
+TEST(SpeedupCliTest, RefusesToOverwriteTheInputModelAndChecksTheShape) {
+  const fs::path dir = scratch_dir("speedup_cli_refusals");
+  const auto [masked, masks] = pruned_lenet(dir);
+  const std::string before = read_text(masked);
+  CliRun run = run_lithe("speedup --model " + masked.string() + " --masks " + masks.string() +
+                         " --input-shape 1,1,28,28 --output " + masked.string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("is the input model"));
+  EXPECT_EQ(read_text(masked), before);
+  run = run_lithe("speedup --model " + masked.string() + " --masks " + masks.string() +
+                  " --input-shape 1,x,28 --output " + (dir / "small.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--input-shape must be a comma-separated list"));
+  run = run_lithe("speedup --model " + masked.string() + " --masks " + masks.string() +
+                  " --input-shape 1,3,28,28 --output " + (dir / "small.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("[1, 3, 28, 28]"));
+  EXPECT_FALSE(fs::exists(dir / "small.pt"));
+}
+
+}  // namespace
+}  // namespace lithe::test
