@@ -8,6 +8,7 @@ which has python3-torch). Outputs are committed; rerun only to change them.
   tests/data/speedup_twin_dw.pt     two depthwise convolutions with equal configuration (one
                                     shared TorchScript class type) pruned to different widths
   tests/data/speedup_const_view.pt  LeNet whose flatten is x.view(-1, 256): a constant size
+  tests/data/speedup_grouped.pt     a convolution with groups=2 between two others
 """
 import os
 import sys
@@ -76,6 +77,19 @@ class ConstView(nn.Module):
         return self.fc1(x.view(-1, 256))
 
 
+class Grouped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.gconv = nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.gconv(torch.relu(self.conv1(x))))
+        return self.fc(self.pool(x).flatten(1))
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -100,6 +114,8 @@ def main():
     save(randomize_batchnorm(TwinDepthwise()), "tests/data/speedup_twin_dw.pt")
     torch.manual_seed(13)
     save(ConstView(), "tests/data/speedup_const_view.pt")
+    torch.manual_seed(14)
+    save(Grouped(), "tests/data/speedup_grouped.pt")
     return 0
 
 

@@ -121,6 +121,13 @@ struct LayerUse {
   int out_space = -1;
   int64_t in_channels = 0;
   int64_t out_channels = 0;
+  int64_t groups = 1;
+};
+
+// A space whose removals must be spread evenly over `groups` contiguous groups.
+struct GroupBalance {
+  int space;
+  int64_t groups;
 };
 
 struct FlattenLink {
@@ -160,6 +167,9 @@ class ChannelFlow {
       block_value(output, "model output", "the model's output keeps every channel");
     }
     settle_links();
+    while (balance_groups()) {
+      settle_links();
+    }
     return plan();
   }
 
@@ -487,18 +497,23 @@ class ChannelFlow {
       set_zeros(y, std::move(z), in_space);
       return true;
     }
-    LayerUse& use = use_of(*module, LayerKind::kConv, "Conv2d");
+    if (groups < 1 || cin % groups != 0 || cout % groups != 0) {
+      return false;
+    }
+    // Grouped: like an ordinary convolution on each side, but every group must keep as many
+    // channels as the others (NNI's GroupMaskConflict), settled after the walk.
+    LayerUse& use = use_of(*module, LayerKind::kGroupedConv, "Conv2d");
     use.in_channels = cin;
     use.out_channels = cout;
-    const std::string where = *module + " (Conv2d, groups " + std::to_string(groups) + ")";
-    const std::string reason = "Lithe keeps every channel of a grouped convolution";
-    block(in_space, where, reason);
+    use.groups = groups;
+    constrain(in_space, zeros_or_empty(x, cin));
     join(use.in_space, in_space);
     const int out_space = new_space(cout);
     set_space(y, out_space);
     join(use.out_space, out_space);
     set_zeros(y, zero_filters(*module, cout), use.out_space);
-    block(use.out_space, where, reason);
+    balances_.push_back({use.in_space, groups});
+    balances_.push_back({use.out_space, groups});
     return true;
   }
 
@@ -828,6 +843,43 @@ class ChannelFlow {
     }
   }
 
+  // Every group of a grouped convolution's side removes as many channels as the group that
+  // removes fewest: the first ones (lowest index) stay removed, the rest are kept; a group never
+  // loses all its channels. Returns whether anything changed.
+  bool balance_groups() {
+    bool changed = false;
+    for (const GroupBalance& b : balances_) {
+      Space& space = at(b.space);
+      const int64_t per_group = space.size / b.groups;
+      const auto removed = [&space](int64_t i) {
+        return space.removable[static_cast<size_t>(i)] && space.candidates[static_cast<size_t>(i)];
+      };
+      int64_t fewest = per_group - 1;
+      for (int64_t g = 0; g < b.groups; ++g) {
+        int64_t count = 0;
+        for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) {
+          count += removed(i) ? 1 : 0;
+        }
+        fewest = std::min(fewest, count);
+      }
+      for (int64_t g = 0; g < b.groups; ++g) {
+        int64_t taken = 0;
+        for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) {
+          if (!removed(i)) {
+            continue;
+          }
+          if (taken < fewest) {
+            ++taken;
+          } else {
+            space.removable[static_cast<size_t>(i)] = false;
+            changed = true;
+          }
+        }
+      }
+    }
+    return changed;
+  }
+
   // ---- the plan -------------------------------------------------------------------------------
   // Channels to remove from a space: zero somewhere, allowed everywhere. Never all of them.
   std::vector<int64_t> keep(int s) {
@@ -852,7 +904,7 @@ class ChannelFlow {
     ChannelPlan out;
     for (const std::string& module : order_) {
       const LayerUse& use = uses_.at(module);
-      LayerPlan p{use.kind, use.op_type, use.in_channels, use.out_channels, {}, {}};
+      LayerPlan p{use.kind, use.op_type, use.in_channels, use.out_channels, use.groups, {}, {}};
       if (use.in_space >= 0 && use.kind != LayerKind::kBatchNorm &&
           use.kind != LayerKind::kDepthwiseConv) {
         p.keep_in = keep(use.in_space);
@@ -896,6 +948,7 @@ class ChannelFlow {
   std::vector<std::string> order_;
   std::vector<FlattenLink> flattens_;
   std::vector<CatLink> cats_;
+  std::vector<GroupBalance> balances_;
 };
 
 }  // namespace

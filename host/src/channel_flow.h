@@ -25,7 +25,9 @@
 
 namespace lithe::host::speedup_detail {
 
-enum class LayerKind { kConv, kDepthwiseConv, kLinear, kBatchNorm };
+/// kGroupedConv: 1 < groups < channels; every group keeps the same number of inputs and of
+/// outputs, so the groups count stays.
+enum class LayerKind { kConv, kDepthwiseConv, kGroupedConv, kLinear, kBatchNorm };
 
 /// What to keep of one layer; empty `keep_*` means "every channel".
 struct LayerPlan {
@@ -33,6 +35,7 @@ struct LayerPlan {
   std::string op_type;
   int64_t in_channels = 0;   ///< conv / linear input size, BatchNorm / depthwise channels
   int64_t out_channels = 0;  ///< conv / linear output size (== in_channels for the others)
+  int64_t groups = 1;
   std::vector<int64_t> keep_in;
   std::vector<int64_t> keep_out;
   bool changed() const;

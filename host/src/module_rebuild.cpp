@@ -226,6 +226,28 @@ std::vector<ShrunkLayer> shrink_layers(jit::Module& module, const ChannelPlan& p
         }
         break;
       }
+      case LayerKind::kGroupedConv: {
+        // Output row o of group q reads only group q's inputs: pick, per row, the positions
+        // within that group that stay (every group keeps the same number).
+        const int64_t in_per_group = p.in_channels / p.groups;
+        const int64_t out_per_group = p.out_channels / p.groups;
+        std::vector<std::vector<int64_t>> positions(static_cast<size_t>(p.groups));
+        for (const int64_t i : keep_in) {
+          positions[static_cast<size_t>(i / in_per_group)].push_back(i % in_per_group);
+        }
+        set_tensor(layer, "weight", [&](const at::Tensor& w) {
+          std::vector<at::Tensor> rows;
+          for (const int64_t o : keep_out) {
+            rows.push_back(w[o].index_select(
+                0, index(positions[static_cast<size_t>(o / out_per_group)])));
+          }
+          return at::stack(rows);
+        });
+        set_tensor(layer, "bias", [&](const at::Tensor& b) { return b.index_select(0, out_index); });
+        set_int(layer, "in_channels", n_in);
+        set_int(layer, "out_channels", n_out);
+        break;
+      }
       case LayerKind::kDepthwiseConv: {
         set_tensor(layer, "weight", [&](const at::Tensor& w) { return w.index_select(0, out_index); });
         set_tensor(layer, "bias", [&](const at::Tensor& b) { return b.index_select(0, out_index); });

@@ -288,6 +288,39 @@ TEST(SpeedupTest, AConstantReshapeSizeKeepsTheChannelsBeforeItAndSaysWhy) {
   EXPECT_LT(result.max_abs_diff, 1e-5);
 }
 
+// Masks that zero the listed filters (weight and bias).
+sdk::Masks zero_filters(const std::vector<int64_t>& weight_shape, std::vector<int64_t> filters) {
+  at::Tensor w = torch::ones(weight_shape);
+  at::Tensor b = torch::ones({weight_shape[0]});
+  for (const int64_t f : filters) {
+    w[f].zero_();
+    b[f].zero_();
+  }
+  return {w, b};
+}
+
+TEST(SpeedupTest, AGroupedConvolutionKeepsEveryGroupEquallyWide) {
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/speedup_grouped.pt").string());
+  NamedMasks masks;
+  // conv1 zeroes 2 channels of gconv's first input group and 1 of its second; gconv zeroes 1
+  // filter of its first group and 2 of its second. One per group can go on each side (NNI's
+  // GroupMaskConflict keeps the lowest-index removals).
+  masks.push_back({"conv1", zero_filters({8, 3, 3, 3}, {0, 1, 4})});
+  masks.push_back({"gconv", zero_filters({8, 4, 3, 3}, {0, 4, 5})});
+  const at::Tensor input = torch::randn({2, 3, 8, 8});
+  const SpeedupResult result = speedup_model(model, masks, input);
+  const torch::jit::Module& small = *result.module;
+  EXPECT_EQ(parameter_shape(small, "conv1.weight"), (Shape{6, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "gconv.weight"), (Shape{6, 3, 3, 3}));
+  EXPECT_EQ(small.attr("gconv").toModule().type()->getConstant("groups").toInt(), 2);
+  EXPECT_EQ(parameter_shape(small, "fc.weight"), (Shape{10, 6}));
+  ASSERT_EQ(result.layers.size(), 3u);
+  EXPECT_EQ(result.layers[0].kept_outputs, (std::vector<int64_t>{1, 2, 3, 5, 6, 7}));
+  EXPECT_EQ(result.layers[1].kept_outputs, (std::vector<int64_t>{1, 2, 3, 5, 6, 7}));
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
 TEST(SpeedupTest, MasksThatDoNotFitTheModelAreRejectedByLayer) {
   const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
   NamedMasks masks;
