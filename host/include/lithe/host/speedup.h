@@ -67,9 +67,11 @@ struct SpeedupResult {
 /// A channel is removable when every layer that reads it sees zero there (a filter whose weight
 /// and bias masks are all zero, a BatchNorm whose γ and β masks are zero, through ops that keep
 /// zero at zero); BatchNorm between a pruned filter and its readers is passed through (NNI's
-/// rule, reported in `batchnorm_shifts`). Where an op the pass does not understand, a grouped
-/// convolution, the model's input or output or a shared weight needs a channel, that channel
-/// stays and `blocked` says where and why; everything else still shrinks. Throws sdk::Error
+/// rule, reported in `batchnorm_shifts`). Depthwise convolutions follow their input channels;
+/// grouped ones keep every group equally wide (the lowest-index removals of each group stay
+/// removed, as NNI's GroupMaskConflict). Where an op the pass does not understand, a constant
+/// reshape size, or the model's input or output needs a channel, that channel stays and
+/// `blocked` says where and why; everything else still shrinks. Throws sdk::Error
 /// (kInvalidModel / kShapeMismatch naming the layer) for masks that do not fit the model, and
 /// kUnsupported when the forward cannot be analysed at all.
 SpeedupResult speedup_model(const torch::jit::Module& model, const NamedMasks& masks,
