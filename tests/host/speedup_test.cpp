@@ -169,6 +169,41 @@ TEST(SpeedupTest, MobilenetDepthwiseConvolutionsFollowTheirInputChannels) {
   EXPECT_EQ(loaded.forward({input_for("mobilenet_tiny")}).toTensor().sizes(), (Shape{4, 10}));
 }
 
+// Filters a layer's weight mask keeps (any non-zero), as a bool vector.
+at::Tensor kept_filters(const NamedMasks& masks, const std::string& layer) {
+  for (const auto& [name, m] : masks) {
+    if (name == layer) {
+      return m.weight.reshape({m.weight.size(0), -1}).ne(0).any(1);
+    }
+  }
+  ADD_FAILURE() << "no mask for " << layer;
+  return {};
+}
+
+TEST(SpeedupTest, MobilenetDependencyAwarePruningKeepsWhatBothSidesOfEachDepthwiseKeep) {
+  const NamedMasks masks =
+      prune("mobilenet_tiny", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])",
+            R"({"dependency_aware": true})");
+  const torch::jit::Module model = torch::jit::load(model_file("mobilenet_tiny").string());
+  const SpeedupResult result = speedup_model(model, masks, input_for("mobilenet_tiny"));
+  const torch::jit::Module& small = *result.module;
+  // conv1 -> bn1 -> dw1 -> dwbn1 is one channel space: a channel stays where both conv1 and dw1
+  // keep their filter. The same holds for pw1 and dw2; pw2 only feeds the classifier.
+  const int64_t first = (kept_filters(masks, "conv1") & kept_filters(masks, "dw1")).sum().item<int64_t>();
+  const int64_t second = (kept_filters(masks, "pw1") & kept_filters(masks, "dw2")).sum().item<int64_t>();
+  const int64_t third = kept_filters(masks, "pw2").sum().item<int64_t>();
+  ASSERT_LT(first, 16);
+  EXPECT_EQ(parameter_shape(small, "conv1.weight"), (Shape{first, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "dw1.weight"), (Shape{first, 1, 3, 3}));
+  EXPECT_EQ(small.attr("dw1").toModule().type()->getConstant("groups").toInt(), first);
+  EXPECT_EQ(parameter_shape(small, "pw1.weight"), (Shape{second, first, 1, 1}));
+  EXPECT_EQ(parameter_shape(small, "dw2.weight"), (Shape{second, 1, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "pw2.weight"), (Shape{third, second, 1, 1}));
+  EXPECT_EQ(parameter_shape(small, "pwbn2.weight"), (Shape{third}));
+  EXPECT_EQ(parameter_shape(small, "fc1.weight"), (Shape{10, third}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
 TEST(SpeedupTest, ResblockDependencyAwarePruningShrinksTheResidualPath) {
   const NamedMasks masks =
       prune("resblock", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])",
