@@ -685,8 +685,16 @@ class ChannelFlow {
   bool visit_cat(const jit::Node* node) {
     const jit::Node* list = node->input(0)->node();
     const jit::Value* y = node->output();
-    if (list->kind() != c10::prim::ListConstruct || !channelled(y) || node->inputs().size() < 2) {
+    if (list->kind() != c10::prim::ListConstruct || list->inputs().empty() || !channelled(y) ||
+        node->inputs().size() < 2) {
       return false;
+    }
+    // A list filled later (parts.append(x)) is not what its construction shows.
+    for (const jit::Use& use : list->output()->uses()) {
+      if (use.user != node && use.user->kind() != op("aten::cat") &&
+          use.user->kind() != op("aten::concat")) {
+        return false;
+      }
     }
     const c10::optional<c10::IValue> dim_value = jit::toIValue(node->input(1));
     if (!dim_value || !dim_value->isInt()) {
@@ -930,6 +938,14 @@ class ChannelFlow {
         continue;
       }
       for (SpeedupBlock b : space.blocks) {
+        const auto same = std::find_if(out.blocked.begin(), out.blocked.end(),
+                                       [&b](const SpeedupBlock& seen) {
+                                         return seen.where == b.where && seen.reason == b.reason;
+                                       });
+        if (same != out.blocked.end()) {
+          same->channels += stuck;  // e.g. several outputs of the model
+          continue;
+        }
         b.channels = stuck;
         out.blocked.push_back(std::move(b));
       }

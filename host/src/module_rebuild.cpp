@@ -8,6 +8,8 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <functional>
+#include <set>
+#include <unordered_map>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -40,57 +42,107 @@ void retype_block(jit::Block* block, const std::unordered_set<const c10::Type*>&
   }
 }
 
-jit::Module clone_instance(const jit::Module& source,
-                           std::unordered_set<const c10::Type*>& fresh) {
-  const c10::ClassTypePtr old_type = source.type();
-  LITHE_CHECK(old_type->getForwardHooks().empty() && old_type->getForwardPreHooks().empty(),
-              sdk::Errc::kUnsupported, "cannot rebuild ", type_name(old_type),
-              ": it has forward hooks");
-  jit::Module copy(*old_type->name(), source._ivalue()->compilation_unit(), /*shouldMangle=*/true);
-  const c10::ClassTypePtr new_type = copy.type();
-  fresh.insert(new_type.get());
+// Copies one module instance. `own_type(path)` says whether it needs a class type of its own;
+// the others share one copied type per original type (`shared`), as the original shares them,
+// so that an unchanged model does not grow by a class per instance.
+class Cloner {
+ public:
+  explicit Cloner(std::function<bool(const std::string&)> own_type)
+      : own_type_(std::move(own_type)) {}
 
-  for (size_t i = 0; i < old_type->numAttributes(); ++i) {
-    const std::string& name = old_type->getAttributeName(i);
-    const c10::IValue value = source._ivalue()->getSlot(i);
-    const c10::TypePtr type = old_type->getAttribute(i);
-    const auto cls = type->cast<c10::ClassType>();
-    if (cls && cls->is_module()) {
-      const jit::Module child = clone_instance(value.toModule(), fresh);
-      new_type->addAttribute(name, child.type(), false, false);
-      copy._ivalue()->setAttr(name, child._ivalue());
-      continue;
+  jit::Module clone(const jit::Module& source, const std::string& path) {
+    const c10::ClassTypePtr old_type = source.type();
+    LITHE_CHECK(old_type->getForwardHooks().empty() && old_type->getForwardPreHooks().empty(),
+                sdk::Errc::kUnsupported, "cannot rebuild ", type_name(old_type),
+                ": it has forward hooks");
+    const bool own = own_type_(path);
+    if (!own) {
+      if (const auto cached = shared_.find(old_type.get()); cached != shared_.end()) {
+        return fill(source, path, instantiate(source, cached->second));
+      }
     }
-    LITHE_CHECK(type->kind() != c10::TypeKind::InterfaceType, sdk::Errc::kUnsupported,
-                "cannot rebuild ", type_name(old_type), ": attribute '", name,
-                "' holds a module interface");
-    new_type->addAttribute(name, type, old_type->is_parameter(i), old_type->is_buffer(i));
-    c10::IValue own;
+    jit::Module copy(*old_type->name(), source._ivalue()->compilation_unit(),
+                     /*shouldMangle=*/true);
+    const c10::ClassTypePtr new_type = copy.type();
+    fresh_.insert(new_type.get());
+    // Attributes first (children give their types), then constants and methods.
+    for (size_t i = 0; i < old_type->numAttributes(); ++i) {
+      const std::string& name = old_type->getAttributeName(i);
+      const c10::IValue value = source._ivalue()->getSlot(i);
+      const c10::TypePtr type = old_type->getAttribute(i);
+      const auto cls = type->cast<c10::ClassType>();
+      if (cls && cls->is_module()) {
+        const jit::Module child = clone(value.toModule(), join(path, name));
+        new_type->addAttribute(name, child.type(), false, false);
+        copy._ivalue()->setAttr(name, child._ivalue());
+        continue;
+      }
+      LITHE_CHECK(type->kind() != c10::TypeKind::InterfaceType, sdk::Errc::kUnsupported,
+                  "cannot rebuild ", type_name(old_type), ": attribute '", name,
+                  "' holds a module interface");
+      new_type->addAttribute(name, type, old_type->is_parameter(i), old_type->is_buffer(i));
+      copy._ivalue()->setAttr(name, own_copy(value));
+    }
+    for (size_t i = 0; i < old_type->numConstants(); ++i) {
+      new_type->addConstant(old_type->getConstantName(i), old_type->getConstant(i));
+    }
+    const auto remap = [&](c10::TypePtr t) -> c10::TypePtr {
+      return t == old_type ? new_type : t;
+    };
+    for (jit::Function* method : old_type->methods()) {
+      std::shared_ptr<jit::Graph> graph = jit::toGraphFunction(*method).graph()->copy();
+      graph->remapTypes(remap);
+      retype_block(graph->block(), fresh_);
+      jit::Function* fn = copy._ivalue()->compilation_unit()->create_function(
+          c10::QualifiedName(*new_type->name(), method->name()), graph);
+      fn->setSchema(method->getSchema().cloneWithRemappedTypes(remap));
+      new_type->addMethod(fn);
+    }
+    if (!own) {
+      shared_.emplace(old_type.get(), new_type);
+    }
+    return copy;
+  }
+
+ private:
+  static std::string join(const std::string& path, const std::string& name) {
+    return path.empty() ? name : path + "." + name;
+  }
+
+  static c10::IValue own_copy(const c10::IValue& value) {
     if (value.isTensor()) {
       const at::Tensor& t = value.toTensor();
-      own = t.defined() ? t.detach().clone().requires_grad_(t.requires_grad()) : t;
-    } else {
-      own = value.deepcopy();
+      return t.defined() ? t.detach().clone().requires_grad_(t.requires_grad()) : t;
     }
-    copy._ivalue()->setAttr(name, std::move(own));
+    return value.deepcopy();
   }
-  for (size_t i = 0; i < old_type->numConstants(); ++i) {
-    new_type->addConstant(old_type->getConstantName(i), old_type->getConstant(i));
+
+  static jit::Module instantiate(const jit::Module& source, const c10::ClassTypePtr& type) {
+    return jit::Module(c10::ivalue::Object::create(
+        c10::StrongTypePtr(source._ivalue()->compilation_unit(), type), type->numAttributes()));
   }
-  const auto remap = [&](c10::TypePtr t) -> c10::TypePtr {
-    return t == old_type ? new_type : t;
-  };
-  for (jit::Function* method : old_type->methods()) {
-    std::shared_ptr<jit::Graph> graph = jit::toGraphFunction(*method).graph()->copy();
-    graph->remapTypes(remap);
-    retype_block(graph->block(), fresh);
-    jit::Function* fn = copy._ivalue()->compilation_unit()->create_function(
-        c10::QualifiedName(*new_type->name(), method->name()), graph);
-    fn->setSchema(method->getSchema().cloneWithRemappedTypes(remap));
-    new_type->addMethod(fn);
+
+  // An instance of an already copied type: copies of the slots (children recursively).
+  jit::Module fill(const jit::Module& source, const std::string& path, jit::Module copy) {
+    const c10::ClassTypePtr old_type = source.type();
+    for (size_t i = 0; i < old_type->numAttributes(); ++i) {
+      const c10::IValue value = source._ivalue()->getSlot(i);
+      const auto cls = old_type->getAttribute(i)->cast<c10::ClassType>();
+      if (cls && cls->is_module()) {
+        const jit::Module child =
+            clone(value.toModule(), join(path, old_type->getAttributeName(i)));
+        copy._ivalue()->setSlot(i, child._ivalue());
+      } else {
+        copy._ivalue()->setSlot(i, own_copy(value));
+      }
+    }
+    return copy;
   }
-  return copy;
-}
+
+  std::function<bool(const std::string&)> own_type_;
+  std::unordered_map<const c10::Type*, c10::ClassTypePtr> shared_;
+  std::unordered_set<const c10::Type*> fresh_;
+};
 
 jit::Module submodule(const jit::Module& root, const std::string& dotted) {
   jit::Module current = root;
@@ -184,10 +236,18 @@ std::vector<int64_t> all(int64_t n) {
 
 }  // namespace
 
-jit::Module clone_with_unique_types(const jit::Module& module) {
-  std::unordered_set<const c10::Type*> fresh;
+jit::Module clone_module(const jit::Module& module, const std::set<std::string>& changing) {
+  // A module needs its own type when it or a module inside it changes shape.
+  Cloner cloner([&changing](const std::string& path) {
+    if (path.empty()) {
+      return true;
+    }
+    const auto next = changing.lower_bound(path);
+    return next != changing.end() &&
+           (*next == path || next->compare(0, path.size() + 1, path + ".") == 0);
+  });
   try {
-    return clone_instance(module, fresh);
+    return cloner.clone(module, "");
   } catch (const c10::Error& e) {
     throw sdk::Error(sdk::Errc::kUnsupported,
                      std::string("cannot copy the model to rebuild it: ") +

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,7 +144,7 @@ BatchNormShift measure_shift(const std::string& name, const LayerPlan& plan,
 SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
                             const at::Tensor& example_input) {
   // A private masked copy: the caller's model is never touched.
-  jit::Module masked = speedup_detail::clone_with_unique_types(model);
+  jit::Module masked = speedup_detail::clone_module(model);
   {
     std::unique_ptr<Model> adapter = make_torchscript_model(masked);
     apply_compression_results(*adapter, masks, "the masks");
@@ -151,13 +152,19 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
   masked.eval();
   const ChannelPlan plan = speedup_detail::plan_channels(masked, masks, example_input);
 
-  jit::Module small = speedup_detail::clone_with_unique_types(masked);
+  std::set<std::string> changing;
+  for (const auto& [name, layer] : plan.layers) {
+    if (layer.changed()) {
+      changing.insert(name);
+    }
+  }
+  jit::Module small = speedup_detail::clone_module(masked, changing);
   SpeedupResult result;
   result.layers = speedup_detail::shrink_layers(small, plan);
   result.blocked = plan.blocked;
   small.eval();
 
-  jit::Module reference = speedup_detail::clone_with_unique_types(masked);
+  jit::Module reference = speedup_detail::clone_module(masked);
   reference.eval();
   for (const std::string& name : plan.layer_order) {
     const LayerPlan& p = plan.layers.at(name);
