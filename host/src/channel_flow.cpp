@@ -21,6 +21,7 @@
 
 #include "graph_trace.h"
 #include "lithe/sdk/error.h"
+#include "submodule.h"
 
 namespace lithe::host::speedup_detail {
 
@@ -403,17 +404,10 @@ class ChannelFlow {
   }
 
   at::Tensor attribute(const std::string& module, const std::string& name) const {
-    jit::Module m = module_;
-    size_t start = 0;
-    while (start < module.size()) {
-      const size_t dot = module.find('.', start);
-      m = m.attr(module.substr(start, dot == std::string::npos ? std::string::npos : dot - start))
-              .toModule();
-      start = dot == std::string::npos ? module.size() : dot + 1;
-    }
-    const c10::IValue value = m.attr(name, c10::IValue());
+    const c10::IValue value = submodule(module_, module).attr(name, c10::IValue());
     return value.isTensor() ? value.toTensor() : at::Tensor();
   }
+
 
   // Filters (rows) whose weight mask is all zero and whose bias is zero in the masked model.
   Bits zero_filters(const std::string& module, int64_t count) const {

@@ -7,7 +7,6 @@
 // is checked.
 #include <algorithm>
 #include <cmath>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,23 +24,30 @@ std::vector<int64_t> case_input_shape(const CaseContext& c) {
   if (kwargs.contains("x") && kwargs["x"].is_array()) {
     return kwargs["x"].get<std::vector<int64_t>>();
   }
-  static const std::regex kShape(R"(count_flops_params\([^)]*x=\(([0-9, ]+)\))");
+  // "count_flops_params(wrapped_model, x=(1, 1, 28, 28), ...)": the ints between "x=(" and ")".
+  // (Plain string search: std::regex trips GCC 12's maybe-uninitialized warning under ASan.)
   for (const json& line : c.config.value("procedure", json::array())) {
-    std::smatch match;
     const std::string text = line.is_string() ? line.get<std::string>() : "";
-    if (std::regex_search(text, match, kShape)) {
-      std::vector<int64_t> shape;
-      const std::string sizes = match[1].str();
-      for (size_t start = 0; start < sizes.size();) {
-        const size_t comma = sizes.find(',', start);
-        const std::string part = sizes.substr(start, comma - start);
-        if (part.find_first_not_of(' ') != std::string::npos) {
-          shape.push_back(std::stoll(part));
-        }
-        start = comma == std::string::npos ? sizes.size() : comma + 1;
-      }
-      return shape;
+    const size_t call = text.find("count_flops_params(");
+    const size_t open = call == std::string::npos ? call : text.find("x=(", call);
+    const size_t close = open == std::string::npos ? open : text.find(')', open);
+    if (close == std::string::npos) {
+      continue;
     }
+    const std::string sizes = text.substr(open + 3, close - open - 3);
+    if (sizes.empty() || sizes.find_first_not_of("0123456789, ") != std::string::npos) {
+      continue;
+    }
+    std::vector<int64_t> shape;
+    for (size_t start = 0; start < sizes.size();) {
+      const size_t comma = sizes.find(',', start);
+      const std::string part = sizes.substr(start, comma - start);
+      if (part.find_first_not_of(' ') != std::string::npos) {
+        shape.push_back(std::stoll(part));
+      }
+      start = comma == std::string::npos ? sizes.size() : comma + 1;
+    }
+    return shape;
   }
   fail("no input shape: neither kwargs.x nor a count_flops_params(..., x=(...)) procedure line");
 }

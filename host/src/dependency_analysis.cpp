@@ -20,8 +20,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "graph_trace.h"
 #include "lithe/host/dependency.h"
 #include "lithe/sdk/error.h"
+#include "submodule.h"
 
 namespace lithe::host {
 namespace {
@@ -95,20 +97,6 @@ bool writes_input(const jit::Node* user, size_t index) {
   return alias != nullptr && alias->isWrite();
 }
 
-jit::Module submodule(const jit::Module& root, const std::string& dotted) {
-  jit::Module current = root;
-  size_t start = 0;
-  while (start <= dotted.size() && !dotted.empty()) {
-    const size_t dot = dotted.find('.', start);
-    current = current.attr(dotted.substr(start, dot == std::string::npos ? dot : dot - start))
-                  .toModule();
-    if (dot == std::string::npos) {
-      break;
-    }
-    start = dot + 1;
-  }
-  return current;
-}
 
 // One call of a Conv2d / ConvTranspose2d / Linear module in the inlined graph.
 struct LayerCall {
@@ -191,23 +179,7 @@ class GraphAnalysis {
     }
   }
 
-  // The dotted path of a module value: a chain of GetAttr from `self`; "" for self.
-  std::optional<std::string> module_path(jit::Value* value) {
-    if (value == graph_->inputs().at(0)) {
-      return std::string();
-    }
-    jit::Node* node = value->node();
-    const auto cls = value->type()->cast<c10::ClassType>();
-    if (node->kind() != c10::prim::GetAttr || !cls || !cls->is_module()) {
-      return std::nullopt;
-    }
-    std::optional<std::string> parent = module_path(node->input());
-    if (!parent) {
-      return std::nullopt;
-    }
-    const std::string& atom = node->s(c10::attr::name);
-    return parent->empty() ? atom : *parent + "." + atom;
-  }
+
 
   std::optional<LayerCall> layer_call(jit::Node* node) {
     const std::optional<OpRoles> roles = layer_op_roles(node);
@@ -231,7 +203,7 @@ class GraphAnalysis {
     if (!is_conv_type(op_type) && op_type != kLinear) {
       return std::nullopt;  // e.g. a Conv1d, or a custom class: passed through, as in NNI
     }
-    std::optional<std::string> path = module_path(getter->input());
+    std::optional<std::string> path = graph_trace::module_path(getter->input());
     if (!path || path->empty()) {
       return std::nullopt;
     }
@@ -254,7 +226,7 @@ class GraphAnalysis {
       groups = constant->toInt();
     } else if (value->node()->kind() == c10::prim::GetAttr &&
                value->node()->s(c10::attr::name) == "groups") {
-      const std::optional<std::string> owner = module_path(value->node()->input());
+      const std::optional<std::string> owner = graph_trace::module_path(value->node()->input());
       LITHE_CHECK(owner.has_value(), sdk::Errc::kUnsupported, "cannot analyse ", call.op_type,
                   " '", call.module, "': its groups come from an attribute of a value that is "
                   "not a submodule");

@@ -28,6 +28,7 @@
 
 #include "graph_trace.h"
 #include "lithe/sdk/error.h"
+#include "submodule.h"
 
 namespace lithe::host {
 namespace {
@@ -77,21 +78,6 @@ int64_t product(const std::vector<int64_t>& sizes, size_t from) {
 
 std::vector<int64_t> sizes_of(const at::Tensor& t) { return t.sizes().vec(); }
 
-// The submodule at dotted `path` ("" = root), or nullopt.
-std::optional<jit::Module> find_submodule(const jit::Module& root, const std::string& path) {
-  jit::Module current = root;
-  size_t start = 0;
-  while (start < path.size()) {
-    const size_t dot = path.find('.', start);
-    const std::string atom = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    if (!current.hasattr(atom) || !current.attr(atom).isModule()) {
-      return std::nullopt;
-    }
-    current = current.attr(atom).toModule();
-    start = dot == std::string::npos ? path.size() : dot + 1;
-  }
-  return current;
-}
 
 std::optional<at::Tensor> tensor_attr(const jit::Module& module, const std::string& name) {
   if (!module.hasattr(name)) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lithe/sdk/error.h"
+#include "submodule.h"
 
 namespace lithe::host::speedup_detail {
 namespace {
@@ -144,18 +145,6 @@ class Cloner {
   std::unordered_set<const c10::Type*> fresh_;
 };
 
-jit::Module submodule(const jit::Module& root, const std::string& dotted) {
-  jit::Module current = root;
-  size_t start = 0;
-  while (start < dotted.size()) {
-    const size_t dot = dotted.find('.', start);
-    current = current.attr(dotted.substr(start, dot == std::string::npos ? std::string::npos
-                                                                         : dot - start))
-                  .toModule();
-    start = dot == std::string::npos ? dotted.size() : dot + 1;
-  }
-  return current;
-}
 
 at::Tensor index(const std::vector<int64_t>& keep) {
   return at::tensor(keep, at::kLong);

@@ -17,6 +17,7 @@
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
 #include "module_rebuild.h"
+#include "submodule.h"
 
 namespace lithe::host {
 namespace {
@@ -26,18 +27,6 @@ using speedup_detail::ChannelPlan;
 using speedup_detail::LayerKind;
 using speedup_detail::LayerPlan;
 
-jit::Module submodule(const jit::Module& root, const std::string& dotted) {
-  jit::Module current = root;
-  size_t start = 0;
-  while (start < dotted.size()) {
-    const size_t dot = dotted.find('.', start);
-    current = current.attr(dotted.substr(start, dot == std::string::npos ? std::string::npos
-                                                                         : dot - start))
-                  .toModule();
-    start = dot == std::string::npos ? dotted.size() : dot + 1;
-  }
-  return current;
-}
 
 void collect_tensors(const c10::IValue& value, std::vector<at::Tensor>& out) {
   if (value.isTensor()) {

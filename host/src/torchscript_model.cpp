@@ -24,6 +24,7 @@
 
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
+#include "submodule.h"
 #include "tap_dispatch.h"
 
 namespace lithe::host {
@@ -74,20 +75,6 @@ int rewrite_block(jit::Block* block, jit::Value* self, const std::string& child,
   return static_cast<int>(calls.size());
 }
 
-jit::Module submodule(const jit::Module& root, const std::string& dotted) {
-  jit::Module current = root;
-  size_t start = 0;
-  while (start < dotted.size()) {
-    const size_t dot = dotted.find('.', start);
-    const std::string atom = dotted.substr(start, dot == std::string::npos ? dot : dot - start);
-    current = current.attr(atom).toModule();
-    if (dot == std::string::npos) {
-      break;
-    }
-    start = dot + 1;
-  }
-  return current;
-}
 
 /// "a.b.c" -> {"a.b", "c"}; "c" -> {"", "c"}.
 std::pair<std::string, std::string> split_module_name(const std::string& name) {
