@@ -464,15 +464,7 @@ class ChannelFlow {
     const int64_t cout = channels(y);
     const int in_space = *space_of(x);
     if (groups == 1) {
-      LayerUse& use = use_of(*module, LayerKind::kConv, "Conv2d");
-      use.in_channels = cin;
-      use.out_channels = cout;
-      constrain(in_space, zeros_or_empty(x, cin));
-      join(use.in_space, in_space);
-      const int out_space = new_space(cout);
-      set_space(y, out_space);
-      join(use.out_space, out_space);
-      set_zeros(y, zero_filters(*module, cout), use.out_space);
+      read_and_make(*module, LayerKind::kConv, "Conv2d", x, y);
       return true;
     }
     if (groups == cin && cin == cout) {
@@ -496,16 +488,8 @@ class ChannelFlow {
     }
     // Grouped: like an ordinary convolution on each side, but every group must keep as many
     // channels as the others (NNI's GroupMaskConflict), settled after the walk.
-    LayerUse& use = use_of(*module, LayerKind::kGroupedConv, "Conv2d");
-    use.in_channels = cin;
-    use.out_channels = cout;
+    LayerUse& use = read_and_make(*module, LayerKind::kGroupedConv, "Conv2d", x, y);
     use.groups = groups;
-    constrain(in_space, zeros_or_empty(x, cin));
-    join(use.in_space, in_space);
-    const int out_space = new_space(cout);
-    set_space(y, out_space);
-    join(use.out_space, out_space);
-    set_zeros(y, zero_filters(*module, cout), use.out_space);
     balances_.push_back({use.in_space, groups});
     balances_.push_back({use.out_space, groups});
     return true;
@@ -518,20 +502,29 @@ class ChannelFlow {
     if (!module || !channelled(x) || !channelled(y) || tensor_of(x)->dim() != 2) {
       return false;
     }
-    const int64_t in_features = channels(x);
-    const int64_t out_features = channels(y);
-    LayerUse& use = use_of(*module, LayerKind::kLinear, "Linear");
-    use.in_channels = in_features;
-    use.out_channels = out_features;
-    const int in_space = *space_of(x);
-    constrain(in_space, zeros_or_empty(x, in_features));
-    join(use.in_space, in_space);
-    const int out_space = new_space(out_features);
-    set_space(y, out_space);
-    join(use.out_space, out_space);
-    set_zeros(y, zero_filters(*module, out_features), use.out_space);
+    read_and_make(*module, LayerKind::kLinear, "Linear", x, y);
     return true;
   }
+
+  // A layer that reads every channel of x through its weight's columns (only channels zero in
+  // x may go) and makes y's channels from its rows (a new space; zero where a row is pruned).
+  LayerUse& read_and_make(const std::string& module, LayerKind kind, const char* op_type,
+                          const jit::Value* x, const jit::Value* y) {
+    const int64_t in = channels(x);
+    const int64_t out = channels(y);
+    LayerUse& use = use_of(module, kind, op_type);
+    use.in_channels = in;
+    use.out_channels = out;
+    const int in_space = *space_of(x);
+    constrain(in_space, zeros_or_empty(x, in));
+    join(use.in_space, in_space);
+    const int out_space = new_space(out);
+    set_space(y, out_space);
+    join(use.out_space, out_space);
+    set_zeros(y, zero_filters(module, out), use.out_space);
+    return use;
+  }
+
 
   bool visit_batch_norm(const jit::Node* node) {
     std::optional<std::string> module =
