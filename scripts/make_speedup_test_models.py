@@ -9,6 +9,11 @@ which has python3-torch). Outputs are committed; rerun only to change them.
                                     shared TorchScript class type) pruned to different widths
   tests/data/speedup_const_view.pt  LeNet whose flatten is x.view(-1, 256): a constant size
   tests/data/speedup_grouped.pt     a convolution with groups=2 between two others
+  tests/data/speedup_rule_*.pt      one model per rule a channel must not be removed against
+                                    (in-place ops, softmax over channels, a depthwise bias, a
+                                    read channel count, a tied weight) or that must not crash
+                                    (gated cat, BatchNorm without running statistics, dict
+                                    output)
 """
 import os
 import sys
@@ -90,14 +95,101 @@ class Grouped(nn.Module):
         return self.fc(self.pool(x).flatten(1))
 
 
+def conv(cin, cout, **kw):
+    return nn.Conv2d(cin, cout, 3, padding=1, **kw)
+
+
+class InPlaceAdd(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = conv(3, 8), conv(8, 4)
+
+    def forward(self, x):
+        y = self.conv1(x)
+        y.add_(1.0)
+        return self.conv2(y)
+
+
+class ChannelSoftmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = conv(3, 8), conv(8, 4)
+
+    def forward(self, x):
+        y = self.conv1(x)
+        return self.conv2(y * torch.softmax(y, 1))
+
+
+class GatedCat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_a, self.conv_b, self.conv_g = conv(3, 4), conv(3, 4), conv(3, 8)
+        self.conv_out = conv(8, 4)
+
+    def forward(self, x):
+        c = torch.cat([self.conv_a(x), self.conv_b(x)], 1)
+        return self.conv_out(c * self.conv_g(x))
+
+
+class DepthwiseBias(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = conv(3, 8)
+        self.dw = conv(8, 8, groups=8)
+        self.pw = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        return self.pw(self.dw(torch.relu(self.conv1(x))))
+
+
+class ChannelAssert(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = conv(3, 8), conv(8, 4)
+
+    def forward(self, x):
+        y = self.conv1(x)
+        assert y.size(1) == 8
+        return self.conv2(y)
+
+
+class BatchNormNoStats(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = conv(3, 8), conv(8, 4)
+        self.bn = nn.BatchNorm2d(8, track_running_stats=False)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.bn(self.conv1(x))))
+
+
+class TiedWeight(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x))) + x @ self.fc1.weight
+
+
+class DictOutput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = conv(3, 8), conv(8, 4)
+
+    def forward(self, x):
+        return {"out": self.conv2(torch.relu(self.conv1(x)))}
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, nn.BatchNorm2d):
             with torch.no_grad():
                 m.weight.uniform_(0.2, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
+                if m.running_mean is not None:
+                    m.running_mean.uniform_(-0.2, 0.2)
+                    m.running_var.uniform_(0.5, 1.5)
     return module
 
 
@@ -116,6 +208,13 @@ def main():
     save(ConstView(), "tests/data/speedup_const_view.pt")
     torch.manual_seed(14)
     save(Grouped(), "tests/data/speedup_grouped.pt")
+    rules = {"inplace_add": InPlaceAdd, "channel_softmax": ChannelSoftmax,
+             "gated_cat": GatedCat, "depthwise_bias": DepthwiseBias,
+             "channel_assert": ChannelAssert, "batchnorm_no_stats": BatchNormNoStats,
+             "tied_weight": TiedWeight, "dict_output": DictOutput}
+    for seed, (name, cls) in enumerate(rules.items()):
+        torch.manual_seed(20 + seed)
+        save(randomize_batchnorm(cls()), f"tests/data/speedup_rule_{name}.pt")
     return 0
 
 

@@ -123,9 +123,18 @@ int main(int argc, char** argv) {
     std::cerr << "lithe " << argv[1] << ": error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    // libtorch errors carry a backtrace after the first line; the first line is the message.
-    const std::string message = e.what();
-    std::cerr << "lithe " << argv[1] << ": error: " << message.substr(0, message.find('\n'))
+    // libtorch errors carry a backtrace after the first line; the first line is the message. The
+    // TorchScript interpreter's are the other way round: a traceback, then the message last.
+    std::string message = e.what();
+    while (!message.empty() && message.back() == '\n') {
+      message.pop_back();
+    }
+    const bool traceback = message.find("Traceback of TorchScript") != std::string::npos;
+    const size_t cut = traceback ? message.rfind('\n') : message.find('\n');
+    std::cerr << "lithe " << argv[1] << ": error: "
+              << (cut == std::string::npos ? message
+                  : traceback           ? message.substr(cut + 1)
+                                        : message.substr(0, cut))
               << "\n";
     return 1;
   }

@@ -161,20 +161,94 @@ class ChannelFlow {
         block(*s, "model input", "the model's input keeps every channel");
       }
     }
+    find_tied_tensors(graph_->block());
     for (jit::Node* node : graph_->nodes()) {
       visit(node);
     }
     for (jit::Value* output : graph_->outputs()) {
       block_value(output, "model output", "the model's output keeps every channel");
     }
+    block_tied_layers();
     settle_links();
-    while (balance_groups()) {
+    for (;;) {
+      const bool balanced = balance_groups();
+      const bool kept = keep_one_channel();
+      if (!balanced && !kept) {
+        break;
+      }
       settle_links();
     }
     return plan();
   }
 
  private:
+  // ---- tensors of a layer read elsewhere ----------------------------------------------------
+  // A layer's weight, bias or running statistics read by anything but the layer's own op (a tied
+  // decoder's x @ fc1.weight, a regulariser in forward) would keep the old size there.
+  void find_tied_tensors(const jit::Block* block) {
+    for (const jit::Node* node : block->nodes()) {
+      for (const jit::Block* sub : node->blocks()) {
+        find_tied_tensors(sub);
+      }
+      if (node->kind() != c10::prim::GetAttr || node->output()->type()->kind() != c10::TypeKind::TensorType) {
+        continue;
+      }
+      const std::string& name = node->s(c10::attr::name);
+      if (name != "weight" && name != "bias" && name != "running_mean" && name != "running_var") {
+        continue;
+      }
+      const std::optional<std::string> owner = graph_trace::module_path(node->input());
+      if (!owner) {
+        continue;
+      }
+      for (const jit::Use& use : node->output()->uses()) {
+        const c10::Symbol kind = use.user->kind();
+        const bool own_op = in(kind, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
+                                      "aten::_convolution", "aten::convolution", "aten::linear",
+                                      "aten::batch_norm"}) &&
+                            use.offset > 0;
+        if (!own_op && tied_.count(*owner) == 0) {
+          tied_[*owner] = name + " is also read by " + describe(use.user);
+        }
+      }
+    }
+  }
+
+  void block_tied_layers() {
+    for (const auto& [module, reason] : tied_) {
+      const auto use = uses_.find(module);
+      if (use == uses_.end()) {
+        continue;
+      }
+      for (const int s : {use->second.in_space, use->second.out_space}) {
+        if (s >= 0) {
+          block(s, module, reason);
+        }
+      }
+    }
+  }
+
+  // A space that would lose every channel keeps its first: a layer needs a shape. Returns
+  // whether anything changed.
+  bool keep_one_channel() {
+    bool changed = false;
+    for (size_t i = 0; i < spaces_.size(); ++i) {
+      Space& space = spaces_[i];
+      if (space.parent >= 0 || space.size == 0) {
+        continue;
+      }
+      bool all = true;
+      for (int64_t c = 0; c < space.size && all; ++c) {
+        all = space.removable[static_cast<size_t>(c)] && space.candidates[static_cast<size_t>(c)];
+      }
+      if (all) {
+        space.removable[0] = false;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
   // ---- spaces -------------------------------------------------------------------------------
   int find(int s) {
     while (spaces_[static_cast<size_t>(s)].parent >= 0) {
@@ -306,12 +380,19 @@ class ChannelFlow {
   // ---- the walk -------------------------------------------------------------------------------
   void visit(jit::Node* node) {
     const c10::Symbol kind = node->kind();
-    if (kind == c10::prim::Constant || kind == c10::prim::GetAttr || shape_query(kind) ||
+    if (shape_query(kind)) {
+      visit_shape_query(node);
+      return;
+    }
+    const bool tensor_result = std::any_of(
+        node->outputs().begin(), node->outputs().end(),
+        [](const jit::Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; });
+    if (kind == c10::prim::Constant || kind == c10::prim::GetAttr ||
         kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct ||
         kind == c10::prim::RaiseException || kind == op("aten::warn") ||
         kind == op("aten::_assert_int_or_pair") || kind == op("aten::format") ||
-        kind == op("prim::unchecked_cast") || kind == op("aten::eq") ||
-        kind == op("aten::ne") || kind == op("aten::__not__")) {
+        kind == op("prim::unchecked_cast") || kind == op("aten::__not__") ||
+        (in(kind, {"aten::eq", "aten::ne", "aten::__getitem__"}) && !tensor_result)) {
       return;  // containers are handled by their readers; the rest does not touch activations
     }
     bool handled = false;
@@ -333,6 +414,84 @@ class ChannelFlow {
     }
     if (!handled) {
       block_unknown(node);
+    } else {
+      follow_mutation(node);
+    }
+  }
+
+  // x.add_(1) changes what x holds: later readers of x (or of what x is a view of) must see the
+  // new zero set, not the one x had when it was made.
+  void follow_mutation(const jit::Node* node) {
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (schema == nullptr || schema->arguments().empty() || node->outputs().empty()) {
+      return;
+    }
+    const c10::AliasInfo* alias = schema->arguments()[0].alias_info();
+    if (alias == nullptr || !alias->isWrite()) {
+      return;
+    }
+    const jit::Value* written = node->input(0);
+    const auto now = zeros_.find(node->output(0));
+    if (now == zeros_.end()) {
+      zeros_.erase(written);
+    } else {
+      zeros_[written] = now->second;
+    }
+    // Through views the mapping of channels is not tracked: forget what was zero there.
+    for (const jit::Node* maker = written->node(); view_like(maker->kind());
+         maker = maker->input(0)->node()) {
+      zeros_.erase(maker->input(0));
+    }
+  }
+
+  static bool view_like(c10::Symbol kind) {
+    return in(kind, {"aten::view", "aten::reshape", "aten::flatten", "aten::squeeze",
+                     "aten::unsqueeze", "aten::detach", "aten::select", "aten::slice",
+                     "aten::transpose", "aten::permute", "aten::expand", "aten::narrow",
+                     "aten::view_as", "aten::reshape_as", "aten::as_strided", "aten::t",
+                     "aten::contiguous"});
+  }
+
+  // size(x, d) for d = 1 (or unknown), size(x) read at index 1, shape and numel expose the
+  // channel count: code computing with it (asserts, divisions, views of other tensors) would
+  // not follow a smaller count.
+  void visit_shape_query(const jit::Node* node) {
+    const c10::Symbol kind = node->kind();
+    if (in(kind, {"aten::dim", "aten::len", "prim::device", "prim::dtype", "aten::__isnot__",
+                  "aten::__is__"}) ||
+        node->inputs().empty() || !channelled(node->input(0))) {
+      return;
+    }
+    // torch.nn's own modules check shapes (BatchNorm's batch size, adaptive pooling's rank)
+    // without depending on the channel count; their layers are rebuilt to match.
+    const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(node);
+    if (scope && scope->qualified_type.rfind("__torch__.torch.nn.modules.", 0) == 0) {
+      return;
+    }
+    const jit::Value* x = node->input(0);
+    const int64_t rank = tensor_of(x)->dim();
+    const auto is_channel = [rank](const c10::optional<c10::IValue>& d) {
+      return !d || !d->isInt() || ((d->toInt() % rank + rank) % rank) == 1;
+    };
+    bool reads_channels = false;
+    if (kind == op("aten::size") && node->inputs().size() >= 2) {
+      reads_channels = is_channel(jit::toIValue(node->input(1)));
+    } else if (kind == op("aten::size") || kind == op("prim::shape")) {
+      for (const jit::Use& use : node->output()->uses()) {
+        // Adaptive pooling checks len(input.size()) and passes input.size() as the default of
+        // its output size, reading only its spatial end.
+        if (use.user->kind() == op("aten::_list_with_default") ||
+            use.user->kind() == op("aten::len")) {
+          continue;
+        }
+        const bool indexed = use.user->kind() == op("aten::__getitem__") && use.offset == 0;
+        reads_channels = reads_channels || !indexed || is_channel(jit::toIValue(use.user->input(1)));
+      }
+    } else {
+      reads_channels = true;  // numel
+    }
+    if (reads_channels) {
+      block_value(x, describe(node), "the channel count is read here");
     }
   }
 
@@ -398,6 +557,11 @@ class ChannelFlow {
     return graph_trace::module_path(getter->input());
   }
 
+  // The class name of the module whose attribute feeds input `index` (after layer_module).
+  static std::string class_of(const jit::Node* node, size_t index) {
+    return node->input(index)->node()->input()->type()->expect<c10::ClassType>()->name()->name();
+  }
+
   const sdk::Masks* masks_of(const std::string& module) const {
     const auto it = masks_.find(module);
     return it == masks_.end() ? nullptr : it->second;
@@ -408,6 +572,20 @@ class ChannelFlow {
     return value.isTensor() ? value.toTensor() : at::Tensor();
   }
 
+
+  // Channels whose bias is zero (all of them without a bias).
+  Bits zero_bias(const std::string& module, int64_t count) const {
+    Bits z(static_cast<size_t>(count), true);
+    const at::Tensor bias = attribute(module, "bias");
+    if (bias.defined() && bias.numel() == count) {
+      const at::Tensor zero = bias.detach().eq(0).cpu();
+      const auto acc = zero.accessor<bool, 1>();
+      for (int64_t i = 0; i < count; ++i) {
+        z[static_cast<size_t>(i)] = acc[i];
+      }
+    }
+    return z;
+  }
 
   // Filters (rows) whose weight mask is all zero and whose bias is zero in the masked model.
   Bits zero_filters(const std::string& module, int64_t count) const {
@@ -438,12 +616,13 @@ class ChannelFlow {
   }
 
   // Joins a later call's space with the first call's (a module called twice keeps one shape).
-  void join(int& recorded, int s) {
+  void join(const std::string& module, int& recorded, int s) {
     if (recorded < 0) {
       recorded = s;
     } else if (!unite(recorded, s)) {
-      block(recorded, "shared module", "called on tensors of different channel counts");
-      block(s, "shared module", "called on tensors of different channel counts");
+      const std::string where = module + " (called more than once)";
+      block(recorded, where, "called on tensors of different channel counts");
+      block(s, where, "called on tensors of different channel counts");
     }
   }
 
@@ -473,12 +652,15 @@ class ChannelFlow {
       use.in_channels = cin;
       use.out_channels = cout;
       set_space(y, in_space);
-      join(use.in_space, in_space);
-      join(use.out_space, in_space);
+      join(*module, use.in_space, in_space);
+      join(*module, use.out_space, in_space);
+      // Out channel c is zero when its filter and bias are, or when its input is and its bias is
+      // zero (a bias would make a zero input channel non-zero).
       Bits z = zeros_or_empty(x, cin);
       const Bits own = zero_filters(*module, cout);
+      const Bits bias_zero = zero_bias(*module, cout);
       for (size_t i = 0; i < z.size(); ++i) {
-        z[i] = z[i] || own[i];
+        z[i] = (z[i] && bias_zero[i]) || own[i];
       }
       set_zeros(y, std::move(z), in_space);
       return true;
@@ -517,19 +699,21 @@ class ChannelFlow {
     use.out_channels = out;
     const int in_space = *space_of(x);
     constrain(in_space, zeros_or_empty(x, in));
-    join(use.in_space, in_space);
+    join(module, use.in_space, in_space);
     const int out_space = new_space(out);
     set_space(y, out_space);
-    join(use.out_space, out_space);
+    join(module, use.out_space, out_space);
     set_zeros(y, zero_filters(module, out), use.out_space);
     return use;
   }
 
 
   bool visit_batch_norm(const jit::Node* node) {
+    size_t found_at = 1;
     std::optional<std::string> module =
         layer_module(node, 1, {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"});
     if (!module) {
+      found_at = 3;
       module = layer_module(node, 3, {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"});
     }
     const jit::Value* x = node->input(0);
@@ -539,14 +723,12 @@ class ChannelFlow {
     }
     const int64_t c = channels(x);
     const int s = *space_of(x);
-    const jit::Node* getter = node->input(3)->node();
-    const auto cls = getter->input()->type()->cast<c10::ClassType>();
-    LayerUse& use = use_of(*module, LayerKind::kBatchNorm, cls->name()->name());
+    LayerUse& use = use_of(*module, LayerKind::kBatchNorm, class_of(node, found_at));
     use.in_channels = c;
     use.out_channels = c;
     set_space(y, s);
-    join(use.in_space, s);
-    join(use.out_space, s);
+    join(*module, use.in_space, s);
+    join(*module, use.out_space, s);
     // γ = β = 0 makes the output exactly zero; a zero input stays "zero" (NNI's rule; the
     // β − μ·γ/√(σ²+ε) it really gives is what speedup reports as the BatchNorm shift).
     Bits z = zeros_or_empty(x, c);
@@ -568,6 +750,26 @@ class ChannelFlow {
     const jit::Value* y = node->outputs().at(0);
     if (!channelled(x) || !channelled(y) || channels(x) != channels(y)) {
       return false;
+    }
+    // A second result (max pooling's indices) would keep the old channel count.
+    for (size_t i = 1; i < node->outputs().size(); ++i) {
+      if (node->output(i)->hasUses()) {
+        return false;
+      }
+    }
+    const int64_t rank_x = tensor_of(x)->dim();
+    if (in(node->kind(), {"aten::softmax", "aten::log_softmax"})) {
+      // Normalising over channels mixes them.
+      const c10::optional<c10::IValue> dim = jit::toIValue(node->input(1));
+      if (!dim || !dim->isInt() || (dim->toInt() % rank_x + rank_x) % rank_x == 1) {
+        return false;
+      }
+    }
+    if (in(node->kind(), {"aten::hardtanh", "aten::hardtanh_"}) && node->inputs().size() >= 3) {
+      const c10::optional<c10::IValue> lo = jit::toIValue(node->input(1));
+      const c10::optional<c10::IValue> hi = jit::toIValue(node->input(2));
+      keeps_zero = lo && hi && lo->isScalar() && hi->isScalar() && lo->toScalar().toDouble() <= 0 &&
+                   hi->toScalar().toDouble() >= 0;
     }
     // mean / sum / amax over the channel dim would mix channels: the shape check above lets
     // through only reductions that keep dim 1 at its size, and a keepdim reduction over dim 1
@@ -803,6 +1005,12 @@ class ChannelFlow {
         changed = true;
       }
     };
+    const auto mark = [&changed](Space& target, size_t i, bool candidate) {
+      if (candidate && !target.candidates[i]) {
+        target.candidates[i] = true;
+        changed = true;
+      }
+    };
     while (changed) {
       changed = false;
       for (const FlattenLink& link : flattens_) {
@@ -818,6 +1026,17 @@ class ChannelFlow {
             restrict_to(f, static_cast<size_t>(ch * link.inner + i),
                         c.removable[static_cast<size_t>(ch)]);
           }
+          // Removable on both sides: zero on one side is reason enough to remove on both.
+          if (c.removable[static_cast<size_t>(ch)]) {
+            bool candidate = c.candidates[static_cast<size_t>(ch)];
+            for (int64_t i = 0; i < link.inner; ++i) {
+              candidate = candidate || f.candidates[static_cast<size_t>(ch * link.inner + i)];
+            }
+            mark(c, static_cast<size_t>(ch), candidate);
+            for (int64_t i = 0; i < link.inner; ++i) {
+              mark(f, static_cast<size_t>(ch * link.inner + i), candidate);
+            }
+          }
         }
       }
       for (const CatLink& link : cats_) {
@@ -831,6 +1050,11 @@ class ChannelFlow {
             const bool both = whole.removable[wi] && part.removable[pi];
             restrict_to(whole, wi, both);
             restrict_to(part, pi, both);
+            if (both) {
+              const bool candidate = whole.candidates[wi] || part.candidates[pi];
+              mark(whole, wi, candidate);
+              mark(part, pi, candidate);
+            }
           }
           offset += link.sizes[p];
         }
@@ -952,6 +1176,7 @@ class ChannelFlow {
   std::vector<FlattenLink> flattens_;
   std::vector<CatLink> cats_;
   std::vector<GroupBalance> balances_;
+  std::map<std::string, std::string> tied_;  // module -> what else reads its tensors
 };
 
 }  // namespace

@@ -21,15 +21,17 @@ namespace lithe::host {
 
 namespace fs = std::filesystem;
 
+void write_file(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", path.string(), "': ",
+              std::strerror(errno));
+}
+
 void write_file_atomic(const fs::path& path, const std::string& bytes) {
   StagedFile staged(path);
-  {
-    std::ofstream out(staged.temp_path(), std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", path.string(), "': ",
-                std::strerror(errno));
-  }
+  write_file(staged.temp_path(), bytes);
   staged.commit();
 }
 

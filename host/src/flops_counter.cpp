@@ -334,8 +334,15 @@ Counted count_call(const jit::Module& module, const std::string& op_type,
     const int64_t out_spatial = product(y, 2);
     int64_t cout = y[1];
     // Conv weight: [cout, cin/groups, k...]; ConvTranspose weight: [cin, cout/groups, k...].
+    // An unbatched input (libtorch accepts [C, H, W]) has no batch dim to skip: refuse it rather
+    // than read the wrong sizes.
+    LITHE_CHECK(x.size() == w.size() && y.size() == w.size(), sdk::Errc::kShapeMismatch, op_type,
+                " expects a batched input of rank ", w.size(), ", got ", shape_text(x),
+                " (--input-shape must start with the batch size)");
     const int64_t cin = transposed ? w[0] : x.at(1);
     const int64_t groups = transposed ? y[1] / w[1] : x.at(1) / w[1];
+    LITHE_CHECK(groups >= 1, sdk::Errc::kShapeMismatch, op_type, " with weight ", shape_text(w),
+                " cannot read an input of shape ", shape_text(x));
     if (mask != nullptr) {
       // Weights per output channel: weight.size(1)·prod(kernel) for a convolution (in_channels
       // / groups, so depthwise convolutions count 1 input channel; NNI divides by in_channels).

@@ -73,7 +73,8 @@ std::vector<Scope> scopes_of(const jit::Node* node) {
     }
     path = path.empty() ? info->instance_name() : path + "." + info->instance_name();
     const c10::ClassTypePtr type = info->class_type();
-    scopes.push_back({path, type && type->name() ? type->name()->name() : std::string()});
+    scopes.push_back({path, type && type->name() ? type->name()->name() : std::string(),
+                      type && type->name() ? type->name()->qualifiedName() : std::string()});
   }
   return scopes;
 }
@@ -141,6 +142,15 @@ ValueTensors run_and_capture(const jit::Module& module, const std::shared_ptr<ji
   try {
     at::NoGradGuard no_grad;
     std::vector<c10::IValue> stack = {module._ivalue(), input};
+    // The forward's own schema fills defaults of further arguments and rejects a forward that
+    // needs more than one input.
+    try {
+      module.get_method("forward").function().getSchema().checkAndNormalizeInputs(stack);
+    } catch (const c10::Error& e) {
+      throw sdk::Error(sdk::Errc::kUnsupported,
+                       std::string("Lithe runs the model's forward on one input tensor: ") +
+                           e.what_without_backtrace());
+    }
     function.run(stack);
     LITHE_INTERNAL_ASSERT(stack.size() == 1);
     result = std::move(stack.front());

@@ -20,6 +20,7 @@ namespace lithe::host::graph_trace {
 struct Scope {
   std::string module;
   std::string op_type;
+  std::string qualified_type;  ///< e.g. "__torch__.torch.nn.modules.conv.Conv2d"
 };
 
 /// A copy of `module`'s forward graph with every method call inlined. The module is not changed

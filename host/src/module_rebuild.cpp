@@ -110,10 +110,18 @@ class Cloner {
     return path.empty() ? name : path + "." + name;
   }
 
-  static c10::IValue own_copy(const c10::IValue& value) {
+  // One copy per original tensor: modules that share a parameter keep sharing it.
+  c10::IValue own_copy(const c10::IValue& value) {
     if (value.isTensor()) {
       const at::Tensor& t = value.toTensor();
-      return t.defined() ? t.detach().clone().requires_grad_(t.requires_grad()) : t;
+      if (!t.defined()) {
+        return t;
+      }
+      auto [it, inserted] = copies_.try_emplace(t.unsafeGetTensorImpl());
+      if (inserted) {
+        it->second = t.detach().clone().requires_grad_(t.requires_grad());
+      }
+      return it->second;
     }
     return value.deepcopy();
   }
@@ -143,6 +151,7 @@ class Cloner {
   std::function<bool(const std::string&)> own_type_;
   std::unordered_map<const c10::Type*, c10::ClassTypePtr> shared_;
   std::unordered_set<const c10::Type*> fresh_;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> copies_;
 };
 
 

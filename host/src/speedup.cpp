@@ -31,6 +31,10 @@ using speedup_detail::LayerPlan;
 void collect_tensors(const c10::IValue& value, std::vector<at::Tensor>& out) {
   if (value.isTensor()) {
     out.push_back(value.toTensor());
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) {
+      collect_tensors(entry.value(), out);
+    }
   } else if (value.isTuple()) {
     for (const c10::IValue& element : value.toTupleRef().elements()) {
       collect_tensors(element, out);
@@ -51,7 +55,17 @@ std::vector<at::Tensor> run(jit::Module& module, const at::Tensor& input, const 
     throw sdk::Error(sdk::Errc::kInternal, std::string("the ") + which +
                                                " model failed on the example input: " +
                                                e.what_without_backtrace());
+  } catch (const std::exception& e) {  // the interpreter's JITException: traceback, then message
+    std::string message = e.what();
+    while (!message.empty() && message.back() == '\n') {
+      message.pop_back();
+    }
+    throw sdk::Error(sdk::Errc::kInternal, std::string("the ") + which +
+                                               " model failed on the example input: " +
+                                               message.substr(message.rfind('\n') + 1));
   }
+  LITHE_CHECK(!outputs.empty(), sdk::Errc::kUnsupported, "the ", which,
+              " model returns no tensor, so the smaller model cannot be checked against it");
   return outputs;
 }
 
@@ -109,26 +123,36 @@ BatchNormShift measure_shift(const std::string& name, const LayerPlan& plan,
   const c10::IValue var_v = bn.attr("running_var", c10::IValue());
   const c10::IValue gamma_v = bn.attr("weight", c10::IValue());
   const c10::IValue beta_v = bn.attr("bias", c10::IValue());
-  if (!(mean_v.isTensor() && var_v.isTensor() && gamma_v.isTensor() && beta_v.isTensor())) {
-    return shift;  // without affine parameters or running statistics there is nothing to shift
+  if (!beta_v.isTensor()) {
+    return shift;  // without β a zero channel stays zero
   }
-  const double eps = constant_of(bn, "eps", 1e-5);
-  const at::Tensor mean = mean_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
-  const at::Tensor var = var_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
-  const at::Tensor gamma = gamma_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
   const at::Tensor beta = beta_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
-  const at::Tensor value = beta - mean * gamma / at::sqrt(var + eps);
+  at::Tensor value = beta;
+  if (mean_v.isTensor() && var_v.isTensor() && gamma_v.isTensor()) {
+    const double eps = constant_of(bn, "eps", 1e-5);
+    const at::Tensor mean = mean_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
+    const at::Tensor var = var_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
+    const at::Tensor gamma = gamma_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
+    value = beta - mean * gamma / at::sqrt(var + eps);
+  }  // else batch statistics: a constant channel normalises to 0, leaving β
   shift.channels = value.ne(0).sum().item<int64_t>();
   shift.max_abs_shift = value.abs().max().item<double>();
   jit::Module ref_bn = submodule(reference, name);
   at::NoGradGuard no_grad;
   for (const char* tensor : {"weight", "bias"}) {
-    ref_bn.attr(tensor).toTensor().index_fill_(0, idx, 0.0);
+    const c10::IValue value = ref_bn.attr(tensor, c10::IValue());
+    if (value.isTensor() && value.toTensor().defined()) {
+      value.toTensor().index_fill_(0, idx, 0.0);
+    }
   }
   return shift;
 }
 
 }  // namespace
+
+bool SpeedupResult::explained(double tolerance) const {
+  return max_abs_diff_without_bn_shift <= tolerance * std::max(1.0, reference_max_abs);
+}
 
 SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
                             const at::Tensor& example_input) {
@@ -170,6 +194,12 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
   const std::vector<at::Tensor> actual = run(small, example_input, "smaller");
   result.max_abs_diff = max_abs_diff(actual, expected);
   result.max_abs_diff_without_bn_shift = max_abs_diff(actual, without_shift);
+  for (const at::Tensor& t : expected) {
+    if (t.numel() > 0 && t.is_floating_point()) {
+      result.reference_max_abs =
+          std::max(result.reference_max_abs, t.abs().max().item<double>());
+    }
+  }
   result.module = std::make_shared<jit::Module>(std::move(small));
   return result;
 }

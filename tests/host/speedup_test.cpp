@@ -235,7 +235,7 @@ TEST(SpeedupTest, ResblockWithoutDependencyAwarenessKeepsChannelsTheAddNeeds) {
   EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
 }
 
-TEST(SpeedupTest, MlpWithoutWholeZeroRowsIsLeftAsItIs) {
+TEST(SpeedupTest, MlpRowsZeroedWithTheirBiasLeaveBothLinearLayers) {
   torch::jit::Module model = torch::jit::load(model_file("mlp").string());
   NamedMasks masks;
   // fc1 rows 0..63 all zero (weight and bias): fc1 loses them and fc2 its matching columns.
@@ -353,6 +353,101 @@ TEST(SpeedupTest, AGroupedConvolutionKeepsEveryGroupEquallyWide) {
   ASSERT_EQ(result.layers.size(), 3u);
   EXPECT_EQ(result.layers[0].kept_outputs, (std::vector<int64_t>{1, 2, 3, 5, 6, 7}));
   EXPECT_EQ(result.layers[1].kept_outputs, (std::vector<int64_t>{1, 2, 3, 5, 6, 7}));
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
+// ---- rules a channel must not be removed against (tests/data/speedup_rule_*.pt) -------------
+
+torch::jit::Module rule_model(const std::string& name) {
+  return torch::jit::load(
+      (test::source_dir() / ("tests/data/speedup_rule_" + name + ".pt")).string());
+}
+
+SpeedupResult speedup_rule(const std::string& name, const NamedMasks& masks,
+                           std::vector<int64_t> input_shape = {2, 3, 8, 8}) {
+  const torch::jit::Module model = rule_model(name);
+  torch::manual_seed(3);
+  SpeedupResult result = speedup_model(model, masks, torch::randn(input_shape));
+  EXPECT_TRUE(result.explained()) << name << ": unexplained difference "
+                                  << result.max_abs_diff_without_bn_shift;
+  return result;
+}
+
+TEST(SpeedupRuleTest, AnInPlaceAddMakesAZeroChannelNonZero) {
+  const SpeedupResult result =
+      speedup_rule("inplace_add", {{"conv1", zero_filters({8, 3, 3, 3}, {0})}});
+  EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{8, 3, 3, 3}));
+}
+
+TEST(SpeedupRuleTest, SoftmaxOverChannelsKeepsThem) {
+  const SpeedupResult result =
+      speedup_rule("channel_softmax", {{"conv1", zero_filters({8, 3, 3, 3}, {0})}});
+  EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{8, 3, 3, 3}));
+}
+
+TEST(SpeedupRuleTest, AGateZeroOnOneSideOfACatRemovesTheChannelOnBoth) {
+  const SpeedupResult result =
+      speedup_rule("gated_cat", {{"conv_g", zero_filters({8, 3, 3, 3}, {0})}});
+  const torch::jit::Module& small = *result.module;
+  EXPECT_EQ(parameter_shape(small, "conv_g.weight"), (Shape{7, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "conv_a.weight"), (Shape{3, 3, 3, 3}));  // dead behind the gate
+  EXPECT_EQ(parameter_shape(small, "conv_b.weight"), (Shape{4, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "conv_out.weight"), (Shape{4, 7, 3, 3}));
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
+TEST(SpeedupRuleTest, ADepthwiseBiasMakesAZeroInputChannelNonZero) {
+  const SpeedupResult result =
+      speedup_rule("depthwise_bias", {{"conv1", zero_filters({8, 3, 3, 3}, {0})}});
+  EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{8, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(*result.module, "dw.weight"), (Shape{8, 1, 3, 3}));
+}
+
+TEST(SpeedupRuleTest, CodeThatReadsTheChannelCountKeepsIt) {
+  const SpeedupResult result =
+      speedup_rule("channel_assert", {{"conv1", zero_filters({8, 3, 3, 3}, {0})}});
+  EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{8, 3, 3, 3}));
+  ASSERT_FALSE(result.blocked.empty());
+  EXPECT_THAT(result.blocked[0].reason, HasSubstr("channel count is read"));
+  EXPECT_THAT(result.blocked[0].where, HasSubstr("aten::size"));
+}
+
+TEST(SpeedupRuleTest, BatchNormWithoutRunningStatisticsShiftsByBeta) {
+  const SpeedupResult result =
+      speedup_rule("batchnorm_no_stats", {{"conv1", zero_filters({8, 3, 3, 3}, {0, 1})}});
+  EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{6, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(*result.module, "bn.weight"), (Shape{6}));
+  ASSERT_EQ(result.batchnorm_shifts.size(), 1u);
+  EXPECT_EQ(result.batchnorm_shifts[0].channels, 2);
+}
+
+TEST(SpeedupRuleTest, AWeightReadOutsideItsLayerKeepsTheLayer) {
+  const torch::jit::Module model = rule_model("tied_weight");
+  at::Tensor w = torch::ones({8, 8});
+  at::Tensor b = torch::ones({8});
+  w.slice(0, 0, 2).zero_();
+  b.slice(0, 0, 2).zero_();
+  const SpeedupResult result = speedup_rule("tied_weight", {{"fc1", {w, b}}}, {2, 8});
+  EXPECT_EQ(parameter_shape(*result.module, "fc1.weight"), (Shape{8, 8}));
+  ASSERT_FALSE(result.blocked.empty());
+  EXPECT_THAT(result.blocked[0].reason, HasSubstr("weight is also read by"));
+}
+
+TEST(SpeedupRuleTest, DictOutputsAreCheckedToo) {
+  const SpeedupResult result =
+      speedup_rule("dict_output", {{"conv1", zero_filters({8, 3, 3, 3}, {0, 1})}});
+  EXPECT_EQ(parameter_shape(*result.module, "conv2.weight"), (Shape{4, 6, 3, 3}));
+  EXPECT_GT(result.reference_max_abs, 0.0);  // the dict's tensor was compared
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
+TEST(SpeedupRuleTest, ALayerWithEveryFilterPrunedKeepsOneAndStillRuns) {
+  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  NamedMasks masks;
+  masks.push_back({"conv2", {torch::zeros({16, 6, 5, 5}), torch::zeros({16})}});
+  const SpeedupResult result = speedup_model(model, masks, input_for("lenet"));
+  EXPECT_EQ(parameter_shape(*result.module, "conv2.weight"), (Shape{1, 6, 5, 5}));
+  EXPECT_EQ(parameter_shape(*result.module, "fc1.weight"), (Shape{120, 16}));
   EXPECT_LT(result.max_abs_diff, 1e-5);
 }
 

@@ -58,6 +58,11 @@ struct SpeedupResult {
   /// the BatchNorm shift: a correct speedup makes the second ~0 (float reassociation only).
   double max_abs_diff = 0;
   double max_abs_diff_without_bn_shift = 0;
+  double reference_max_abs = 0;  ///< max |masked model's output|, the scale of the differences
+
+  /// Whether the smaller model computes what the masked one computes apart from the reported
+  /// BatchNorm shift: max_abs_diff_without_bn_shift <= tolerance·max(1, reference_max_abs).
+  bool explained(double tolerance = 1e-4) const;
 };
 
 /// Applies `masks` (NNI mask.pth layout: weight and bias multiplied, as
