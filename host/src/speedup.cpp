@@ -173,7 +173,12 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
   }
   jit::Module small = speedup_detail::clone_module(masked, changing);
   SpeedupResult result;
-  result.layers = speedup_detail::shrink_layers(small, plan);
+  try {
+    result.layers = speedup_detail::shrink_layers(small, plan);
+  } catch (const c10::Error& e) {
+    throw sdk::Error(sdk::Errc::kInternal, std::string("rebuilding the smaller layers failed: ") +
+                                               e.what_without_backtrace());
+  }
   result.blocked = plan.blocked;
   small.eval();
 
