@@ -163,6 +163,16 @@ class BatchNormNoStats(nn.Module):
         return self.conv2(torch.relu(self.bn(self.conv1(x))))
 
 
+class BatchNormNoAffine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = conv(3, 8), conv(8, 4)
+        self.bn = nn.BatchNorm2d(8, affine=False)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.bn(self.conv1(x))))
+
+
 class TiedWeight(nn.Module):
     def __init__(self):
         super().__init__()
@@ -185,8 +195,9 @@ def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, nn.BatchNorm2d):
             with torch.no_grad():
-                m.weight.uniform_(0.2, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
+                if m.affine:
+                    m.weight.uniform_(0.2, 1.5)
+                    m.bias.uniform_(-0.2, 0.2)
                 if m.running_mean is not None:
                     m.running_mean.uniform_(-0.2, 0.2)
                     m.running_var.uniform_(0.5, 1.5)
@@ -211,7 +222,8 @@ def main():
     rules = {"inplace_add": InPlaceAdd, "channel_softmax": ChannelSoftmax,
              "gated_cat": GatedCat, "depthwise_bias": DepthwiseBias,
              "channel_assert": ChannelAssert, "batchnorm_no_stats": BatchNormNoStats,
-             "tied_weight": TiedWeight, "dict_output": DictOutput}
+             "tied_weight": TiedWeight, "dict_output": DictOutput,
+             "batchnorm_no_affine": BatchNormNoAffine}
     for seed, (name, cls) in enumerate(rules.items()):
         torch.manual_seed(20 + seed)
         save(randomize_batchnorm(cls()), f"tests/data/speedup_rule_{name}.pt")

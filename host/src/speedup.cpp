@@ -123,26 +123,27 @@ BatchNormShift measure_shift(const std::string& name, const LayerPlan& plan,
   const c10::IValue var_v = bn.attr("running_var", c10::IValue());
   const c10::IValue gamma_v = bn.attr("weight", c10::IValue());
   const c10::IValue beta_v = bn.attr("bias", c10::IValue());
-  if (!beta_v.isTensor()) {
-    return shift;  // without β a zero channel stays zero
-  }
-  const at::Tensor beta = beta_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
-  at::Tensor value = beta;
-  if (mean_v.isTensor() && var_v.isTensor() && gamma_v.isTensor()) {
+  const auto pick = [&idx](const c10::IValue& v, double absent) {
+    return v.isTensor() && v.toTensor().defined()
+               ? v.toTensor().detach().index_select(0, idx).to(at::kDouble)
+               : at::full({idx.numel()}, absent, at::kDouble);
+  };
+  const at::Tensor gamma = pick(gamma_v, 1.0);  // affine=False: γ = 1, β = 0
+  const at::Tensor beta = pick(beta_v, 0.0);
+  at::Tensor value = beta;  // batch statistics: a constant channel normalises to 0, leaving β
+  if (mean_v.isTensor() && var_v.isTensor() && mean_v.toTensor().defined()) {
     const double eps = constant_of(bn, "eps", 1e-5);
-    const at::Tensor mean = mean_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
-    const at::Tensor var = var_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
-    const at::Tensor gamma = gamma_v.toTensor().detach().index_select(0, idx).to(at::kDouble);
-    value = beta - mean * gamma / at::sqrt(var + eps);
-  }  // else batch statistics: a constant channel normalises to 0, leaving β
+    value = beta - pick(mean_v, 0.0) * gamma / at::sqrt(pick(var_v, 1.0) + eps);
+  }
   shift.channels = value.ne(0).sum().item<int64_t>();
   shift.max_abs_shift = value.abs().max().item<double>();
+  // In the reference, μ = γ = β = 0 there makes the channel exactly zero.
   jit::Module ref_bn = submodule(reference, name);
   at::NoGradGuard no_grad;
-  for (const char* tensor : {"weight", "bias"}) {
-    const c10::IValue value = ref_bn.attr(tensor, c10::IValue());
-    if (value.isTensor() && value.toTensor().defined()) {
-      value.toTensor().index_fill_(0, idx, 0.0);
+  for (const char* tensor : {"weight", "bias", "running_mean"}) {
+    const c10::IValue v = ref_bn.attr(tensor, c10::IValue());
+    if (v.isTensor() && v.toTensor().defined()) {
+      v.toTensor().index_fill_(0, idx, 0.0);
     }
   }
   return shift;

@@ -421,6 +421,15 @@ TEST(SpeedupRuleTest, BatchNormWithoutRunningStatisticsShiftsByBeta) {
   EXPECT_EQ(result.batchnorm_shifts[0].channels, 2);
 }
 
+TEST(SpeedupRuleTest, BatchNormWithoutAffineParametersShiftsByItsMean) {
+  const SpeedupResult result =
+      speedup_rule("batchnorm_no_affine", {{"conv1", zero_filters({8, 3, 3, 3}, {0, 1})}});
+  EXPECT_EQ(parameter_shape(*result.module, "bn.running_mean"), (Shape{6}));
+  ASSERT_EQ(result.batchnorm_shifts.size(), 1u);
+  EXPECT_EQ(result.batchnorm_shifts[0].channels, 2);  // −μ/√(σ²+ε)
+  EXPECT_GT(result.max_abs_diff, 1e-4);
+}
+
 TEST(SpeedupRuleTest, AWeightReadOutsideItsLayerKeepsTheLayer) {
   const torch::jit::Module model = rule_model("tied_weight");
   at::Tensor w = torch::ones({8, 8});
