@@ -641,19 +641,13 @@ class ChannelFlow {
     const int64_t groups = groups_value->toInt();
     const int64_t cin = channels(x);
     const int64_t cout = channels(y);
-    const int in_space = *space_of(x);
     if (groups == 1) {
       read_and_make(*module, LayerKind::kConv, "Conv2d", x, y);
       return true;
     }
     if (groups == cin && cin == cout) {
       // Depthwise: channel c in gives channel c out, so both sides are one space.
-      LayerUse& use = use_of(*module, LayerKind::kDepthwiseConv, "Conv2d");
-      use.in_channels = cin;
-      use.out_channels = cout;
-      set_space(y, in_space);
-      join(*module, use.in_space, in_space);
-      join(*module, use.out_space, in_space);
+      const int space = pass_through(*module, LayerKind::kDepthwiseConv, "Conv2d", x, y);
       // Out channel c is zero when its filter and bias are, or when its input is and its bias is
       // zero (a bias would make a zero input channel non-zero).
       Bits z = zeros_or_empty(x, cin);
@@ -662,7 +656,7 @@ class ChannelFlow {
       for (size_t i = 0; i < z.size(); ++i) {
         z[i] = (z[i] && bias_zero[i]) || own[i];
       }
-      set_zeros(y, std::move(z), in_space);
+      set_zeros(y, std::move(z), space);
       return true;
     }
     if (groups < 1 || cin % groups != 0 || cout % groups != 0) {
@@ -686,6 +680,20 @@ class ChannelFlow {
     }
     read_and_make(*module, LayerKind::kLinear, "Linear", x, y);
     return true;
+  }
+
+  // A layer whose output channel c comes from input channel c only (depthwise convolution,
+  // BatchNorm): x and y share one space. Returns it.
+  int pass_through(const std::string& module, LayerKind kind, const std::string& op_type,
+                   const jit::Value* x, const jit::Value* y) {
+    LayerUse& use = use_of(module, kind, op_type);
+    use.in_channels = channels(x);
+    use.out_channels = channels(y);
+    const int s = *space_of(x);
+    set_space(y, s);
+    join(module, use.in_space, s);
+    join(module, use.out_space, s);
+    return s;
   }
 
   // A layer that reads every channel of x through its weight's columns (only channels zero in
@@ -722,13 +730,7 @@ class ChannelFlow {
       return false;
     }
     const int64_t c = channels(x);
-    const int s = *space_of(x);
-    LayerUse& use = use_of(*module, LayerKind::kBatchNorm, class_of(node, found_at));
-    use.in_channels = c;
-    use.out_channels = c;
-    set_space(y, s);
-    join(*module, use.in_space, s);
-    join(*module, use.out_space, s);
+    const int s = pass_through(*module, LayerKind::kBatchNorm, class_of(node, found_at), x, y);
     // γ = β = 0 makes the output exactly zero; a zero input stays "zero" (NNI's rule; the
     // β − μ·γ/√(σ²+ε) it really gives is what speedup reports as the BatchNorm shift).
     Bits z = zeros_or_empty(x, c);
