@@ -80,7 +80,8 @@ void print_usage() {
                "  train        train a TorchScript model on Fashion-MNIST or a tensor file\n"
                "  eval         top-1 accuracy and loss of a model on a dataset\n"
                "  flops        FLOPs and parameters per layer (NNI count_flops_params)\n"
-               "  speedup      rebuild a masked model with fewer channels, checked and timed\n";
+               "  speedup      rebuild a masked model with fewer channels, checked and timed\n"
+               "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n";
 }
 
 }  // namespace
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
       {"conformance", &lithe::cli::run_conformance}, {"train", &lithe::cli::run_train},
       {"eval", &lithe::cli::run_eval},               {"flops", &lithe::cli::run_flops},
       {"speedup", &lithe::cli::run_speedup},
+      {"export-onnx", &lithe::cli::run_export_onnx},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {

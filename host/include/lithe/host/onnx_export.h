@@ -1,0 +1,41 @@
+#pragma once
+/// \file
+/// ONNX export of TorchScript models without Python (NNI's export_model(onnx_path=...,
+/// input_shape=...)). libtorch's C++ library has no TorchScript-to-ONNX conversion, so Lithe
+/// emits the ONNX graph itself from the inlined forward graph, for the ops CNN and MLP
+/// classifiers use, and validates it with the ONNX checker and strict shape inference before
+/// anything is written.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Module;
+}
+
+namespace lithe::host {
+
+struct OnnxExportOptions {
+  std::vector<int64_t> input_shape;  ///< the model input's static shape, batch first
+  int64_t opset = 13;                ///< 13..17 (what the ONNX library here validates)
+};
+
+/// The ONNX model (serialized ModelProto, IR version 8) computing `module`'s eval-mode forward on
+/// a float32 input named "input" of `options.input_shape`, output(s) named "output" (then
+/// "output_1", ...). Weights become initializers (masked zeros included); BatchNorm becomes
+/// BatchNormalization. Supported: Conv2d (stride, padding, dilation, groups), Linear, BatchNorm,
+/// ReLU/ReLU6/LeakyReLU/Sigmoid/Tanh/Hardtanh, max/avg pooling, adaptive average pooling to
+/// 1×1, flatten/view/reshape, add/sub/mul/div, cat, softmax/log_softmax, mean, dropout (an
+/// identity in eval). The module is not changed (it is run once, in its current mode, to read
+/// shapes). Throws sdk::Error: kUnsupported naming the op, the graph node and the module it came
+/// from for anything else; kInvalidConfig for an opset outside 13..17 or an empty shape;
+/// kInternal when the ONNX checker rejects the result.
+std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options);
+
+/// export_onnx, written atomically to `path`.
+void save_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
+               const std::filesystem::path& path);
+
+}  // namespace lithe::host
