@@ -14,4 +14,5 @@ if [ "${1:-}" = "--sanitize" ]; then
 fi
 scripts/install-deps.sh
 LITHE_BUILD_DIR="$BUILD_DIR" scripts/build.sh -DLITHE_BUILD_TESTS=ON "${EXTRA[@]}"
+scripts/setup-ort.sh "$BUILD_DIR/ort"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 900

@@ -1,0 +1,129 @@
+// ONNX Runtime parity: every conformance model (and a sped-up one) is exported, run in ONNX
+// Runtime (onnxruntime-node, installed into <build>/ort by scripts/setup-ort.sh) and compared
+// with Lithe's own forward on the same input: |ort - lithe| <= 1e-5 + 1e-5·|lithe|. Without
+// Node.js or the package the tests skip and say why.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lithe/host/onnx_export.h"
+#include "lithe/host/speedup.h"
+#include "support/cli_run.h"
+#include "support/paths.h"
+
+namespace lithe::host {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path ort_dir() { return test::binary_dir() / "ort"; }
+
+// Why ORT cannot run here, or empty when it can.
+std::string ort_unavailable() {
+  if (std::system("command -v node > /dev/null 2>&1") != 0) {
+    return "node is not installed";
+  }
+  if (!fs::exists(ort_dir() / "node_modules/onnxruntime-node/package.json")) {
+    return "onnxruntime-node is not installed in " + ort_dir().string() +
+           " (scripts/setup-ort.sh; see its install.log)";
+  }
+  return {};
+}
+
+void write_floats(const fs::path& file, const at::Tensor& t) {
+  const at::Tensor c = t.detach().to(at::kFloat).contiguous();
+  std::ofstream out(file, std::ios::binary);
+  out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * 4));
+}
+
+// Exports `module`, runs it in ORT and Lithe on one input; returns the runner's verdict.
+test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& shape,
+                        const std::string& name) {
+  module.eval();
+  const fs::path dir = test::scratch_dir("ort_" + name);
+  save_onnx(module, {shape, 13}, dir / "model.onnx");
+  torch::manual_seed(11);
+  const at::Tensor input = torch::randn(shape);
+  at::Tensor expected;
+  {
+    torch::NoGradGuard no_grad;
+    expected = module.forward({input}).toTensor();
+  }
+  write_floats(dir / "input.bin", input);
+  write_floats(dir / "expected.bin", expected);
+  std::string dims;
+  for (const int64_t d : shape) {
+    dims += (dims.empty() ? "" : ",") + std::to_string(d);
+  }
+  const std::string command =
+      "NODE_PATH=" + (ort_dir() / "node_modules").string() + " node " +
+      (test::source_dir() / "tests/host/onnx_runtime_run.js").string() + " " +
+      (dir / "model.onnx").string() + " " + (dir / "input.bin").string() + " " + dims + " " +
+      (dir / "expected.bin").string() + " 1e-5 1e-5 2>&1";
+  test::CliRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  char buffer[4096];
+  while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) {
+    run.out += buffer;
+  }
+  const int status = pipe == nullptr ? -1 : ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+torch::jit::Module conformance_model(const std::string& name) {
+  return torch::jit::load((test::shared_dir() / "conformance/models" / (name + ".pt")).string());
+}
+
+struct Case {
+  const char* model;
+  std::vector<int64_t> shape;
+};
+
+class OnnxRuntimeParityTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OnnxRuntimeParityTest, ExportedModelComputesWhatLitheComputes) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  const test::CliRun run = run_in_ort(conformance_model(GetParam().model), GetParam().shape,
+                                      GetParam().model);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ConformanceModels, OnnxRuntimeParityTest,
+    ::testing::Values(Case{"lenet", {4, 1, 28, 28}}, Case{"vgg_bn", {4, 3, 32, 32}},
+                      Case{"mobilenet_tiny", {4, 3, 32, 32}}, Case{"resblock", {4, 3, 16, 16}},
+                      Case{"mlp", {4, 64}}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.model); });
+
+TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  const torch::jit::Module model = conformance_model("vgg_bn");
+  NamedMasks masks;
+  for (const auto& [layer, filters] : std::vector<std::pair<std::string, int64_t>>{
+           {"conv1", 16}, {"conv2", 32}, {"conv3", 64}}) {
+    at::Tensor mask = torch::ones_like(model.attr(layer).toModule().attr("weight").toTensor());
+    mask.slice(0, 0, filters / 2).zero_();
+    at::Tensor bias = torch::ones({filters});
+    bias.slice(0, 0, filters / 2).zero_();
+    masks.push_back({layer, {mask, bias}});
+  }
+  const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 3, 32, 32}));
+  const test::CliRun run = run_in_ort(*small.module, {4, 3, 32, 32}, "vgg_small");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+}
+
+}  // namespace
+}  // namespace lithe::host
