@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "input_shape.h"
+#include "lithe/host/model.h"
 #include "lithe/host/onnx_export.h"
 #include "lithe/sdk/error.h"
 #include "verbs.h"
@@ -32,13 +33,7 @@ int run_export_onnx(const std::vector<std::string>& args) {
   host::OnnxExportOptions options;
   options.input_shape = parse_input_shape(input_shape);
   options.opset = opset;
-  torch::jit::Module model;
-  try {
-    model = torch::jit::load(model_path);
-  } catch (const std::exception& e) {
-    throw sdk::Error(sdk::Errc::kInvalidModel,
-                     "--model '" + model_path + "' is not a TorchScript model: " + e.what());
-  }
+  torch::jit::Module model = host::load_torchscript_module(model_path);
   model.eval();
   host::save_onnx(model, options, output_path);
   std::printf("wrote %s (opset %lld, input %s; checked by the ONNX checker)\n",

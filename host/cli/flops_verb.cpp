@@ -44,14 +44,7 @@ int run_flops(const std::vector<std::string>& args) {
   const std::vector<int64_t> shape = parse_input_shape(input_shape);
   const host::FlopsMode mode = host::parse_flops_mode(mode_name, "--mode");
   host::configure_threads(threads);
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(model_path);
-  } catch (const c10::Error& e) {
-    throw sdk::Error(sdk::Errc::kInvalidModel,
-                     "--model '" + model_path + "' is not a TorchScript model: " +
-                         e.what_without_backtrace());
-  }
+  const torch::jit::Module module = host::load_torchscript_module(model_path);
   host::NamedMasks masks;
   if (!masks_path.empty()) {
     masks = host::load_masks(masks_path);

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 
+#include "cli_paths.h"
 #include "lithe/host/export.h"
 #include "lithe/host/model.h"
 #include "lithe/host/quantization_session.h"
@@ -66,10 +67,6 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   const std::string calibration_path = request.calibration_path.empty()
                                            ? default_calibration_path(request.output_path)
                                            : request.calibration_path;
-  const auto same_file = [](const std::string& a, const std::string& b) {
-    std::error_code ec;
-    return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
-  };
   LITHE_CHECK(!same_file(calibration_path, request.output_path), sdk::Errc::kInvalidConfig,
               "--calibration names the same file as --output: '", calibration_path, "'");
   LITHE_CHECK(!same_file(calibration_path, request.model_path), sdk::Errc::kInvalidConfig,

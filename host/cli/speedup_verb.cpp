@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_paths.h"
 #include "input_shape.h"
 #include "lithe/host/export.h"
 #include "lithe/host/flops.h"
@@ -51,11 +52,6 @@ std::string serialized(const torch::jit::Module& module) {
 }
 
 double ratio(double after, double before) { return before > 0 ? after / before : 0; }
-
-bool same_file(const fs::path& a, const fs::path& b) {
-  std::error_code ec;
-  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
-}
 
 // Outputs within this of the reference count as equal (float summation order only).
 constexpr double kTolerance = 1e-4;
@@ -105,13 +101,7 @@ int run_speedup(const std::vector<std::string>& args) {
   const std::vector<int64_t> shape = parse_input_shape(input_shape_text);
   const int thread_count = host::configure_threads(threads);
 
-  torch::jit::Module model;
-  try {
-    model = torch::jit::load(model_path);
-  } catch (const std::exception& e) {
-    throw sdk::Error(sdk::Errc::kInvalidModel,
-                     "--model '" + model_path + "' is not a TorchScript model: " + e.what());
-  }
+  torch::jit::Module model = host::load_torchscript_module(model_path);
   model.eval();
   const host::NamedMasks masks = host::load_masks(masks_path);
   // A fixed, non-trivial input: zeros would hide most differences.
@@ -120,13 +110,8 @@ int run_speedup(const std::vector<std::string>& args) {
   const host::SpeedupResult result = host::speedup_model(model, masks, input);
   torch::jit::Module& small = *result.module;
 
-  // The reference the report measures against: the masked model.
-  torch::jit::Module masked = model.clone();
-  {
-    auto adapter = host::make_torchscript_model(masked);
-    host::apply_compression_results(*adapter, masks, "--masks '" + masks_path + "'");
-  }
-  masked.eval();
+  // The report measures against the masked model the check used.
+  torch::jit::Module& masked = *result.masked;
 
   const std::string small_bytes = serialized(small);
   const std::string masked_bytes = serialized(masked);
@@ -143,9 +128,8 @@ int run_speedup(const std::vector<std::string>& args) {
   }
   const int64_t params_before = parameter_count(masked);
   const int64_t params_after = parameter_count(small);
-  torch::jit::Module timed_small = small.clone();
   const host::LatencyComparison latency =
-      host::compare_latency(masked, timed_small, input, warmup, runs);
+      host::compare_latency(masked, small, input, warmup, runs);
 
   std::printf("speedup of %s with %s (input %s, %d threads)\n\n", model_path.c_str(),
               masks_path.c_str(), dims(shape).c_str(), thread_count);

@@ -19,17 +19,14 @@ namespace lithe::host::graph_trace {
 
 namespace jit = torch::jit;
 
-namespace {
-// The interpreter's message is a TorchScript traceback ending in the error itself.
-std::string last_line(const std::string& message) {
-  std::string text = message;
+std::string interpreter_message(const std::exception& error) {
+  std::string text = error.what();
   while (!text.empty() && text.back() == '\n') {
     text.pop_back();
   }
   const size_t newline = text.rfind('\n');
   return newline == std::string::npos ? text : text.substr(newline + 1);
 }
-}  // namespace
 
 std::shared_ptr<jit::Graph> inline_forward(const jit::Module& module) {
   const c10::optional<jit::Method> forward = module.find_method("forward");
@@ -161,7 +158,7 @@ ValueTensors run_and_capture(const jit::Module& module, const std::shared_ptr<ji
   } catch (const std::runtime_error& e) {  // the interpreter's JITException
     throw sdk::Error(sdk::Errc::kShapeMismatch,
                      std::string("the model's forward failed on an input of shape ") +
-                         c10::str(input.sizes()) + ": " + last_line(e.what()));
+                         c10::str(input.sizes()) + ": " + interpreter_message(e));
   }
   const auto& elements = result.toTupleRef().elements();
   LITHE_INTERNAL_ASSERT(elements.size() == originals.size());

@@ -40,6 +40,10 @@ std::optional<Scope> innermost_scope(const torch::jit::Node* node);
 /// first input (self): "" for self, "layer1.conv1" for self.layer1.conv1; nullopt otherwise.
 std::optional<std::string> module_path(const torch::jit::Value* value);
 
+/// The message of a TorchScript interpreter error (a JITException): its text is a traceback
+/// with the error itself on the last line.
+std::string interpreter_message(const std::exception& error);
+
 /// The tensors the values of `graph`'s top-level block (inputs included; not the values inside
 /// If/Loop blocks) take when it runs on `module` and `input`, under no_grad. The module must be in
 /// the mode the caller wants measured (eval() for shapes as deployed); it is run once as it is.

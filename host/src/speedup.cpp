@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "channel_flow.h"
+#include "graph_trace.h"
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
 #include "module_rebuild.h"
@@ -55,14 +56,10 @@ std::vector<at::Tensor> run(jit::Module& module, const at::Tensor& input, const 
     throw sdk::Error(sdk::Errc::kInternal, std::string("the ") + which +
                                                " model failed on the example input: " +
                                                e.what_without_backtrace());
-  } catch (const std::exception& e) {  // the interpreter's JITException: traceback, then message
-    std::string message = e.what();
-    while (!message.empty() && message.back() == '\n') {
-      message.pop_back();
-    }
+  } catch (const std::exception& e) {  // the interpreter's JITException
     throw sdk::Error(sdk::Errc::kInternal, std::string("the ") + which +
                                                " model failed on the example input: " +
-                                               message.substr(message.rfind('\n') + 1));
+                                               graph_trace::interpreter_message(e));
   }
   LITHE_CHECK(!outputs.empty(), sdk::Errc::kUnsupported, "the ", which,
               " model returns no tensor, so the smaller model cannot be checked against it");
@@ -207,6 +204,7 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
     }
   }
   result.module = std::make_shared<jit::Module>(std::move(small));
+  result.masked = std::make_shared<jit::Module>(std::move(masked));
   return result;
 }
 

@@ -462,7 +462,7 @@ std::unique_ptr<Model> make_torchscript_model(const torch::jit::Module& module) 
   return std::make_unique<TorchScriptModel>(module);
 }
 
-std::unique_ptr<Model> load_torchscript_model(const std::filesystem::path& path) {
+torch::jit::Module load_torchscript_module(const std::filesystem::path& path) {
   std::error_code ec;
   LITHE_CHECK(std::filesystem::is_regular_file(path, ec), sdk::Errc::kIo, "model file '",
               path.string(), "' does not exist or is not a regular file");
@@ -478,7 +478,11 @@ std::unique_ptr<Model> load_torchscript_model(const std::filesystem::path& path)
                                                    "' is not a loadable TorchScript archive: " +
                                                    e.what());
   }
-  return make_torchscript_model(module);
+  return module;
+}
+
+std::unique_ptr<Model> load_torchscript_model(const std::filesystem::path& path) {
+  return make_torchscript_model(load_torchscript_module(path));
 }
 
 }  // namespace lithe::host

@@ -105,7 +105,7 @@ TEST(FlopsCliTest, BadOptionsAreNamedWithTheValue) {
   EXPECT_THAT(missing.out, HasSubstr("input-shape"));
   const CliRun not_a_model = run_lithe("flops --model /nonexistent.pt --input-shape 1,1,28,28");
   EXPECT_EQ(not_a_model.exit_code, 1);
-  EXPECT_THAT(not_a_model.out, HasSubstr("--model '/nonexistent.pt'"));
+  EXPECT_THAT(not_a_model.out, HasSubstr("model file '/nonexistent.pt' does not exist"));
 }
 
 }  // namespace

@@ -74,6 +74,20 @@ TEST(SpeedupCliTest, RefusesToOverwriteTheInputModelAndChecksTheShape) {
   EXPECT_THAT(run.out, HasSubstr("is the input model"));
   EXPECT_EQ(read_text(masked), before);
   run = run_lithe("speedup --model " + masked.string() + " --masks " + masks.string() +
+                  " --input-shape 1,1,28,28 --output " + masks.string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("is the masks file"));
+  run = run_lithe("speedup --model " + masked.string() + " --masks " + masks.string() +
+                  " --input-shape 1,1,28,28 --output " + (dir / "small.pt").string() +
+                  " --json " + masks.string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("is the model, the masks or the output"));
+  run = run_lithe("speedup --model " + masked.string() + " --masks " + masks.string() +
+                  " --input-shape 1,1,28,28 --output " + (dir / "small.pt").string() +
+                  " --latency-runs 0");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--latency-runs must be >= 1 and --warmup >= 0, got 0 and 10"));
+  run = run_lithe("speedup --model " + masked.string() + " --masks " + masks.string() +
                   " --input-shape 1,x,28 --output " + (dir / "small.pt").string());
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("--input-shape must be a comma-separated list"));
@@ -82,6 +96,26 @@ TEST(SpeedupCliTest, RefusesToOverwriteTheInputModelAndChecksTheShape) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("[1, 3, 28, 28]"));
   EXPECT_FALSE(fs::exists(dir / "small.pt"));
+}
+
+TEST(ExportOnnxCliTest, WritesACheckedModelAndRefusesBadInputs) {
+  const fs::path dir = scratch_dir("export_onnx_cli");
+  CliRun run = run_lithe("export-onnx --model " + lenet_model().string() +
+                         " --input-shape 1,1,28,28 --output " + (dir / "lenet.onnx").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("checked by the ONNX checker"));
+  EXPECT_GT(fs::file_size(dir / "lenet.onnx"), 170000u);  // the weights are in it
+  run = run_lithe("export-onnx --model " + lenet_model().string() +
+                  " --input-shape 1,1,28,28 --opset 9 --output " + (dir / "old.onnx").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--opset must be between 13 and 17 (what this ONNX library "
+                                 "validates), got 9"));
+  run = run_lithe("export-onnx --model " + (dir / "lenet.onnx").string() +
+                  " --input-shape 1,1,28,28 --output " + (dir / "again.onnx").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("is not a loadable TorchScript archive"));
+  EXPECT_FALSE(fs::exists(dir / "old.onnx"));
+  EXPECT_FALSE(fs::exists(dir / "again.onnx"));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "lithe/host/dependency.h"
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
+#include "support/conformance_models.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -36,10 +37,6 @@ SetOfSets as_set_of_sets(const Sets& sets) {
     out.insert(std::set<std::string>(members.begin(), members.end()));
   }
   return out;
-}
-
-std::filesystem::path conformance_model(const std::string& name) {
-  return test::shared_dir() / "conformance/models" / (name + ".pt");
 }
 
 LayerDependencies model_dependencies(const std::filesystem::path& path) {
@@ -76,7 +73,7 @@ void expect_partition(const Sets& sets, const std::vector<std::string>& convs) {
 }
 
 TEST(DependencyAnalysisTest, ResblockMatchesNni) {
-  const LayerDependencies deps = model_dependencies(conformance_model("resblock"));
+  const LayerDependencies deps = model_dependencies(test::conformance_model_file("resblock"));
   const NniDependencies nni = golden_dependencies("l1filter_resblock_dep_s0.5");
   // The residual adds couple conv1 with layer1.conv2 (identity shortcut) and layer2.conv2
   // with the 1x1 shortcut conv; BN/ReLU between them are passed through.
@@ -90,7 +87,7 @@ TEST(DependencyAnalysisTest, ResblockMatchesNni) {
 }
 
 TEST(DependencyAnalysisTest, MobilenetTinyGroupsMatchNni) {
-  const LayerDependencies deps = model_dependencies(conformance_model("mobilenet_tiny"));
+  const LayerDependencies deps = model_dependencies(test::conformance_model_file("mobilenet_tiny"));
   const NniDependencies nni = golden_dependencies("l1filter_mobilenet_tiny_dep_s0.5");
   EXPECT_EQ(as_set_of_sets(deps.channel_sets), as_set_of_sets(nni.channel_sets));
   // Depthwise dw1 (16 groups) and dw2 (32) pass their groups to conv1 and pw1, through BN/ReLU.
@@ -103,17 +100,17 @@ TEST(DependencyAnalysisTest, MobilenetTinyGroupsMatchNni) {
 }
 
 TEST(DependencyAnalysisTest, PlainChainsHaveOnlySingletonsAndNoGroups) {
-  const LayerDependencies lenet = model_dependencies(conformance_model("lenet"));
+  const LayerDependencies lenet = model_dependencies(test::conformance_model_file("lenet"));
   EXPECT_THAT(lenet.channel_sets, ElementsAre(ElementsAre("conv1"), ElementsAre("conv2")));
   EXPECT_THAT(lenet.groups, ElementsAre(Pair("conv1", 1), Pair("conv2", 1)));
 
-  const LayerDependencies vgg = model_dependencies(conformance_model("vgg_bn"));
+  const LayerDependencies vgg = model_dependencies(test::conformance_model_file("vgg_bn"));
   EXPECT_THAT(vgg.channel_sets,
               ElementsAre(ElementsAre("conv1"), ElementsAre("conv2"), ElementsAre("conv3")));
   EXPECT_THAT(vgg.groups, ElementsAre(Pair("conv1", 1), Pair("conv2", 1), Pair("conv3", 1)));
 
   // Linear layers are never listed on their own: the sets cover Conv2d modules.
-  const LayerDependencies mlp = model_dependencies(conformance_model("mlp"));
+  const LayerDependencies mlp = model_dependencies(test::conformance_model_file("mlp"));
   EXPECT_THAT(mlp.channel_sets, IsEmpty());
   EXPECT_THAT(mlp.groups, IsEmpty());
 }
@@ -188,7 +185,7 @@ TEST(DependencyAnalysisTest, GroupsPropagateToNearestParentsWithMax) {
 }
 
 TEST(DependencyAnalysisTest, IsDeterministicAndLeavesTheModuleUsable) {
-  torch::jit::Module module = torch::jit::load(conformance_model("resblock").string());
+  torch::jit::Module module = torch::jit::load(test::conformance_model_file("resblock").string());
   const LayerDependencies first = analyze_dependencies(module);
   const LayerDependencies second = analyze_dependencies(module);
   EXPECT_EQ(first.channel_sets, second.channel_sets);

@@ -14,6 +14,7 @@
 #include "lithe/host/export.h"
 #include "lithe/host/flops.h"
 #include "lithe/sdk/error.h"
+#include "support/conformance_models.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -23,10 +24,6 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
-
-torch::jit::Module conformance_model(const std::string& name) {
-  return torch::jit::load((test::shared_dir() / "conformance/models" / (name + ".pt")).string());
-}
 
 // tests/data/flops_ops.pt, scripted from (input 1x4x8x8):
 //   conv_g = Conv2d(4, 8, 3, padding=1, groups=2); lrelu = LeakyReLU(0.1)
@@ -72,7 +69,7 @@ at::Tensor weight_of(const torch::jit::Module& module, const std::string& layer)
 }
 
 TEST(FlopsTest, LenetMatchesNniInBothModes) {
-  const torch::jit::Module lenet = conformance_model("lenet");
+  const torch::jit::Module lenet = test::load_conformance_model("lenet");
   // NNI v2.0 golden flops_lenet.
   const FlopsReport def = count_flops(lenet, {1, 1, 28, 28}, FlopsMode::kDefault);
   EXPECT_THAT(rows(def), ElementsAre(IsRow("conv1", 86400, 156), IsRow("conv2", 153600, 2416),
@@ -98,7 +95,7 @@ TEST(FlopsTest, LenetMatchesNniInBothModes) {
 
 TEST(FlopsTest, BatchScalesOnlyTheActivationOps) {
   // NNI leaves the batch out of convolution and Linear FLOPs, not out of BatchNorm's.
-  const torch::jit::Module net = conformance_model("mobilenet_tiny");
+  const torch::jit::Module net = test::load_conformance_model("mobilenet_tiny");
   const FlopsReport one = count_flops(net, {1, 3, 32, 32}, FlopsMode::kFull);
   const FlopsReport four = count_flops(net, {4, 3, 32, 32}, FlopsMode::kFull);
   ASSERT_EQ(one.layers.size(), four.layers.size());
@@ -110,7 +107,7 @@ TEST(FlopsTest, BatchScalesOnlyTheActivationOps) {
 }
 
 TEST(FlopsTest, DepthwiseMaskCountsKeptChannelsOverOneInputChannel) {
-  const torch::jit::Module net = conformance_model("mobilenet_tiny");
+  const torch::jit::Module net = test::load_conformance_model("mobilenet_tiny");
   // Half the filters of each convolution pruned, as L1FilterPruner 0.5 does.
   NamedMasks masks;
   masks.emplace_back(
@@ -134,7 +131,7 @@ TEST(FlopsTest, DepthwiseMaskCountsKeptChannelsOverOneInputChannel) {
 }
 
 TEST(FlopsTest, FineGrainedLinearMaskFloorsToWholeFeatures) {
-  const torch::jit::Module lenet = conformance_model("lenet");
+  const torch::jit::Module lenet = test::load_conformance_model("lenet");
   // 500 of fc3's 840 weights kept: out = 500 // 84 = 5 features (NNI, flops_masked_lenet_level).
   at::Tensor mask = torch::zeros({10 * 84});
   mask.slice(0, 0, 500).fill_(1);
@@ -146,7 +143,7 @@ TEST(FlopsTest, FineGrainedLinearMaskFloorsToWholeFeatures) {
 }
 
 TEST(FlopsTest, CountingWithMasksLeavesTheModelBitIdentical) {
-  torch::jit::Module net = conformance_model("mobilenet_tiny");
+  torch::jit::Module net = test::load_conformance_model("mobilenet_tiny");
   net.train();  // BatchNorm would update its running statistics if the count ran in train mode
   std::vector<std::pair<at::Tensor, at::Tensor>> before;  // (live tensor, copy)
   for (const auto& p : net.named_parameters()) {
@@ -181,7 +178,7 @@ TEST(FlopsTest, CountingWithMasksLeavesTheModelBitIdentical) {
 }
 
 TEST(FlopsTest, MaskErrorsNameTheSourceLayerAndShapes) {
-  const torch::jit::Module lenet = conformance_model("lenet");
+  const torch::jit::Module lenet = test::load_conformance_model("lenet");
   NamedMasks wrong_shape;
   wrong_shape.emplace_back("conv2", sdk::Masks{torch::ones({16, 6, 3, 3}), {}});
   EXPECT_THAT(
@@ -216,7 +213,7 @@ TEST(FlopsTest, MaskErrorsNameTheSourceLayerAndShapes) {
 }
 
 TEST(FlopsTest, BadInputShapesAreRejected) {
-  const torch::jit::Module lenet = conformance_model("lenet");
+  const torch::jit::Module lenet = test::load_conformance_model("lenet");
   EXPECT_THAT([&] { count_flops(lenet, {}, FlopsMode::kDefault); },
               ThrowsMessage<sdk::Error>(HasSubstr("at least one dimension")));
   EXPECT_THAT(
@@ -277,7 +274,7 @@ TEST(FlopsTest, ModuleCalledAtTwoPlacesHasOneRowPerCallWithItsOwnShapes) {
 
 TEST(FlopsTest, TableAndJsonCarryEveryColumnAndTheTotals) {
   const FlopsReport report =
-      count_flops(conformance_model("lenet"), {1, 1, 28, 28}, FlopsMode::kDefault);
+      count_flops(test::load_conformance_model("lenet"), {1, 1, 28, 28}, FlopsMode::kDefault);
   const std::string table = format_flops_table(report);
   EXPECT_THAT(
       table,

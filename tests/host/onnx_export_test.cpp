@@ -15,6 +15,7 @@
 #include "lithe/host/onnx_export.h"
 #include "lithe/host/speedup.h"
 #include "lithe/sdk/error.h"
+#include "support/conformance_models.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -23,13 +24,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-torch::jit::Module conformance_model(const std::string& name) {
-  torch::jit::Module m =
-      torch::jit::load((test::shared_dir() / "conformance/models" / (name + ".pt")).string());
-  m.eval();
-  return m;
-}
 
 onnx::ModelProto exported(const torch::jit::Module& module, std::vector<int64_t> shape,
                           int64_t opset = 13) {
@@ -65,7 +59,7 @@ const onnx::NodeProto& first(const onnx::ModelProto& model, const std::string& t
 }
 
 TEST(OnnxExportTest, LenetBecomesConvReluPoolAndGemmWithItsBiases) {
-  const onnx::ModelProto model = exported(conformance_model("lenet"), {1, 1, 28, 28});
+  const onnx::ModelProto model = exported(test::load_conformance_model("lenet"), {1, 1, 28, 28});
   EXPECT_EQ(model.opset_import(0).version(), 13);
   EXPECT_THAT(op_types(model),
               ElementsAre("Conv", "Relu", "MaxPool", "Conv", "Relu", "MaxPool", "Reshape", "Gemm",
@@ -80,7 +74,7 @@ TEST(OnnxExportTest, LenetBecomesConvReluPoolAndGemmWithItsBiases) {
 }
 
 TEST(OnnxExportTest, BatchNormUsesTheModelsOwnParametersAndStatistics) {
-  const onnx::ModelProto model = exported(conformance_model("vgg_bn"), {1, 3, 32, 32}, 17);
+  const onnx::ModelProto model = exported(test::load_conformance_model("vgg_bn"), {1, 3, 32, 32}, 17);
   EXPECT_THAT(first(model, "BatchNormalization").input(),
               ElementsAre(::testing::_, "bn1.weight", "bn1.bias", "bn1.running_mean",
                           "bn1.running_var"));
@@ -88,7 +82,7 @@ TEST(OnnxExportTest, BatchNormUsesTheModelsOwnParametersAndStatistics) {
 }
 
 TEST(OnnxExportTest, ConvolutionsWithoutBiasAndDepthwiseGroups) {
-  const onnx::ModelProto model = exported(conformance_model("mobilenet_tiny"), {1, 3, 32, 32});
+  const onnx::ModelProto model = exported(test::load_conformance_model("mobilenet_tiny"), {1, 3, 32, 32});
   int depthwise = 0;
   for (const onnx::NodeProto& n : model.graph().node()) {
     if (n.op_type() != "Conv") {
@@ -103,25 +97,16 @@ TEST(OnnxExportTest, ConvolutionsWithoutBiasAndDepthwiseGroups) {
 }
 
 TEST(OnnxExportTest, ResidualAddsAndTheMlpExport) {
-  const std::vector<std::string> resblock = op_types(exported(conformance_model("resblock"), {1, 3, 16, 16}));
+  const std::vector<std::string> resblock = op_types(exported(test::load_conformance_model("resblock"), {1, 3, 16, 16}));
   EXPECT_EQ(std::count(resblock.begin(), resblock.end(), "Add"), 2);
   EXPECT_EQ(std::count(resblock.begin(), resblock.end(), "BatchNormalization"), 6);
-  EXPECT_THAT(op_types(exported(conformance_model("mlp"), {4, 64})),
+  EXPECT_THAT(op_types(exported(test::load_conformance_model("mlp"), {4, 64})),
               ElementsAre("Gemm", "Relu", "Gemm", "Relu", "Gemm", "Identity"));
 }
 
 TEST(OnnxExportTest, ASpedUpModelGivesASmallerFile) {
-  const torch::jit::Module model = conformance_model("vgg_bn");
-  NamedMasks masks;
-  for (const auto& [layer, filters] : std::vector<std::pair<std::string, int64_t>>{
-           {"conv1", 16}, {"conv2", 32}, {"conv3", 64}}) {
-    const at::Tensor w = model.attr(layer).toModule().attr("weight").toTensor();
-    at::Tensor mask = torch::ones_like(w);
-    mask.slice(0, 0, filters / 2).zero_();
-    at::Tensor bias = torch::ones({filters});
-    bias.slice(0, 0, filters / 2).zero_();
-    masks.push_back({layer, {mask, bias}});
-  }
+  const torch::jit::Module model = test::load_conformance_model("vgg_bn");
+  const NamedMasks masks = test::first_half_filter_masks(model, {"conv1", "conv2", "conv3"});
   const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 3, 32, 32}));
   const std::string before = export_onnx(model, {{1, 3, 32, 32}, 13});
   const std::string after = export_onnx(*small.module, {{1, 3, 32, 32}, 13});
@@ -136,7 +121,7 @@ TEST(OnnxExportTest, AnUnsupportedOpIsNamedWithItsModuleAndNothingIsWritten) {
               ::testing::ThrowsMessage<sdk::Error>(
                   AllOf(HasSubstr("aten::cumsum"), HasSubstr("nothing was written"))));
   EXPECT_FALSE(std::filesystem::exists(out));
-  EXPECT_THAT([&] { export_onnx(conformance_model("lenet"), {{1, 1, 28, 28}, 18}); },
+  EXPECT_THAT([&] { export_onnx(test::load_conformance_model("lenet"), {{1, 1, 28, 28}, 18}); },
               ::testing::ThrowsMessage<sdk::Error>(HasSubstr("--opset must be between 13 and 17")));
 }
 

@@ -16,6 +16,7 @@
 #include "lithe/host/onnx_export.h"
 #include "lithe/host/speedup.h"
 #include "support/cli_run.h"
+#include "support/conformance_models.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -78,10 +79,6 @@ test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& s
   return run;
 }
 
-torch::jit::Module conformance_model(const std::string& name) {
-  return torch::jit::load((test::shared_dir() / "conformance/models" / (name + ".pt")).string());
-}
-
 struct Case {
   const char* model;
   std::vector<int64_t> shape;
@@ -93,7 +90,7 @@ TEST_P(OnnxRuntimeParityTest, ExportedModelComputesWhatLitheComputes) {
   if (const std::string why = ort_unavailable(); !why.empty()) {
     GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
   }
-  const test::CliRun run = run_in_ort(conformance_model(GetParam().model), GetParam().shape,
+  const test::CliRun run = run_in_ort(test::load_conformance_model(GetParam().model), GetParam().shape,
                                       GetParam().model);
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
@@ -110,16 +107,8 @@ TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
   if (const std::string why = ort_unavailable(); !why.empty()) {
     GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
   }
-  const torch::jit::Module model = conformance_model("vgg_bn");
-  NamedMasks masks;
-  for (const auto& [layer, filters] : std::vector<std::pair<std::string, int64_t>>{
-           {"conv1", 16}, {"conv2", 32}, {"conv3", 64}}) {
-    at::Tensor mask = torch::ones_like(model.attr(layer).toModule().attr("weight").toTensor());
-    mask.slice(0, 0, filters / 2).zero_();
-    at::Tensor bias = torch::ones({filters});
-    bias.slice(0, 0, filters / 2).zero_();
-    masks.push_back({layer, {mask, bias}});
-  }
+  const torch::jit::Module model = test::load_conformance_model("vgg_bn");
+  const NamedMasks masks = test::first_half_filter_masks(model, {"conv1", "conv2", "conv3"});
   const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 3, 32, 32}));
   const test::CliRun run = run_in_ort(*small.module, {4, 3, 32, 32}, "vgg_small");
   EXPECT_EQ(run.exit_code, 0) << run.out;

@@ -19,6 +19,7 @@
 #include "lithe/sdk/error.h"
 #include "plugins/filter_norm/filter_norm.h"
 #include "plugins/slim/slim.h"
+#include "support/conformance_models.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -36,10 +37,6 @@ PluginRegistry& filter_registry() {
   return *registry;
 }
 
-std::filesystem::path model_file(const std::string& name) {
-  return test::shared_dir() / "conformance/models" / (name + ".pt");
-}
-
 at::Tensor input_for(const std::string& name) {
   torch::manual_seed(7);
   if (name == "lenet") return torch::randn({4, 1, 28, 28});
@@ -51,7 +48,7 @@ at::Tensor input_for(const std::string& name) {
 // Prunes a loaded copy of conformance model `name` with `algorithm` and returns its masks.
 NamedMasks prune(const std::string& name, const std::string& algorithm,
                  const std::string& config_list, const std::string& options = "{}") {
-  torch::jit::Module module = torch::jit::load(model_file(name).string());
+  torch::jit::Module module = torch::jit::load(test::conformance_model_file(name).string());
   std::unique_ptr<Model> model = make_torchscript_model(module);
   PruningSession session(*model, filter_registry(), {algorithm, config_list, options, "<test>"});
   session.compress();
@@ -84,7 +81,7 @@ using Shape = std::vector<int64_t>;
 
 TEST(SpeedupTest, LenetAfterL1FilterHalvesTheConvolutionsAndKeepsTheOutputExactly) {
   const NamedMasks masks = prune("lenet", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
-  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("lenet").string());
   const SpeedupResult result = speedup_model(model, masks, input_for("lenet"));
   const auto shapes = weight_shapes(result);
   EXPECT_EQ(shapes.at("conv1"), (Shape{3, 1, 5, 5}));
@@ -99,7 +96,7 @@ TEST(SpeedupTest, LenetAfterL1FilterHalvesTheConvolutionsAndKeepsTheOutputExactl
 
 TEST(SpeedupTest, TheInputModelIsNotChanged) {
   const NamedMasks masks = prune("lenet", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
-  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("lenet").string());
   const at::Tensor before = model.attr("conv1").toModule().attr("weight").toTensor().clone();
   speedup_model(model, masks, input_for("lenet"));
   const at::Tensor after = model.attr("conv1").toModule().attr("weight").toTensor();
@@ -109,7 +106,7 @@ TEST(SpeedupTest, TheInputModelIsNotChanged) {
 
 TEST(SpeedupTest, VggBatchNormShiftIsReportedAndIsTheWholeDifference) {
   const NamedMasks masks = prune("vgg_bn", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
-  const torch::jit::Module model = torch::jit::load(model_file("vgg_bn").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("vgg_bn").string());
   const SpeedupResult result = speedup_model(model, masks, input_for("vgg_bn"));
   const auto shapes = weight_shapes(result);
   EXPECT_EQ(shapes.at("conv1"), (Shape{8, 3, 3, 3}));
@@ -127,7 +124,7 @@ TEST(SpeedupTest, VggBatchNormShiftIsReportedAndIsTheWholeDifference) {
 
 TEST(SpeedupTest, SlimMasksOnBatchNormRemoveTheConvolutionFiltersBeforeThem) {
   const NamedMasks masks = prune("vgg_bn", "slim", R"([{"sparsity": 0.5, "op_types": ["BatchNorm2d"]}])");
-  const torch::jit::Module model = torch::jit::load(model_file("vgg_bn").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("vgg_bn").string());
   const SpeedupResult result = speedup_model(model, masks, input_for("vgg_bn"));
   const auto shapes = weight_shapes(result);
   int64_t bn_channels = 0;
@@ -148,7 +145,7 @@ TEST(SpeedupTest, SlimMasksOnBatchNormRemoveTheConvolutionFiltersBeforeThem) {
 TEST(SpeedupTest, MobilenetDepthwiseConvolutionsFollowTheirInputChannels) {
   const NamedMasks masks = prune("mobilenet_tiny", "l1_filter",
                                  R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
-  const torch::jit::Module model = torch::jit::load(model_file("mobilenet_tiny").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("mobilenet_tiny").string());
   const SpeedupResult result = speedup_model(model, masks, input_for("mobilenet_tiny"));
   const torch::jit::Module& small = *result.module;
   // conv1 and dw1 each zero 8 of 16 filters. A channel dw1 zeroes is dead for conv1 too, and one
@@ -184,7 +181,7 @@ TEST(SpeedupTest, MobilenetDependencyAwarePruningKeepsWhatBothSidesOfEachDepthwi
   const NamedMasks masks =
       prune("mobilenet_tiny", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])",
             R"({"dependency_aware": true})");
-  const torch::jit::Module model = torch::jit::load(model_file("mobilenet_tiny").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("mobilenet_tiny").string());
   const SpeedupResult result = speedup_model(model, masks, input_for("mobilenet_tiny"));
   const torch::jit::Module& small = *result.module;
   // conv1 -> bn1 -> dw1 -> dwbn1 is one channel space: a channel stays where both conv1 and dw1
@@ -208,7 +205,7 @@ TEST(SpeedupTest, ResblockDependencyAwarePruningShrinksTheResidualPath) {
   const NamedMasks masks =
       prune("resblock", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])",
             R"({"dependency_aware": true})");
-  const torch::jit::Module model = torch::jit::load(model_file("resblock").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("resblock").string());
   const SpeedupResult result = speedup_model(model, masks, input_for("resblock"));
   const torch::jit::Module& small = *result.module;
   // conv1 and layer1.conv2 meet in the identity add and prune the same 8 channels.
@@ -224,7 +221,7 @@ TEST(SpeedupTest, ResblockDependencyAwarePruningShrinksTheResidualPath) {
 
 TEST(SpeedupTest, ResblockWithoutDependencyAwarenessKeepsChannelsTheAddNeeds) {
   const NamedMasks masks = prune("resblock", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
-  const torch::jit::Module model = torch::jit::load(model_file("resblock").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("resblock").string());
   const SpeedupResult result = speedup_model(model, masks, input_for("resblock"));
   const torch::jit::Module& small = *result.module;
   // conv1 and layer1.conv2 zero different channels: only those zero in both may go.
@@ -236,7 +233,7 @@ TEST(SpeedupTest, ResblockWithoutDependencyAwarenessKeepsChannelsTheAddNeeds) {
 }
 
 TEST(SpeedupTest, MlpRowsZeroedWithTheirBiasLeaveBothLinearLayers) {
-  torch::jit::Module model = torch::jit::load(model_file("mlp").string());
+  torch::jit::Module model = torch::jit::load(test::conformance_model_file("mlp").string());
   NamedMasks masks;
   // fc1 rows 0..63 all zero (weight and bias): fc1 loses them and fc2 its matching columns.
   at::Tensor w = torch::ones({128, 64});
@@ -451,7 +448,7 @@ TEST(SpeedupRuleTest, DictOutputsAreCheckedToo) {
 }
 
 TEST(SpeedupRuleTest, ALayerWithEveryFilterPrunedKeepsOneAndStillRuns) {
-  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("lenet").string());
   NamedMasks masks;
   masks.push_back({"conv2", {torch::zeros({16, 6, 5, 5}), torch::zeros({16})}});
   const SpeedupResult result = speedup_model(model, masks, input_for("lenet"));
@@ -461,7 +458,7 @@ TEST(SpeedupRuleTest, ALayerWithEveryFilterPrunedKeepsOneAndStillRuns) {
 }
 
 TEST(SpeedupTest, MasksThatDoNotFitTheModelAreRejectedByLayer) {
-  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("lenet").string());
   NamedMasks masks;
   masks.push_back({"conv1", {torch::ones({6, 1, 3, 3}), torch::ones({6})}});
   EXPECT_THAT([&] { speedup_model(model, masks, input_for("lenet")); },
@@ -473,7 +470,7 @@ TEST(SpeedupTest, MasksThatDoNotFitTheModelAreRejectedByLayer) {
 }
 
 TEST(SpeedupTest, AnInputOfTheWrongShapeIsAClearError) {
-  const torch::jit::Module model = torch::jit::load(model_file("lenet").string());
+  const torch::jit::Module model = torch::jit::load(test::conformance_model_file("lenet").string());
   const NamedMasks masks = prune("lenet", "l1_filter", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
   EXPECT_THAT([&] { speedup_model(model, masks, torch::zeros({1, 3, 28, 28})); },
               ::testing::ThrowsMessage<sdk::Error>(HasSubstr("[1, 3, 28, 28]")));

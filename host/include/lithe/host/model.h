@@ -117,7 +117,10 @@ class UnobservedForwards {
   static bool active();
 };
 
-/// Loads a TorchScript file (sdk::Error(kInvalidModel) naming the file when it is not one).
+/// Loads a TorchScript file as it is (sdk::Error(kIo) naming the file when it is missing,
+/// kInvalidModel when it is not a TorchScript archive).
+torch::jit::Module load_torchscript_module(const std::filesystem::path& path);
+/// load_torchscript_module, adapted as a Model.
 std::unique_ptr<Model> load_torchscript_model(const std::filesystem::path& path);
 /// Adapts an in-memory TorchScript module (shares its parameters).
 std::unique_ptr<Model> make_torchscript_model(const torch::jit::Module& module);

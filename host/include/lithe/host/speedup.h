@@ -50,6 +50,9 @@ struct SpeedupResult {
   /// The smaller model (its own tensors; eval mode). Every module has its own class type, so it
   /// can be edited or saved independently of the input.
   std::shared_ptr<torch::jit::Module> module;
+  /// The masked copy of the input the smaller model was built from and checked against (the
+  /// baseline for size and latency comparisons).
+  std::shared_ptr<torch::jit::Module> masked;
   std::vector<ShrunkLayer> layers;  ///< in graph order
   std::vector<SpeedupBlock> blocked;
   std::vector<BatchNormShift> batchnorm_shifts;
