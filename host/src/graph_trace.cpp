@@ -63,15 +63,18 @@ std::vector<Scope> scopes_of(const jit::Node* node) {
     return scopes;
   }
   std::string path;
+  std::string call;
   for (const jit::InlinedCallStackEntry& entry : (*stack)->vec()) {
     const c10::optional<jit::ModuleInstanceInfo>& info = std::get<2>(entry);
+    call += "/" + std::to_string(std::get<1>(entry).start());
     if (!info || info->instance_name() == "SELF") {
       continue;  // a function, or the module calling its own method
     }
     path = path.empty() ? info->instance_name() : path + "." + info->instance_name();
     const c10::ClassTypePtr type = info->class_type();
     scopes.push_back({path, type && type->name() ? type->name()->name() : std::string(),
-                      type && type->name() ? type->name()->qualifiedName() : std::string()});
+                      type && type->name() ? type->name()->qualifiedName() : std::string(),
+                      path + "@" + call});
   }
   return scopes;
 }

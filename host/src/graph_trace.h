@@ -21,6 +21,9 @@ struct Scope {
   std::string module;
   std::string op_type;
   std::string qualified_type;  ///< e.g. "__torch__.torch.nn.modules.conv.Conv2d"
+  /// Identifies this call of the module: equal for the nodes of one call, different for two
+  /// calls of the same module from different places (its call sites' source positions).
+  std::string call;
 };
 
 /// A copy of `module`'s forward graph with every method call inlined. The module is not changed

@@ -14,6 +14,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 
 #include "graph_trace.h"
 #include "lithe/host/export.h"
+#include "onnx_quantization.h"
 #include "lithe/sdk/error.h"
 #include "submodule.h"
 
@@ -62,6 +64,7 @@ class Emitter {
  public:
   Emitter(const jit::Module& module, const OnnxExportOptions& options)
       : module_(module), options_(options) {
+    quantized_ = onnx_quantization::read_quantized_layers(module);
     graph_ = graph_trace::inline_forward(module);
     values_ = graph_trace::run_and_capture(module, graph_, at::zeros(options.input_shape));
   }
@@ -141,12 +144,18 @@ class Emitter {
     }
     if (c.scalar_type() == at::kLong) {
       t->set_data_type(onnx::TensorProto_DataType_INT64);
+    } else if (c.scalar_type() == at::kByte) {
+      t->set_data_type(onnx::TensorProto_DataType_UINT8);
+    } else if (c.scalar_type() == at::kChar) {
+      t->set_data_type(onnx::TensorProto_DataType_INT8);
     } else {
       LITHE_CHECK(c.is_floating_point(), sdk::Errc::kUnsupported, "cannot export to ONNX: '",
                   name, "' is a ", c.scalar_type(), " tensor; Lithe exports float models");
       t->set_data_type(onnx::TensorProto_DataType_FLOAT);
     }
-    const at::Tensor data = c.scalar_type() == at::kLong ? c : c.to(at::kFloat);
+    const bool integer = c.scalar_type() == at::kLong || c.scalar_type() == at::kByte ||
+                         c.scalar_type() == at::kChar;
+    const at::Tensor data = integer ? c : c.to(at::kFloat);
     t->set_raw_data(std::string(static_cast<const char*>(data.data_ptr()),
                                 static_cast<size_t>(data.numel()) * data.element_size()));
     return name;
@@ -154,9 +163,113 @@ class Emitter {
 
   std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(counter_++); }
 
+  // The ONNX name of tensor value `v` as `user` reads it: its raw name (raw_name_of), through
+  // the QDQ pairs of the quantized module calls it crosses on the way. Leaving calls it was
+  // made in: their output quantization, innermost first; entering calls `user` sits in: their
+  // input quantization, outermost first, for the first outside tensor each call reads (Lithe
+  // quantizes a module's first input at its call site).
+  std::string name_of(const jit::Value* v, const jit::Node* user) {
+    std::string name = raw_name_of(v, user);
+    const jit::Node* maker = v->node();
+    if (quantized_.empty() || v->type()->kind() != c10::TypeKind::TensorType ||
+        maker->kind() == c10::prim::GetAttr || maker->kind() == c10::prim::Constant) {
+      return name;
+    }
+    const std::vector<graph_trace::Scope> from = graph_trace::scopes_of(maker);
+    const std::vector<graph_trace::Scope> to = graph_trace::scopes_of(user);
+    size_t common = 0;
+    while (common < from.size() && common < to.size() && from[common].call == to[common].call) {
+      ++common;
+    }
+    for (size_t i = from.size(); i-- > common;) {
+      name = quantize_activation(name, from[i], sdk::QuantType::kOutput);
+    }
+    for (size_t i = common; i < to.size(); ++i) {
+      const auto first = first_input_.emplace(to[i].call, v).first;
+      if (first->second == v) {
+        name = quantize_activation(name, to[i], sdk::QuantType::kInput);
+      }
+    }
+    return name;
+  }
+
+  // ---- quantization (QDQ) -------------------------------------------------------------------
+  const onnx_quantization::LinearGrid* grid(const std::string& module, sdk::QuantType type) const {
+    const auto layer = quantized_.find(module);
+    if (layer == quantized_.end()) {
+      return nullptr;
+    }
+    const auto found = layer->second.types.find(type);
+    return found == layer->second.types.end() || !found->second ? nullptr : &*found->second;
+  }
+
+  // The scale and zero-point initializers of `grid` (0-d per tensor, 1-d per channel).
+  std::pair<std::string, std::string> grid_initializers(const std::string& stem,
+                                                        const onnx_quantization::LinearGrid& g) {
+    const bool per_tensor = g.scale.numel() == 1;
+    const at::Tensor scale = per_tensor ? g.scale.reshape({}) : g.scale;
+    const at::Tensor zero = (per_tensor ? g.zero_point.reshape({}) : g.zero_point)
+                                .to(g.is_signed() ? at::kChar : at::kByte);
+    return {initializer(stem + "_scale", scale), initializer(stem + "_zero_point", zero)};
+  }
+
+  // QuantizeLinear + DequantizeLinear of activation `name` with `scope`'s grid for `type` (a
+  // Clip first when the grid is narrower than its 8-bit storage); `name` itself when that
+  // type of the module does not quantize. One pair per value, call and type.
+  std::string quantize_activation(const std::string& name, const graph_trace::Scope& scope,
+                                  sdk::QuantType type) {
+    const onnx_quantization::LinearGrid* g = grid(scope.module, type);
+    if (g == nullptr) {
+      return name;
+    }
+    const std::string key = name + "|" + scope.call + "|" + sdk::quant_type_name(type);
+    if (const auto done = qdq_names_.find(key); done != qdq_names_.end()) {
+      return done->second;
+    }
+    const std::string stem = fresh(scope.module + "." + sdk::quant_type_name(type));
+    std::string x = name;
+    if (g->narrower_than_storage()) {
+      const float s = g->scale.item<float>();
+      const float z = g->zero_point.item<float>();
+      x = stem + "_clipped";
+      node("Clip",
+           {name, initializer(stem + "_min", at::scalar_tensor((g->quant_min - z) * s, at::kFloat)),
+            initializer(stem + "_max", at::scalar_tensor((g->quant_max - z) * s, at::kFloat))},
+           x, scope.module);
+    }
+    const auto [scale, zero] = grid_initializers(stem, *g);
+    node("QuantizeLinear", {x, scale, zero}, stem + "_quantized", scope.module);
+    node("DequantizeLinear", {stem + "_quantized", scale, zero}, stem + "_dequantized",
+         scope.module);
+    return qdq_names_[key] = stem + "_dequantized";
+  }
+
+  // A quantized weight: its integer codes as the initializer, then DequantizeLinear (per
+  // channel along axis 0 when the grid has a scale per output channel). Named like the
+  // state_dict key, as float weights are.
+  std::string quantized_weight(const std::string& key, const std::string& module,
+                               const at::Tensor& weight, const onnx_quantization::LinearGrid& g) {
+    const std::string codes = initializer(key + "_quantized", onnx_quantization::weight_codes(weight, g));
+    const auto [scale, zero] = grid_initializers(key, g);
+    onnx::NodeProto* dq = node("DequantizeLinear", {codes, scale, zero}, key, module);
+    if (g.scale.numel() != 1) {
+      attr(dq, "axis", int64_t{0});
+    }
+    return key;
+  }
+
+  bool weight_is_quantized(const jit::Node* n) const {
+    const jit::Node* getter = n->input(1)->node();
+    const std::optional<std::string> owner =
+        getter->kind() == c10::prim::GetAttr ? graph_trace::module_path(getter->input())
+                                             : std::nullopt;
+    return owner && getter->s(c10::attr::name) == "weight" &&
+           grid(*owner, sdk::QuantType::kWeight) != nullptr;
+  }
+
   // The ONNX name of a tensor value: an activation already emitted, a module parameter or
   // buffer (an initializer named like the state_dict key), or a constant.
-  std::string name_of(const jit::Value* v, const jit::Node* user) {
+  std::string raw_name_of(const jit::Value* v, const jit::Node* user) {
     if (const auto it = names_.find(v); it != names_.end()) {
       return it->second;
     }
@@ -168,7 +281,10 @@ class Emitter {
         const c10::IValue value = submodule(module_, *owner).attr(attr);
         if (value.isTensor()) {
           const std::string key = owner->empty() ? attr : *owner + "." + attr;
-          return names_[v] = initializer(key, value.toTensor());
+          const onnx_quantization::LinearGrid* g =
+              attr == "weight" ? grid(*owner, sdk::QuantType::kWeight) : nullptr;
+          return names_[v] = g != nullptr ? quantized_weight(key, *owner, value.toTensor(), *g)
+                                          : initializer(key, value.toTensor());
         }
       }
     }
@@ -402,8 +518,15 @@ class Emitter {
       attr(emit_as(n, "Gemm", inputs, n->output()), "transB", 1);
       return;
     }
-    // x @ Wᵀ + b for inputs of any rank.
-    const std::string transposed = initializer(fresh("weight_t"), tensor_of_weight(n).t());
+    // x @ Wᵀ + b for inputs of any rank (a quantized weight is transposed after dequantizing).
+    std::string transposed;
+    if (weight_is_quantized(n)) {
+      transposed = fresh("weight_t");
+      attr(node("Transpose", {name_of(n->input(1), n)}, transposed, "linear"), "perm",
+           std::vector<int64_t>{1, 0});
+    } else {
+      transposed = initializer(fresh("weight_t"), tensor_of_weight(n).t());
+    }
     if (!has_bias) {
       emit_as(n, "MatMul", {name_of(x, n), transposed}, n->output());
       return;
@@ -516,6 +639,9 @@ class Emitter {
   graph_trace::ValueTensors values_;
   onnx::GraphProto* graph_proto_ = nullptr;
   std::unordered_map<const jit::Value*, std::string> names_;
+  std::map<std::string, onnx_quantization::QuantizedLayer> quantized_;
+  std::map<std::string, std::string> qdq_names_;  // value|call|type -> dequantized name
+  std::map<std::string, const jit::Value*> first_input_;  // call -> first outside tensor read
   int counter_ = 0;
 };
 

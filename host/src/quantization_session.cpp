@@ -266,23 +266,21 @@ void QuantizationSession::check_state_names() const {
 
 void QuantizationSession::store_state_in_model() {
   for (const Layer& layer : layers_) {
-    bool has_state = false;
     for (const std::string& key : layer.view->attribute_keys()) {
       const auto* tensor = std::get_if<at::Tensor>(layer.view->attribute(key));
       if (tensor == nullptr || !tensor->defined()) {
         continue;
       }
       model_.set_module_buffer(layer.view->name(), state_buffer_name(key), *tensor);
-      has_state = true;
     }
-    if (has_state) {
-      // Which algorithm and bits the state belongs to, so a later session can refuse to
-      // continue another configuration's state (bytes of a JSON text: buffers are tensors).
-      const std::string id = identity(layer);
-      const at::Tensor bytes = at::empty({static_cast<int64_t>(id.size())}, at::kByte);
-      std::memcpy(bytes.data_ptr<uint8_t>(), id.data(), id.size());
-      model_.set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey), bytes);
-    }
+    // Which algorithm and bits quantized the layer (bytes of a JSON text: buffers are
+    // tensors), also for quantizers without state: a later session refuses to continue another
+    // configuration's state, and the ONNX export refuses layers it cannot express instead of
+    // writing them as float.
+    const std::string id = identity(layer);
+    const at::Tensor bytes = at::empty({static_cast<int64_t>(id.size())}, at::kByte);
+    std::memcpy(bytes.data_ptr<uint8_t>(), id.data(), id.size());
+    model_.set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey), bytes);
   }
 }
 

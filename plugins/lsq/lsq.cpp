@@ -7,6 +7,9 @@
 //   <type>_initialized  input/output only: 1 once the step size was initialised from the first
 //                       training batch, else 0 (saved with the model, so a restored layer is
 //                       not re-initialised)
+//   <type>_quant_min, _quant_max  the SDK's linear grid (read by the QDQ export): the signed
+//                       grid [−2^(bits−1), 2^(bits−1) − 1] once the type quantizes (the weight
+//                       from attach, an activation once initialised), 0 and 0 before
 //
 // Lithe departures from NNI v2.10: the activation step sizes are initialised once, from the
 // first training batch (NNI re-initialises on every forward while its step counter is 1, in
@@ -58,12 +61,14 @@ class LsqQuantizer final : public sdk::Quantizer {
           scale = sdk::ensure_tensor_attribute(
               *layer, sdk::quant_state_key(type, "scale"),
               initial_scale(weight, sdk::quant_bits(layer->config(), type)));
+          ensure_grid(*layer, type, /*quantizing=*/true);
         } else {
           // NNI's placeholder 1.0 until the first training batch sets the real value.
           scale = sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "scale"),
                                                at::ones({1}, options));
-          sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "initialized"),
-                                       at::zeros({1}, options));
+          const at::Tensor initialized = sdk::ensure_tensor_attribute(
+              *layer, sdk::quant_state_key(type, "initialized"), at::zeros({1}, options));
+          ensure_grid(*layer, type, initialized.item<float>() != 0.0f);
         }
         scale.requires_grad_(true);  // also a restored step size: the optimizer learns it
         scales_.push_back(scale);
@@ -100,8 +105,24 @@ class LsqQuantizer final : public sdk::Quantizer {
       at::NoGradGuard no_grad;  // in-place writes to a leaf that requires grad
       scale.copy_(initial_scale(x, bits));
       initialized.fill_(1);
+      ensure_grid(layer, type, /*quantizing=*/true);
     }
     return lsq_quantize(x, scale, bits);
+  }
+
+  /// The SDK's linear-grid attributes: LSQ's signed grid once `type` quantizes, the empty grid
+  /// [0, 0] before (an activation without a step size passes through).
+  static void ensure_grid(sdk::LayerView& layer, QuantType type, bool quantizing) {
+    const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
+    const at::Tensor quant_min = sdk::ensure_tensor_attribute(
+        layer, sdk::quant_state_key(type, "quant_min"), at::zeros({1}, options));
+    const at::Tensor quant_max = sdk::ensure_tensor_attribute(
+        layer, sdk::quant_state_key(type, "quant_max"), at::zeros({1}, options));
+    if (quantizing) {
+      const int64_t qmax = signed_qmax(sdk::quant_bits(layer.config(), type));
+      quant_min.fill_(static_cast<double>(-qmax - 1));
+      quant_max.fill_(static_cast<double>(qmax));
+    }
   }
 
   std::vector<at::Tensor> scales_;

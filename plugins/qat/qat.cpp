@@ -7,6 +7,8 @@
 //   <type>_scale, <type>_zero_point     per quant type: for the weight, those of the current
 //                                       weight; for activations, those of the tracked range
 //   <type>_tracked_min, _tracked_max    input/output only: the EMA range; (+inf, −inf) = none
+//   <type>_quant_min, _quant_max        the SDK's linear grid (read by the QDQ export): 0 and
+//                                       2^bits − 1 once the type quantizes, 0 and 0 before
 //
 // Lithe departures from NNI v2.0 (conformance departure 3): separate parameters per quant type
 // (NNI shares one pair, so it holds the output's after a forward); weight parameters come from
@@ -233,6 +235,10 @@ class QatQuantizer final : public sdk::Quantizer {
         sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "scale"), at::ones({1}, options));
         sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "zero_point"),
                                      at::zeros({1}, options));
+        sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "quant_min"),
+                                     at::zeros({1}, options));
+        sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "quant_max"),
+                                     at::zeros({1}, options));
         if (type == QuantType::kWeight) {
           weight_layers_.push_back(layer);
           store_weight_params(*layer);
@@ -260,6 +266,7 @@ class QatQuantizer final : public sdk::Quantizer {
     const auto [rmin, rmax] = min_max(weight);
     const QuantParams params = update_quantization_param(bits, rmin, rmax);
     state.store(params);
+    mark_quantizing(layer, QuantType::kWeight, bits);
     kernels::FakeQuantResult result = fake_quantize(weight, params, bits);
     shared_.remember(layer, QuantType::kWeight, weight, std::move(result.mask));
     return result.output;
@@ -311,6 +318,7 @@ class QatQuantizer final : public sdk::Quantizer {
       shared_.remember(layer, type, x, at::Tensor());
       return x.clone();
     }
+    mark_quantizing(layer, type, bits);
     kernels::FakeQuantResult result = fake_quantize(x, params, bits);
     shared_.remember(layer, type, x, std::move(result.mask));
     return result.output;
@@ -340,9 +348,23 @@ class QatQuantizer final : public sdk::Quantizer {
       return;
     }
     const auto [rmin, rmax] = min_max(weight);
-    TypeState::of(layer, QuantType::kWeight)
-        .store(update_quantization_param(shared_.config(layer).bits_of(QuantType::kWeight),
-                                         rmin, rmax));
+    const LayerConfig& config = shared_.config(layer);
+    const TypeState state = TypeState::of(layer, QuantType::kWeight);
+    state.store(update_quantization_param(config.bits_of(QuantType::kWeight), rmin, rmax));
+    if (config.quantizing(host_values({state.steps})[0])) {
+      mark_quantizing(layer, QuantType::kWeight, config.bits_of(QuantType::kWeight));
+    }
+  }
+
+  /// Records in the SDK's linear-grid attributes that `type` now quantizes onto [0, qmax], so
+  /// the QDQ export emits it (a type that still passes through keeps the empty grid [0, 0]).
+  /// Written only when it changes: the hot path reads one float.
+  static void mark_quantizing(const sdk::LayerView& layer, QuantType type, int64_t bits) {
+    const at::Tensor quant_max = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "quant_max"));
+    const auto qmax = static_cast<float>(qat::quant_max(bits));
+    if (host_values({quant_max})[0] != qmax) {
+      quant_max.fill_(qmax);
+    }
   }
 
   std::vector<sdk::LayerView*> layers_;

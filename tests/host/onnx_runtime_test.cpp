@@ -1,7 +1,9 @@
 // ONNX Runtime parity: every conformance model (and a sped-up one) is exported, run in ONNX
 // Runtime (onnxruntime-node, installed into <build>/ort by scripts/setup-ort.sh) and compared
-// with Lithe's own forward on the same input: |ort - lithe| <= 1e-5 + 1e-5·|lithe|. Without
-// Node.js or the package the tests skip and say why.
+// with Lithe's own forward on the same input: |ort - lithe| <= 1e-5 + 1e-5·|lithe| for float
+// models; for QDQ models (QAT, LSQ) within one quantization step of the model's output, the
+// step of Lithe's quantized forward it is compared with. Without Node.js or the package the
+// tests skip and say why.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "support/cli_run.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"
+#include "support/quantized_models.h"
 
 namespace lithe::host {
 namespace {
@@ -44,9 +48,13 @@ void write_floats(const fs::path& file, const at::Tensor& t) {
   out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * 4));
 }
 
-// Exports `module`, runs it in ORT and Lithe on one input; returns the runner's verdict.
+using Reference = std::function<at::Tensor(const at::Tensor&)>;
+
+// Exports `module`, runs it in ORT and Lithe on one input (Lithe: `reference`, by default the
+// module's own forward); |ort - lithe| <= abs + rel·|lithe|. Returns the runner's verdict.
 test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& shape,
-                        const std::string& name) {
+                        const std::string& name, Reference reference = {}, double abs = 1e-5,
+                        double rel = 1e-5) {
   module.eval();
   const fs::path dir = test::scratch_dir("ort_" + name);
   save_onnx(module, {shape, 13}, dir / "model.onnx");
@@ -55,7 +63,7 @@ test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& s
   at::Tensor expected;
   {
     torch::NoGradGuard no_grad;
-    expected = module.forward({input}).toTensor();
+    expected = reference ? reference(input) : module.forward({input}).toTensor();
   }
   write_floats(dir / "input.bin", input);
   write_floats(dir / "expected.bin", expected);
@@ -67,7 +75,8 @@ test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& s
       "NODE_PATH=" + (ort_dir() / "node_modules").string() + " node " +
       (test::source_dir() / "tests/host/onnx_runtime_run.js").string() + " " +
       (dir / "model.onnx").string() + " " + (dir / "input.bin").string() + " " + dims + " " +
-      (dir / "expected.bin").string() + " 1e-5 1e-5 2>&1";
+      (dir / "expected.bin").string() + " " + std::to_string(abs) + " " + std::to_string(rel) +
+      " 2>&1";
   test::CliRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   char buffer[4096];
@@ -113,6 +122,52 @@ TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
   const test::CliRun run = run_in_ort(*small.module, {4, 3, 32, 32}, "vgg_small");
   EXPECT_EQ(run.exit_code, 0) << run.out;
 }
+
+struct QuantizedCase {
+  const char* name;
+  const char* algorithm;
+  const char* config_list;
+};
+
+class OnnxRuntimeQdqParityTest : public ::testing::TestWithParam<QuantizedCase> {};
+
+// The QDQ model in ORT computes what Lithe's fake-quantized forward computes, within one step
+// of the last layer's output grid: the two round x / s + z in different float orders, which
+// can move a value lying on a rounding boundary by one step.
+TEST_P(OnnxRuntimeQdqParityTest, QdqModelComputesLithesQuantizedForwardWithinOneStep) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  const std::vector<int64_t> shape = {4, 1, 28, 28};
+  test::QuantizedModel q = test::quantize_model(test::load_conformance_model("lenet"),
+                                                GetParam().algorithm, GetParam().config_list,
+                                                shape, 3);
+  const float step =
+      q.module.attr("fc3").toModule().attr("lithe_q_output_scale").toTensor().abs().item<float>();
+  const test::CliRun run = run_in_ort(
+      q.module, shape, GetParam().name, [&](const at::Tensor& x) { return q.forward(x); },
+      step * 1.0001, 0);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
+  std::printf("%s: one output step = %g; %s", GetParam().name, step, run.out.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    QuantizedLenet, OnnxRuntimeQdqParityTest,
+    ::testing::Values(
+        QuantizedCase{"qat_w8_io8", "qat",
+                      R"([{"quant_types": ["input", "weight", "output"], "quant_bits": 8,
+                           "op_types": ["Conv2d", "Linear"]}])"},
+        QuantizedCase{"qat_w8_o4", "qat",
+                      R"([{"quant_types": ["weight", "output"],
+                           "quant_bits": {"weight": 8, "output": 4},
+                           "op_types": ["Conv2d", "Linear"]}])"},
+        QuantizedCase{"lsq_w8_o8", "lsq",
+                      R"([{"quant_types": ["weight", "output"], "quant_bits": 8,
+                           "op_types": ["Conv2d", "Linear"]}])"}),
+    [](const ::testing::TestParamInfo<QuantizedCase>& info) {
+      return std::string(info.param.name);
+    });
 
 }  // namespace
 }  // namespace lithe::host

@@ -142,8 +142,10 @@ TEST(LsqQuantizerTest, ParametersAreTheStepSizeAttributes) {
     EXPECT_TRUE(p.is_leaf());
   }
   EXPECT_EQ(fc->attribute_keys(),
-            (std::vector<std::string>{"input_initialized", "input_scale", "output_initialized",
-                                      "output_scale", "weight_scale"}));
+            (std::vector<std::string>{"input_initialized", "input_quant_max", "input_quant_min",
+                                      "input_scale", "output_initialized", "output_quant_max",
+                                      "output_quant_min", "output_scale", "weight_quant_max",
+                                      "weight_quant_min", "weight_scale"}));
 }
 
 TEST(LsqQuantizerTest, AllZeroTensorsAndNonPositiveStepSizesNeverGiveNan) {

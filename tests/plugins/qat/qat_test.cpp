@@ -396,6 +396,10 @@ TEST(QatStartStepTest, FloatBeforeTheStartStepQuantizedFromItOn) {
       EXPECT_EQ(test::attribute_value(*layer, "output_tracked_min"), -.33f);
       EXPECT_EQ(test::attribute_value(*layer, "output_tracked_max"), 1.71f);
     }
+    // The SDK's linear grid says whether the type quantizes (what the QDQ export emits).
+    const float grid = steps < 3 ? 0.f : 255.f;
+    EXPECT_EQ(test::attribute_value(*layer, "weight_quant_max"), grid) << "step " << steps;
+    EXPECT_EQ(test::attribute_value(*layer, "output_quant_max"), grid) << "step " << steps;
     if (steps < 3) {
       EXPECT_TRUE(bit_equal(qw, w)) << "float weight at step " << steps;
       EXPECT_TRUE(bit_equal(qo, out)) << "float output at step " << steps;
@@ -448,11 +452,15 @@ TEST(QatStateTest, AttributesExistOnlyForTheConfiguredTypesAsFloatOneElementTens
   auto fc = test::quant_layer(at::ones({2, 2}), qat_entry({"weight"}), "fc");
   auto relu = test::quant_layer(at::Tensor(), qat_entry({"input", "output"}), "relu");
   test::AttachedQuantizer qat(register_algorithms, "qat", {fc.get(), relu.get()});
-  EXPECT_THAT(fc->attribute_keys(), ElementsAre("steps", "weight_scale", "weight_zero_point"));
+  EXPECT_THAT(fc->attribute_keys(),
+              ElementsAre("steps", "weight_quant_max", "weight_quant_min", "weight_scale",
+                          "weight_zero_point"));
   EXPECT_THAT(relu->attribute_keys(),
-              ElementsAre("input_scale", "input_tracked_max", "input_tracked_min",
-                          "input_zero_point", "output_scale", "output_tracked_max",
-                          "output_tracked_min", "output_zero_point", "steps"));
+              ElementsAre("input_quant_max", "input_quant_min", "input_scale",
+                          "input_tracked_max", "input_tracked_min", "input_zero_point",
+                          "output_quant_max", "output_quant_min", "output_scale",
+                          "output_tracked_max", "output_tracked_min", "output_zero_point",
+                          "steps"));
   for (const sdk::LayerView* layer : {fc.get(), relu.get()}) {
     for (const std::string& key : layer->attribute_keys()) {
       const at::Tensor t = sdk::tensor_attribute(*layer, key);
@@ -465,6 +473,10 @@ TEST(QatStateTest, AttributesExistOnlyForTheConfiguredTypesAsFloatOneElementTens
   EXPECT_EQ(test::attribute_value(*fc, "weight_scale"), 1.f / 255.f)
       << "the weight's own, from attach on";
   EXPECT_EQ(test::attribute_value(*fc, "steps"), 1.f);
+  // The SDK's linear grid: the weight quantizes from attach on; the activations have no range.
+  EXPECT_EQ(test::attribute_value(*fc, "weight_quant_min"), 0.f);
+  EXPECT_EQ(test::attribute_value(*fc, "weight_quant_max"), 255.f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_quant_max"), 0.f) << "empty grid: no range yet";
 }
 
 TEST(QatStateTest, WeightParametersFollowTheWeightAfterEveryOptimizerStep) {

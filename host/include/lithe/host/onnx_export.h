@@ -28,7 +28,18 @@ struct OnnxExportOptions {
 /// BatchNormalization. Supported: Conv2d (stride, padding, dilation, groups), Linear, BatchNorm,
 /// ReLU/ReLU6/LeakyReLU/Sigmoid/Tanh/Hardtanh, max/avg pooling, adaptive average pooling to
 /// 1×1, flatten/view/reshape, add/sub/mul/div, cat, softmax/log_softmax, mean, dropout (an
-/// identity in eval). The module is not changed (it is run once, in its current mode, to read
+/// identity in eval).
+///
+/// A quantized model (saved by a quantization session: `lithe_q_*` buffers) is exported in QDQ
+/// form from the linear grids its quantizer declared (lithe/sdk/quantizer.h): a quantized
+/// weight becomes its uint8/int8 codes and a DequantizeLinear (per tensor, or per output
+/// channel on axis 0), equal to the fake-quantized weight bit for bit; a quantized input or
+/// output becomes QuantizeLinear + DequantizeLinear at the module call (after a Clip when the
+/// grid is narrower than 8 bits), as the fake quantization runs. A type whose grid is still
+/// empty (no range observed yet) is exported unquantized, as it runs. Non-linear quantizers
+/// (kUnsupported naming the layer, type and algorithm) and grids wider than 8 bits are refused.
+///
+/// The module is not changed (it is run once, in its current mode, to read
 /// shapes). Throws sdk::Error: kUnsupported naming the op, the graph node and the module it came
 /// from for anything else; kInvalidConfig for an opset outside 13..17 or an empty shape;
 /// kInternal when the ONNX checker rejects the result.

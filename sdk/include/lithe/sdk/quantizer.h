@@ -29,6 +29,17 @@
 ///     apply_quant_grad unless records_autograd(). Only floating-point tensors are quantized;
 ///  5. update_epoch at each epoch start, step after every optimizer step.
 ///
+/// Linear grids (the QDQ form the ONNX export emits): a quantizer whose fake quantization of
+/// type T is
+///     x̂ = (q − z) · s,   q = round_half_even(clamp(x / s + z, qmin, qmax))
+/// (IEEE division; for z = 0 this is clamp-then-round, equal to round-then-clamp) declares it
+/// with the tensor attributes `T_scale` (s > 0), `T_zero_point` (z, integer-valued; absent
+/// means 0), `T_quant_min` and `T_quant_max` (float32 [1]). s and z hold one element (per
+/// tensor) or, for the weight, one per output channel (dim 0). While T passes through
+/// unquantized (no range observed yet, a start step not reached) the grid is empty:
+/// `T_quant_max <= T_quant_min`. Quantizers that are not linear (sign, tanh transforms,
+/// truncation) leave these attributes out; the export then refuses their layers by name.
+///
 /// Lifetime: the autograd graph of a forward holds the quantizer and layer addresses until its
 /// backward has run; the host keeps both alive for its session, so backward must run while the
 /// session lives.
