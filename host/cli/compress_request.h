@@ -10,6 +10,7 @@
 
 #include "lithe/host/dataset.h"
 #include "lithe/host/trainer.h"
+#include "onnx_output.h"
 
 namespace lithe::cli {
 
@@ -25,6 +26,7 @@ struct CompressRequest {
   bool fine_tune = false;
   int64_t calibration_batches = 0;
   host::TrainOptions train_options;
+  OnnxRequest onnx;  ///< also write the saved model as ONNX (QDQ for quantizers)
   /// Whether data is read (fine-tuning or calibration).
   bool needs_data() const { return fine_tune || calibration_batches > 0; }
 };

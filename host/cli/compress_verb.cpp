@@ -110,6 +110,14 @@ int run_compress(const std::vector<std::string>& args) {
        "forward and backward, then prune (one-shot data-driven pruning: apoz, mean_activation, "
        "taylor_fo; their statistics_batch_num must not exceed N). Quantizers: forward only, "
        "to track activation ranges (post-training calibration)")
+      ("onnx", po::value(&request.onnx.path),
+       "also write the compressed model as ONNX (NNI's onnx_path): pruned weights as they are, "
+       "quantized models in QDQ form with the learned scales and zero points; needs "
+       "--input-shape")
+      ("input-shape", po::value(&request.onnx.input_shape),
+       "with --onnx: the exported input's static shape, batch first, e.g. 1,1,28,28")
+      ("onnx-opset", po::value(&request.onnx.opset)->default_value(13),
+       "with --onnx: ONNX opset, 13..17")
       ("json", po::bool_switch(&request.json), "print a JSON summary instead of the table");
   add_training_options(desc, train_options, request.data, request.test_path);
   add_common_options(desc, common);
@@ -117,11 +125,16 @@ int run_compress(const std::vector<std::string>& args) {
   if (!parse_verb_args("compress",
                        "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt] "
                        "[--calibration CAL.json] [--calibration-batches N] [--epochs N] "
-                       "[--data DIR|FILE]",
+                       "[--data DIR|FILE] [--onnx OUT.onnx --input-shape 1,1,28,28]",
                        args, desc, nullptr, &given)) {
     return 0;
   }
   request.fine_tune = train_options.epochs != kNoEpochs;
+  LITHE_CHECK(request.onnx.wanted() || given.count("onnx-opset") == 0 ||
+                  given["onnx-opset"].defaulted(),
+              sdk::Errc::kInvalidConfig, "--onnx-opset has no effect without --onnx");
+  check_onnx_request(request.onnx, {request.model_path, request.output_path, request.masks_path,
+                                    request.calibration_path, request.config_path});
   if (request.fine_tune) {
     host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
@@ -165,9 +178,18 @@ int run_compress(const std::vector<std::string>& args) {
   if (!masks_path.empty()) {
     masks_file.emplace(masks_path);
   }
+  std::optional<host::StagedFile> onnx_file;
+  if (request.onnx.wanted()) {
+    onnx_file.emplace(request.onnx.path);
+  }
   const auto model = host::load_torchscript_model(request.model_path);
   // The whole config is validated here, before any dataset is read.
   host::PruningSession session(*model, registry, config);
+  if (onnx_file) {
+    // A model the export cannot express fails now, not after the fine-tuning (masks do not
+    // change which ops it has); the file is written again from the result.
+    export_saved_model(request.model_path, request.onnx, onnx_file->temp_path());
+  }
   CompressData data = load_compress_data(request, *model);
   const host::Dataset& train_data = data.train;
   const host::Dataset& test_data = data.test;
@@ -203,6 +225,7 @@ int run_compress(const std::vector<std::string>& args) {
   }
 
   const auto save_start = Clock::now();
+  host::OnnxExportSummary onnx_summary;
   {
     std::future<void> masks_written;  // the masks are written on a second thread
     if (masks_file) {
@@ -211,12 +234,18 @@ int run_compress(const std::vector<std::string>& args) {
       });
     }
     model->write(model_file.temp_path());
+    if (onnx_file) {
+      onnx_summary = export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
+    }
     if (masks_written.valid()) {
       masks_written.get();
     }
     model_file.commit();
     if (masks_file) {
       masks_file->commit();
+    }
+    if (onnx_file) {
+      onnx_file->commit();
     }
   }
   const double save_seconds = seconds_since(save_start);
@@ -227,6 +256,9 @@ int run_compress(const std::vector<std::string>& args) {
     out["model"] = request.model_path;
     out["output"] = output_path;
     out["masks"] = masks_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(masks_path);
+    out["onnx"] = request.onnx.wanted()
+                      ? onnx_summary_json(request.onnx.path, request.onnx.opset, onnx_summary)
+                      : nlohmann::ordered_json();
     out["layers"] = nlohmann::ordered_json::array();
     for (const host::LayerReport& r : report) {
       out["layers"].push_back({{"name", r.name},
@@ -261,6 +293,10 @@ int run_compress(const std::vector<std::string>& args) {
     }
     std::printf("\nwrote %s%s%s\n", output_path.c_str(), masks_path.empty() ? "" : " and ",
                 masks_path.c_str());
+    if (request.onnx.wanted()) {
+      print_onnx_summary(request.onnx.path, request.onnx.opset, request.onnx.input_shape,
+                         onnx_summary);
+    }
     std::printf("time: load %.3f s, compress%s %.3f s, save %.3f s\n", load_seconds,
                 fine_tune ? " + fine-tune" : "", prune_seconds, save_seconds);
   }

@@ -9,6 +9,7 @@
 #include "lithe/host/model.h"
 #include "lithe/host/onnx_export.h"
 #include "lithe/sdk/error.h"
+#include "onnx_output.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -35,9 +36,9 @@ int run_export_onnx(const std::vector<std::string>& args) {
   options.opset = opset;
   torch::jit::Module model = host::load_torchscript_module(model_path);
   model.eval();
-  host::save_onnx(model, options, output_path);
-  std::printf("wrote %s (opset %lld, input %s; checked by the ONNX checker)\n",
-              output_path.c_str(), static_cast<long long>(opset), input_shape.c_str());
+  host::OnnxExportSummary summary;
+  host::save_onnx(model, options, output_path, &summary);
+  print_onnx_summary(output_path, opset, input_shape, summary);
   return 0;
 }
 

@@ -75,6 +75,13 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   // temporary names and renamed into place only once both were written.
   host::StagedFile model_file(request.output_path);
   host::StagedFile calibration_file(calibration_path);
+  LITHE_CHECK(!request.onnx.wanted() || !same_file(request.onnx.path, calibration_path),
+              sdk::Errc::kInvalidConfig, "--onnx names the same file as the calibration: '",
+              request.onnx.path, "'");
+  std::optional<host::StagedFile> onnx_file;
+  if (request.onnx.wanted()) {
+    onnx_file.emplace(request.onnx.path);
+  }
   const auto model = host::load_torchscript_model(request.model_path);
   // The whole config is validated here, before any dataset is read.
   host::QuantizationSession session(*model, registry, config);
@@ -87,6 +94,13 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
     before = host::evaluate(*model, data.test, request.train_options.eval_batch_size);
   }
   session.compress();
+  if (onnx_file) {
+    // A quantizer the QDQ export cannot express (or an unsupported op) fails now, not after
+    // the training; both files are written again from the result.
+    session.store_state_in_model();
+    model->write(model_file.temp_path());
+    export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
+  }
   if (request.calibration_batches > 0) {
     host::calibrate(*model, data.train, session, request.calibration_batches,
                     request.train_options.batch_size);
@@ -116,10 +130,17 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   const auto save_start = Clock::now();
   session.store_state_in_model();
   model->write(model_file.temp_path());
+  host::OnnxExportSummary onnx_summary;
+  if (onnx_file) {  // from the saved file: the ONNX model is exactly the model written
+    onnx_summary = export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
+  }
   const std::string calibration = session.calibration_json();
   host::write_file_atomic(calibration_file.temp_path(), calibration);
   model_file.commit();
   calibration_file.commit();
+  if (onnx_file) {
+    onnx_file->commit();
+  }
   const double save_seconds = seconds_since(save_start);
 
   const std::vector<host::QuantLayerReport> report = session.report();
@@ -129,6 +150,9 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
     out["model"] = request.model_path;
     out["output"] = request.output_path;
     out["calibration"] = calibration_path;
+    out["onnx"] = request.onnx.wanted()
+                      ? onnx_summary_json(request.onnx.path, request.onnx.opset, onnx_summary)
+                      : nlohmann::ordered_json();
     out["layers"] = nlohmann::ordered_json::parse(calibration)["layers"];
     if (request.needs_data()) {
       out["accuracy_before"] = before ? eval_json(*before) : nlohmann::ordered_json();
@@ -157,6 +181,10 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
     std::printf("\n");
   }
   std::printf("\nwrote %s and %s\n", request.output_path.c_str(), calibration_path.c_str());
+  if (request.onnx.wanted()) {
+    print_onnx_summary(request.onnx.path, request.onnx.opset, request.onnx.input_shape,
+                       onnx_summary);
+  }
   std::printf("time: load %.3f s, quantize%s %.3f s, save %.3f s\n", load_seconds,
               request.fine_tune ? " + train" : "", quantize_seconds, save_seconds);
   return 0;

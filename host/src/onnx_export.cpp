@@ -98,6 +98,14 @@ class Emitter {
       node("Identity", {name_of(outputs[i], graph_->return_node())}, name, "output");
       add_value_info(graph_proto_->add_output(), name, tensor_of(outputs[i]));
     }
+    summary_.nodes = graph_proto_->node_size();
+    for (const auto& [layer, quantized] : quantized_) {
+      for (const auto& [type, g] : quantized.types) {
+        if (!g) {
+          summary_.not_quantized_yet.push_back(layer + " " + sdk::quant_type_name(type));
+        }
+      }
+    }
     return model;
   }
 
@@ -241,6 +249,7 @@ class Emitter {
     node("QuantizeLinear", {x, scale, zero}, stem + "_quantized", scope.module);
     node("DequantizeLinear", {stem + "_quantized", scale, zero}, stem + "_dequantized",
          scope.module);
+    ++summary_.quantized_activations;
     return qdq_names_[key] = stem + "_dequantized";
   }
 
@@ -255,6 +264,7 @@ class Emitter {
     if (g.scale.numel() != 1) {
       attr(dq, "axis", int64_t{0});
     }
+    ++summary_.quantized_weights;
     return key;
   }
 
@@ -642,6 +652,12 @@ class Emitter {
   std::map<std::string, onnx_quantization::QuantizedLayer> quantized_;
   std::map<std::string, std::string> qdq_names_;  // value|call|type -> dequantized name
   std::map<std::string, const jit::Value*> first_input_;  // call -> first outside tensor read
+  OnnxExportSummary summary_;
+
+ public:
+  const OnnxExportSummary& summary() const { return summary_; }
+
+ private:
   int counter_ = 0;
 };
 
@@ -662,7 +678,8 @@ void validate(const onnx::ModelProto& model) {
 
 }  // namespace
 
-std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options) {
+std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
+                        OnnxExportSummary* summary) {
   LITHE_CHECK(options.opset >= 13 && options.opset <= 17, sdk::Errc::kInvalidConfig,
               "--opset must be between 13 and 17 (what this ONNX library validates), got ",
               options.opset);
@@ -670,7 +687,11 @@ std::string export_onnx(const torch::jit::Module& module, const OnnxExportOption
               "the ONNX export needs the input shape");
   onnx::ModelProto model;
   try {
-    model = Emitter(module, options).run();
+    Emitter emitter(module, options);
+    model = emitter.run();
+    if (summary != nullptr) {
+      *summary = emitter.summary();
+    }
   } catch (const c10::Error& e) {
     throw sdk::Error(sdk::Errc::kUnsupported,
                      std::string("cannot export to ONNX: ") + e.what_without_backtrace());
@@ -683,8 +704,8 @@ std::string export_onnx(const torch::jit::Module& module, const OnnxExportOption
 }
 
 void save_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
-               const std::filesystem::path& path) {
-  write_file_atomic(path, export_onnx(module, options));
+               const std::filesystem::path& path, OnnxExportSummary* summary) {
+  write_file_atomic(path, export_onnx(module, options, summary));
 }
 
 }  // namespace lithe::host

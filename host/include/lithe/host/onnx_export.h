@@ -22,6 +22,16 @@ struct OnnxExportOptions {
   int64_t opset = 13;                ///< 13..17 (what the ONNX library here validates)
 };
 
+/// What an export wrote, for reports.
+struct OnnxExportSummary {
+  int64_t nodes = 0;
+  int64_t quantized_weights = 0;      ///< written as integer codes + DequantizeLinear
+  int64_t quantized_activations = 0;  ///< QuantizeLinear + DequantizeLinear pairs
+  /// "<layer> <quant type>" of quantized types whose grid is still empty: they run and are
+  /// exported unquantized (e.g. QAT outputs before any training or calibration batch).
+  std::vector<std::string> not_quantized_yet;
+};
+
 /// The ONNX model (serialized ModelProto, IR version 8) computing `module`'s eval-mode forward on
 /// a float32 input named "input" of `options.input_shape`, output(s) named "output" (then
 /// "output_1", ...). Weights become initializers (masked zeros included); BatchNorm becomes
@@ -43,10 +53,11 @@ struct OnnxExportOptions {
 /// shapes). Throws sdk::Error: kUnsupported naming the op, the graph node and the module it came
 /// from for anything else; kInvalidConfig for an opset outside 13..17 or an empty shape;
 /// kInternal when the ONNX checker rejects the result.
-std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options);
+std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
+                        OnnxExportSummary* summary = nullptr);
 
 /// export_onnx, written atomically to `path`.
 void save_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
-               const std::filesystem::path& path);
+               const std::filesystem::path& path, OnnxExportSummary* summary = nullptr);
 
 }  // namespace lithe::host

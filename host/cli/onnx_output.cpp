@@ -1,0 +1,76 @@
+#include "onnx_output.h"
+
+#include <torch/script.h>
+
+#include <cstdio>
+
+#include "cli_paths.h"
+#include "input_shape.h"
+#include "lithe/host/export.h"
+#include "lithe/host/model.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::cli {
+
+void check_onnx_request(const OnnxRequest& request, const std::vector<std::string>& other_files) {
+  LITHE_CHECK(request.wanted() == !request.input_shape.empty(), sdk::Errc::kInvalidConfig,
+              request.wanted() ? "--onnx needs --input-shape (the exported input's static shape, "
+                                 "batch first, e.g. 1,1,28,28)"
+                               : "--input-shape has no effect without --onnx");
+  if (!request.wanted()) {
+    return;
+  }
+  parse_input_shape(request.input_shape);
+  LITHE_CHECK(request.opset >= 13 && request.opset <= 17, sdk::Errc::kInvalidConfig,
+              "--onnx-opset must be between 13 and 17 (what this ONNX library validates), got ",
+              request.opset);
+  for (const std::string& other : other_files) {
+    LITHE_CHECK(other.empty() || !same_file(request.path, other), sdk::Errc::kInvalidConfig,
+                "--onnx names a file the command also reads or writes: '", request.path, "'");
+  }
+}
+
+host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,
+                                           const OnnxRequest& request,
+                                           const std::filesystem::path& onnx_file) {
+  torch::jit::Module module = host::load_torchscript_module(saved_model);
+  module.eval();
+  host::OnnxExportSummary summary;
+  host::write_file(onnx_file,
+                   host::export_onnx(module, {parse_input_shape(request.input_shape), request.opset},
+                                     &summary));
+  return summary;
+}
+
+void print_onnx_summary(const std::string& path, int64_t opset, const std::string& input_shape,
+                        const host::OnnxExportSummary& summary) {
+  std::string qdq;
+  if (summary.quantized_weights + summary.quantized_activations > 0) {
+    qdq = "; QDQ: " + std::to_string(summary.quantized_weights) + " weights, " +
+          std::to_string(summary.quantized_activations) + " activations";
+  }
+  std::printf("wrote %s (opset %lld, input %s, %lld nodes%s; checked by the ONNX checker)\n",
+              path.c_str(), static_cast<long long>(opset), input_shape.c_str(),
+              static_cast<long long>(summary.nodes), qdq.c_str());
+  if (!summary.not_quantized_yet.empty()) {
+    std::string list;
+    for (const std::string& item : summary.not_quantized_yet) {
+      list += (list.empty() ? "" : ", ") + item;
+    }
+    std::printf("note: exported unquantized, as they run, because they have no range yet "
+                "(calibrate or train first): %s\n",
+                list.c_str());
+  }
+}
+
+nlohmann::ordered_json onnx_summary_json(const std::string& path, int64_t opset,
+                                         const host::OnnxExportSummary& summary) {
+  return {{"path", path},
+          {"opset", opset},
+          {"nodes", summary.nodes},
+          {"quantized_weights", summary.quantized_weights},
+          {"quantized_activations", summary.quantized_activations},
+          {"not_quantized_yet", summary.not_quantized_yet}};
+}
+
+}  // namespace lithe::cli

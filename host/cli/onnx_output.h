@@ -1,0 +1,44 @@
+#pragma once
+// The ONNX file the verbs write: `lithe compress --onnx` (the compressed model exported as it
+// was saved, QDQ for quantizers) and the report line `lithe export-onnx` prints too.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/onnx_export.h"
+
+namespace lithe::cli {
+
+/// --onnx, --input-shape and --onnx-opset of `lithe compress`.
+struct OnnxRequest {
+  std::string path;         ///< "" = no ONNX file
+  std::string input_shape;  ///< as given, e.g. "1,1,28,28"
+  int64_t opset = 13;
+  bool wanted() const { return !path.empty(); }
+};
+
+/// Checks before any work: --onnx and --input-shape come together, the shape parses, the opset
+/// is in 13..17, and the ONNX file is none of `other_files` (inputs and other outputs).
+/// sdk::Error(kInvalidConfig) naming the option and the value.
+void check_onnx_request(const OnnxRequest& request, const std::vector<std::string>& other_files);
+
+/// Exports the TorchScript model saved at `saved_model` (what the verb just wrote, so the ONNX
+/// file is exactly that model) to `onnx_file` (no temporary: a StagedFile's temp_path()).
+host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,
+                                           const OnnxRequest& request,
+                                           const std::filesystem::path& onnx_file);
+
+/// "wrote M.onnx (opset 13, input 1,3,32,32, 14 nodes; QDQ: 5 weights, 5 activations;
+/// checked by the ONNX checker)", then a note naming quantized types exported unquantized.
+void print_onnx_summary(const std::string& path, int64_t opset, const std::string& input_shape,
+                        const host::OnnxExportSummary& summary);
+
+/// The same, for --json summaries.
+nlohmann::ordered_json onnx_summary_json(const std::string& path, int64_t opset,
+                                         const host::OnnxExportSummary& summary);
+
+}  // namespace lithe::cli
