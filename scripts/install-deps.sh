@@ -11,4 +11,4 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build ccache git \
   libtorch-dev libboost-dev libboost-program-options-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev googletest libopenblas0-pthread zlib1g-dev \
-  python3-torch dataset-fashion-mnist libonnx-dev > /dev/null
+  python3-torch dataset-fashion-mnist libonnx-dev libgloo-dev > /dev/null

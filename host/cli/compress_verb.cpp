@@ -18,6 +18,7 @@
 #include "training_options.h"
 #include "compress_request.h"
 #include "quantize_compress.h"
+#include "rank_run.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -157,10 +158,13 @@ int run_compress(const std::vector<std::string>& args) {
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
   prepare(common, loader);
+  // Data parallel when started once per rank (torchrun, lithe launch): only rank 0 writes.
+  const RankRun ranks;
+  request.train_options.process_group = ranks.group();
   if (registry.find(host::AlgorithmKind::kQuantizer, config.algorithm) != nullptr) {
     LITHE_CHECK(request.masks_path.empty(), sdk::Errc::kInvalidConfig, "--masks: '",
                 config.algorithm, "' is a quantizer, which computes no masks");
-    return compress_with_quantizer(request, config, registry);
+    return compress_with_quantizer(request, config, registry, ranks);
   }
   LITHE_CHECK(request.calibration_path.empty(), sdk::Errc::kInvalidConfig, "--calibration: '",
               config.algorithm, "' is not a quantizer, so there is no calibration to write");
@@ -206,7 +210,7 @@ int run_compress(const std::vector<std::string>& args) {
   }
   std::vector<host::EpochResult> epochs;
   if (fine_tune) {
-    train_options.progress = !json;
+    train_options.progress = !json && ranks.writer();
     epochs = host::train(*model, train_data, has_test ? &test_data : nullptr, train_options,
                          &session);
   }
@@ -226,7 +230,7 @@ int run_compress(const std::vector<std::string>& args) {
 
   const auto save_start = Clock::now();
   host::OnnxExportSummary onnx_summary;
-  {
+  if (ranks.writer()) {
     std::future<void> masks_written;  // the masks are written on a second thread
     if (masks_file) {
       masks_written = std::async(std::launch::async, [&] {
@@ -240,13 +244,8 @@ int run_compress(const std::vector<std::string>& args) {
     if (masks_written.valid()) {
       masks_written.get();
     }
-    model_file.commit();
-    if (masks_file) {
-      masks_file->commit();
-    }
-    if (onnx_file) {
-      onnx_file->commit();
-    }
+    ranks.commit({&model_file, masks_file ? &*masks_file : nullptr,
+                  onnx_file ? &*onnx_file : nullptr});
   }
   const double save_seconds = seconds_since(save_start);
 

@@ -81,7 +81,9 @@ void print_usage() {
                "  eval         top-1 accuracy and loss of a model on a dataset\n"
                "  flops        FLOPs and parameters per layer (NNI count_flops_params)\n"
                "  speedup      rebuild a masked model with fewer channels, checked and timed\n"
-               "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n";
+               "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n"
+               "  launch       run train or compress data-parallel in N processes (torchrun "
+               "for one machine)\n";
 }
 
 }  // namespace
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
       {"eval", &lithe::cli::run_eval},               {"flops", &lithe::cli::run_flops},
       {"speedup", &lithe::cli::run_speedup},
       {"export-onnx", &lithe::cli::run_export_onnx},
+      {"launch", &lithe::cli::run_launch},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {

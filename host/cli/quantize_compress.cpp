@@ -62,7 +62,7 @@ bool quantizes_activations(const host::CompressionConfig& config) {
 }  // namespace
 
 int compress_with_quantizer(const CompressRequest& request, const host::CompressionConfig& config,
-                            const host::PluginRegistry& registry) {
+                            const host::PluginRegistry& registry, const RankRun& ranks) {
   const auto start = Clock::now();
   const std::string calibration_path = request.calibration_path.empty()
                                            ? default_calibration_path(request.output_path)
@@ -102,13 +102,16 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
     export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
   }
   if (request.calibration_batches > 0) {
+    // Every rank calibrates on the same batches: the ranges they combine are then the same
+    // as one process's, and the state stays identical.
+    session.set_process_group(ranks.group());
     host::calibrate(*model, data.train, session, request.calibration_batches,
                     request.train_options.batch_size);
   }
   std::vector<host::EpochResult> epochs;
   if (request.fine_tune) {
     host::TrainOptions options = request.train_options;
-    options.progress = !request.json;
+    options.progress = !request.json && ranks.writer();
     epochs = host::train(*model, data.train, data.has_test() ? &data.test : nullptr, options,
                          &session);
   }
@@ -129,17 +132,16 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
 
   const auto save_start = Clock::now();
   session.store_state_in_model();
-  model->write(model_file.temp_path());
   host::OnnxExportSummary onnx_summary;
-  if (onnx_file) {  // from the saved file: the ONNX model is exactly the model written
-    onnx_summary = export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
-  }
   const std::string calibration = session.calibration_json();
-  host::write_file_atomic(calibration_file.temp_path(), calibration);
-  model_file.commit();
-  calibration_file.commit();
-  if (onnx_file) {
-    onnx_file->commit();
+  if (ranks.writer()) {
+    model->write(model_file.temp_path());
+    if (onnx_file) {  // from the saved file: the ONNX model is exactly the model written
+      onnx_summary =
+          export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
+    }
+    host::write_file_atomic(calibration_file.temp_path(), calibration);
+    ranks.commit({&model_file, &calibration_file, onnx_file ? &*onnx_file : nullptr});
   }
   const double save_seconds = seconds_since(save_start);
 

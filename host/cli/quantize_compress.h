@@ -6,10 +6,12 @@
 #include "compress_request.h"
 #include "lithe/host/compressor.h"
 #include "lithe/host/plugin_registry.h"
+#include "rank_run.h"
 
 namespace lithe::cli {
 
+/// `ranks`: the data-parallel run this process is part of (only its writer writes).
 int compress_with_quantizer(const CompressRequest& request, const host::CompressionConfig& config,
-                            const host::PluginRegistry& registry);
+                            const host::PluginRegistry& registry, const RankRun& ranks);
 
 }  // namespace lithe::cli

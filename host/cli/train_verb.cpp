@@ -11,6 +11,7 @@
 #include "lithe/host/trainer.h"
 #include "lithe/sdk/error.h"
 #include "training_options.h"
+#include "rank_run.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -45,13 +46,18 @@ int run_train(const std::vector<std::string>& args) {
   host::validate_train_options(o);
   host::StagedFile output(output_path);  // checks the directory before any work
   host::configure_threads(threads);
+  const RankRun ranks;  // data parallel when started once per rank (torchrun, lithe launch)
+  o.process_group = ranks.group();
+  o.progress = ranks.writer();
   const auto model = host::load_torchscript_model(model_path);
   const host::Dataset train_data = load_data(data, "train");
   const host::Dataset test_data = load_test_data(data, test_path);
   const bool has_test = test_data.size() > 0;
   const auto results = host::train(*model, train_data, has_test ? &test_data : nullptr, o);
-  model->write(output.temp_path());
-  output.commit();
+  if (ranks.writer()) {
+    model->write(output.temp_path());
+    ranks.commit({&output});
+  }
   if (json) {
     nlohmann::ordered_json out;
     out["model"] = model_path;

@@ -154,6 +154,8 @@ ValueTensors run_and_capture(const jit::Module& module, const std::shared_ptr<ji
     function.run(stack);
     LITHE_INTERNAL_ASSERT(stack.size() == 1);
     result = std::move(stack.front());
+  } catch (const sdk::Error&) {
+    throw;  // already says what and where (a forward of more than one input)
   } catch (const c10::Error& e) {
     throw sdk::Error(sdk::Errc::kShapeMismatch,
                      std::string("the model's forward failed on an input of shape ") +

@@ -81,7 +81,7 @@ class Emitter {
 
     LITHE_CHECK(graph_->inputs().size() == 2, sdk::Errc::kUnsupported,
                 "cannot export to ONNX: the model's forward takes ", graph_->inputs().size() - 1,
-                " arguments; Lithe exports forwards of one input tensor");
+                " arguments; Lithe exports forwards of one input tensor; nothing was written");
     const jit::Value* input = graph_->inputs()[1];
     names_[input] = "input";
     add_value_info(graph_proto_->add_input(), "input", tensor_of(input));
@@ -115,7 +115,7 @@ class Emitter {
     const auto it = values_.find(v);
     LITHE_CHECK(it != values_.end() && it->second.defined(), sdk::Errc::kUnsupported,
                 "cannot export to ONNX: value %", v->debugName(), " made by ",
-                v->node()->kind().toQualString(), " has no tensor on the export input");
+                v->node()->kind().toQualString(), " has no tensor on the export input; nothing was written");
     return it->second;
   }
 
@@ -158,7 +158,8 @@ class Emitter {
       t->set_data_type(onnx::TensorProto_DataType_INT8);
     } else {
       LITHE_CHECK(c.is_floating_point(), sdk::Errc::kUnsupported, "cannot export to ONNX: '",
-                  name, "' is a ", c.scalar_type(), " tensor; Lithe exports float models");
+                  name, "' is a ", c.scalar_type(),
+                  " tensor; Lithe exports float models; nothing was written");
       t->set_data_type(onnx::TensorProto_DataType_FLOAT);
     }
     const bool integer = c.scalar_type() == at::kLong || c.scalar_type() == at::kByte ||
@@ -619,7 +620,8 @@ class Emitter {
         unsupported(n, "add/sub with alpha != 1 is not supported");
       }
     }
-    if (in(kind, {"aten::div", "aten::div_"}) && n->inputs().size() > 2) {
+    if (in(kind, {"aten::div", "aten::div_"}) && n->inputs().size() > 2 &&
+        !constant(n, 2).isNone()) {
       unsupported(n, "div with a rounding mode is not supported");
     }
     const char* type = in(kind, {"aten::add", "aten::add_"})   ? "Add"
@@ -693,8 +695,9 @@ std::string export_onnx(const torch::jit::Module& module, const OnnxExportOption
       *summary = emitter.summary();
     }
   } catch (const c10::Error& e) {
-    throw sdk::Error(sdk::Errc::kUnsupported,
-                     std::string("cannot export to ONNX: ") + e.what_without_backtrace());
+    throw sdk::Error(sdk::Errc::kUnsupported, std::string("cannot export to ONNX: ") +
+                                                  e.what_without_backtrace() +
+                                                  "; nothing was written");
   }
   validate(model);
   std::string bytes;

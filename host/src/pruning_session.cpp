@@ -228,6 +228,18 @@ std::vector<std::pair<std::string, sdk::Masks>> PruningSession::masks() const {
   return out;
 }
 
+std::vector<at::Tensor> PruningSession::replicated_state() const {
+  std::vector<at::Tensor> out;
+  for (const auto& layer : layers_) {
+    const sdk::Masks masks = layer->masks();
+    out.push_back(masks.weight);
+    if (masks.bias && masks.bias->defined()) {
+      out.push_back(*masks.bias);
+    }
+  }
+  return out;
+}
+
 std::vector<LayerReport> PruningSession::report() const {
   std::vector<LayerReport> out;
   for (const auto& layer : layers_) {

@@ -313,6 +313,19 @@ std::vector<at::Tensor> QuantizationSession::extra_parameters() {
   return invoke_plugin(owner_, [&] { return quantizer_->parameters(); });
 }
 
+std::vector<at::Tensor> QuantizationSession::replicated_state() const {
+  std::vector<at::Tensor> out;
+  for (const Layer& layer : layers_) {
+    for (const std::string& key : layer.view->attribute_keys()) {
+      const auto* tensor = std::get_if<at::Tensor>(layer.view->attribute(key));
+      if (tensor != nullptr && tensor->defined()) {
+        out.push_back(*tensor);
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<QuantLayerReport> QuantizationSession::report() const {
   std::vector<QuantLayerReport> out;
   for (const Layer& layer : layers_) {

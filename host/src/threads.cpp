@@ -11,6 +11,14 @@ namespace lithe::host {
 int configure_threads(int threads) {
   if (threads <= 0) {
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // Ranks of a data-parallel run on this machine (torchrun and `lithe launch` set
+    // LOCAL_WORLD_SIZE) share its cores instead of each taking all of them.
+    if (const char* local = std::getenv("LOCAL_WORLD_SIZE")) {
+      const int ranks = std::atoi(local);
+      if (ranks > 1) {
+        threads = std::max(1, threads / ranks);
+      }
+    }
   }
   at::set_num_threads(threads);
   // OpenBLAS is reached through libblas.so.3 (Debian alternatives), so look its setter up at

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "lithe/host/compressor.h"
+#include "lithe/host/process_group.h"
 #include "lithe/host/quantization_session.h"
 #include "lithe/sdk/error.h"
 
@@ -139,7 +140,7 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
               max_label, " but the model outputs ", output.size(1), " classes");
 }
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, ProcessGroup* group) {
   // Held-out data never feeds a pruner's statistics (NNI's hooks would see it).
   const UnobservedForwards unobserved;
   const bool was_training = model.is_training();
@@ -148,8 +149,12 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
   EvalResult r;
   double loss_sum = 0;
   int64_t correct = 0;
-  for (int64_t start = 0; start < data.size(); start += batch_size) {
-    const int64_t n = std::min(batch_size, data.size() - start);
+  // This rank's contiguous share [first, last) of the samples.
+  const bool shared = group != nullptr && group->world_size() > 1;
+  const int64_t first = shared ? data.size() * group->rank() / group->world_size() : 0;
+  const int64_t last = shared ? data.size() * (group->rank() + 1) / group->world_size() : data.size();
+  for (int64_t start = first; start < last; start += batch_size) {
+    const int64_t n = std::min(batch_size, last - start);
     const at::Tensor logits = model.forward(data.images.narrow(0, start, n));
     const at::Tensor labels = data.labels.narrow(0, start, n);
     loss_sum += torch::nn::functional::cross_entropy(
@@ -157,6 +162,13 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                     .item<double>();
     correct += logits.argmax(1).eq(labels).sum().item<int64_t>();
+  }
+  if (shared) {
+    std::vector<at::Tensor> totals = {at::tensor({loss_sum}, at::kDouble),
+                                      at::tensor({correct}, at::kLong)};
+    group->all_reduce(totals, sdk::Reduction::kSum, "evaluation results");
+    loss_sum = totals[0].item<double>();
+    correct = totals[1].item<int64_t>();
   }
   r.samples = data.size();
   r.accuracy = r.samples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(r.samples);
@@ -238,6 +250,113 @@ int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, in
   return batches;
 }
 
+namespace {
+
+/// The data-parallel side of train(): which samples of a step are this rank's, and the
+/// exchanges that keep the ranks identical. A group of one (or none) makes every call a no-op.
+class DataParallel {
+ public:
+  DataParallel(ProcessGroup* group, Model& model, TrainingHooks* session)
+      : group_(group != nullptr && group->world_size() > 1 ? group : nullptr),
+        model_(model),
+        session_(session) {}
+
+  bool active() const { return group_ != nullptr; }
+  int64_t rank() const { return active() ? group_->rank() : 0; }
+  int64_t world() const { return active() ? group_->world_size() : 1; }
+
+  /// This rank's part {offset, count} of a step of `global` samples: as equal as possible, the
+  /// first `global % world` ranks one more.
+  std::pair<int64_t, int64_t> share(int64_t global) const {
+    const int64_t base = global / world();
+    const int64_t extra = global % world();
+    return {rank() * base + std::min(rank(), extra), base + (rank() < extra ? 1 : 0)};
+  }
+
+  /// Every rank starts from rank 0's model and trainable extras.
+  void start(const std::vector<at::Tensor>& extra) {
+    if (!active()) {
+      return;
+    }
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> state = model_.state_tensors();
+    state.insert(state.end(), extra.begin(), extra.end());
+    group_->broadcast(state, 0, "the initial model");
+  }
+
+  /// Averages the gradients of `parameters` over the step's samples: this rank's mean-loss
+  /// gradient weighted by its share `mine / global`, summed over the ranks.
+  void average_gradients(const std::vector<at::Tensor>& parameters, int64_t mine,
+                         int64_t global, const std::string& when) {
+    if (!active()) {
+      return;
+    }
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> grads;
+    std::vector<bool> missing;
+    for (const at::Tensor& p : parameters) {
+      at::Tensor grad = p.grad();
+      missing.push_back(!grad.defined());
+      if (!grad.defined()) {  // unused here; another rank may have one
+        grad = at::zeros_like(p);
+        const_cast<at::Tensor&>(p).mutable_grad() = grad;
+      }
+      grad.mul_(static_cast<double>(mine) / static_cast<double>(global));
+      grads.push_back(grad);
+    }
+    group_->all_reduce(grads, sdk::Reduction::kSum, "gradients at " + when);
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (missing[i] && !grads[i].any().item<bool>()) {
+        const_cast<at::Tensor&>(parameters[i]).mutable_grad() = at::Tensor();  // unused everywhere
+      }
+    }
+  }
+
+  double sum(double value, const std::string& what) const {
+    if (!active()) {
+      return value;
+    }
+    std::vector<at::Tensor> t = {at::tensor({value}, at::kDouble)};
+    group_->all_reduce(t, sdk::Reduction::kSum, what);
+    return t[0].item<double>();
+  }
+
+  /// End of an epoch: weights and the session's state must be identical on every rank;
+  /// buffers (BatchNorm running statistics, computed from each rank's own batches) are taken
+  /// from rank 0, as DistributedDataParallel does.
+  void end_epoch(int64_t epoch) {
+    if (!active()) {
+      return;
+    }
+    const std::string when = " after epoch " + std::to_string(epoch + 1);
+    group_->check_identical(model_.parameters(), "the model's weights" + when);
+    if (session_ != nullptr) {
+      group_->check_identical(session_->replicated_state(),
+                              "the masks or quantization state" + when);
+    }
+    const std::vector<at::Tensor> parameters = model_.parameters();
+    std::vector<at::Tensor> buffers;
+    for (const at::Tensor& t : model_.state_tensors()) {
+      bool is_parameter = false;
+      for (const at::Tensor& p : parameters) {
+        is_parameter = is_parameter || p.is_same(t);
+      }
+      if (!is_parameter) {
+        buffers.push_back(t);
+      }
+    }
+    at::NoGradGuard no_grad;
+    group_->broadcast(buffers, 0, "buffers" + when);
+  }
+
+ private:
+  ProcessGroup* group_;
+  Model& model_;
+  TrainingHooks* session_;
+};
+
+}  // namespace
+
 std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Dataset* test_data,
                                const TrainOptions& options, TrainingHooks* session,
                                const std::function<void(const EpochResult&)>& on_epoch) {
@@ -246,10 +365,26 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
   if (test_data != nullptr) {
     check_dataset_fits_model(model, *test_data);
   }
-  auto optimizer = make_optimizer(options, model, session);
-  at::Generator generator = at::detail::createCPUGenerator(options.seed);
+  DataParallel parallel(options.process_group, model, session);
   const int64_t n = train_data.size();
-  const int64_t steps = (n + options.batch_size - 1) / options.batch_size;
+  const int64_t global_batch = options.batch_size * parallel.world();
+  const int64_t steps = (n + global_batch - 1) / global_batch;
+  const int64_t last_step = n - (steps - 1) * global_batch;
+  LITHE_CHECK(last_step >= parallel.world(), sdk::Errc::kInvalidConfig, "dataset '",
+              train_data.source, "' (", n, " samples) ends with a step of ", last_step,
+              " samples, fewer than the ", parallel.world(),
+              " ranks that must each take at least one; change the batch size");
+  if (session != nullptr) {
+    session->set_process_group(parallel.active() ? options.process_group : nullptr);
+  }
+  ProcessGroup* const eval_group = parallel.active() ? options.process_group : nullptr;
+  auto optimizer = make_optimizer(options, model, session);
+  std::vector<at::Tensor> trained;  // what the optimizer updates, in its order
+  for (const auto& group : optimizer->param_groups()) {
+    trained.insert(trained.end(), group.params().begin(), group.params().end());
+  }
+  parallel.start(session != nullptr ? session->extra_parameters() : std::vector<at::Tensor>());
+  at::Generator generator = at::detail::createCPUGenerator(options.seed);
   std::vector<EpochResult> results;
   for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
     if (options.lr_step > 0) {
@@ -262,16 +397,21 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
     model.train(true);
     const auto start = Clock::now();
     const at::Tensor order = at::randperm(n, generator, at::TensorOptions().dtype(at::kLong));
-    Progress progress(options.progress, epoch, options.epochs, steps);
+    Progress progress(options.progress && parallel.rank() == 0, epoch, options.epochs, steps);
     double loss_sum = 0;
     for (int64_t step = 0; step < steps; ++step) {
-      const int64_t begin = step * options.batch_size;
-      const at::Tensor index = order.narrow(0, begin, std::min(options.batch_size, n - begin));
+      const int64_t begin = step * global_batch;
+      const int64_t global = std::min(global_batch, n - begin);
+      const auto [offset, count] = parallel.share(global);
+      const at::Tensor index = order.narrow(0, begin + offset, count);
       const at::Tensor images = train_data.images.index_select(0, index);
       const at::Tensor labels = train_data.labels.index_select(0, index);
       optimizer->zero_grad();
       const at::Tensor loss = torch::nn::functional::cross_entropy(model.forward(images), labels);
       loss.backward();
+      parallel.average_gradients(trained, count, global,
+                                 "epoch " + std::to_string(epoch + 1) + " step " +
+                                     std::to_string(step + 1));
       if (session != nullptr) {
         session->optimizer_step(*optimizer);
         session->step();
@@ -279,15 +419,18 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
         optimizer->step();
       }
       const double value = loss.item<double>();
-      loss_sum += value * static_cast<double>(index.size(0));
+      loss_sum += value * static_cast<double>(count);
       progress.update(step + 1, value);
     }
+    parallel.end_epoch(epoch);
     EpochResult result;
     result.epoch = epoch;
     result.seconds = seconds_since(start);
-    result.train_loss = loss_sum / static_cast<double>(n);
+    result.train_loss =
+        parallel.sum(loss_sum, "the training loss of epoch " + std::to_string(epoch + 1)) /
+        static_cast<double>(n);
     if (test_data != nullptr) {
-      result.test = evaluate(model, *test_data, options.eval_batch_size);
+      result.test = evaluate(model, *test_data, options.eval_batch_size, eval_group);
     }
     progress.finish(result);
     results.push_back(result);

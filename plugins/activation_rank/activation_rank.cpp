@@ -120,12 +120,18 @@ std::optional<at::Tensor> ActivationRankScorer::filter_scores(sdk::LayerView& la
     return std::nullopt;
   }
   const LayerStatistics& stats = it->second;
-  const double total = static_cast<double>(stats.elements_per_channel);
+  // Data-parallel runs: the counts and sums of every rank's share of the batches, as one
+  // process would have seen them (a single process: unchanged).
+  std::vector<at::Tensor> totals = {stats.accumulated.clone(),
+                                    at::tensor({stats.elements_per_channel}, at::kLong)};
+  context_->reduce_over_processes(totals, sdk::Reduction::kSum);
+  const at::Tensor& accumulated = totals[0];
+  const double total = static_cast<double>(totals[1].item<int64_t>());
   if (state_->criterion == Criterion::kApoz) {
     // NNI: ones_like(apoz) − zeros.sum(float64) / numel, i.e. 1 − APoZ (smaller = more zeros).
-    return 1.0 - stats.accumulated.to(at::kDouble) / total;
+    return 1.0 - accumulated.to(at::kDouble) / total;
   }
-  return stats.accumulated / total;
+  return accumulated / total;
 }
 
 void ActivationRankScorer::on_masks_computed(const sdk::LayerView& layer) {

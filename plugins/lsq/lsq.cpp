@@ -46,6 +46,7 @@ class LsqQuantizer final : public sdk::Quantizer {
   }
 
   void attach(sdk::CompressionContext& context) override {
+    context_ = &context;
     scales_.clear();
     for (sdk::LayerView* layer : context.layers()) {
       const at::Tensor& weight = layer->weight();
@@ -103,7 +104,7 @@ class LsqQuantizer final : public sdk::Quantizer {
         return x.clone();  // no step size yet: nothing sensible to quantize with
       }
       at::NoGradGuard no_grad;  // in-place writes to a leaf that requires grad
-      scale.copy_(initial_scale(x, bits));
+      scale.copy_(step_initial_scale(x, bits));
       initialized.fill_(1);
       ensure_grid(layer, type, /*quantizing=*/true);
     }
@@ -125,6 +126,21 @@ class LsqQuantizer final : public sdk::Quantizer {
     }
   }
 
+  /// initial_scale of the first training batch; in data-parallel runs of the whole step:
+  /// mean|x| combined over the ranks' shares as Σ mean·n / Σ n in float64 (exactly the local
+  /// mean in a single process: a float times an integer below 2^29 is exact in float64).
+  at::Tensor step_initial_scale(const at::Tensor& x, int64_t bits) const {
+    at::NoGradGuard no_grad;
+    const at::Tensor local = x.detach().abs().mean().to(at::kDouble).cpu();
+    const auto n = static_cast<double>(x.numel());
+    std::vector<at::Tensor> totals = {at::stack({local * n, at::scalar_tensor(n, at::kDouble)})};
+    context_->reduce_over_processes(totals, sdk::Reduction::kSum);
+    const at::Tensor mean = (totals[0][0] / totals[0][1]).to(at::kFloat).to(x.device());
+    const double root_qmax = std::pow(static_cast<double>(signed_qmax(bits)), 0.5);
+    return (mean * 2 / root_qmax).clamp_min(kMinScale).reshape({1});
+  }
+
+  sdk::CompressionContext* context_ = nullptr;  // the session's; it outlives the quantizer's use
   std::vector<at::Tensor> scales_;
 };
 

@@ -212,6 +212,7 @@ class QatQuantizer final : public sdk::Quantizer {
   }
 
   void attach(sdk::CompressionContext& context) override {
+    context_ = &context;
     layers_ = context.layers();
     weight_layers_.clear();
     for (sdk::LayerView* layer : layers_) {
@@ -308,7 +309,7 @@ class QatQuantizer final : public sdk::Quantizer {
     const LayerConfig& config = shared_.config(layer);
     const int64_t bits = config.bits_of(type);
     if (training && x.numel() > 0) {
-      const auto [batch_min, batch_max] = min_max(x);
+      const auto [batch_min, batch_max] = step_range(x);
       range = track(range, batch_min, batch_max);
       params = update_quantization_param(bits, range.min, range.max);
       state.store(range);
@@ -367,6 +368,18 @@ class QatQuantizer final : public sdk::Quantizer {
     }
   }
 
+  /// The range of a training batch; in data-parallel runs that of the whole step (every rank's
+  /// share), so every rank tracks what one process would: max(−min) and max(max) in one
+  /// exchange (a single process: min_max(x) as it is).
+  std::pair<float, float> step_range(const at::Tensor& x) const {
+    const auto [lo, hi] = min_max(x);
+    std::vector<at::Tensor> bounds = {at::tensor({-lo, hi}, at::kFloat)};
+    context_->reduce_over_processes(bounds, sdk::Reduction::kMax);
+    const float* v = bounds[0].data_ptr<float>();
+    return {-v[0], v[1]};
+  }
+
+  sdk::CompressionContext* context_ = nullptr;  // the session's; it outlives the quantizer's use
   std::vector<sdk::LayerView*> layers_;
   std::vector<sdk::LayerView*> weight_layers_;  ///< layers whose weight is quantized
   Shared shared_;

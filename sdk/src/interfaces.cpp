@@ -12,6 +12,7 @@ WeightMasker::~WeightMasker() = default;
 void WeightMasker::attach(CompressionContext&) {}
 
 CompressionContext::~CompressionContext() = default;
+void CompressionContext::reduce_over_processes(std::vector<at::Tensor>&, Reduction) {}
 
 Pruner::~Pruner() = default;
 void Pruner::attach(CompressionContext&) {}

@@ -31,7 +31,7 @@ TEST(CliTest, PluginsFindsTheInTreeLevelPluginWithoutFlags) {
 TEST(CliTest, EveryVerbHasHelp) {
   for (const std::string verb :
        {"plugins", "inspect", "compress", "apply", "conformance", "train", "eval", "flops",
-        "speedup", "export-onnx"}) {
+        "speedup", "export-onnx", "launch"}) {
     const CliRun run = run_lithe(verb + " --help");
     EXPECT_EQ(run.exit_code, 0) << verb;
     EXPECT_THAT(run.out, HasSubstr("usage: lithe " + verb)) << verb;

@@ -8,7 +8,10 @@
 #include <torch/script.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -123,6 +126,128 @@ TEST(OnnxExportTest, AnUnsupportedOpIsNamedWithItsModuleAndNothingIsWritten) {
   EXPECT_FALSE(std::filesystem::exists(out));
   EXPECT_THAT([&] { export_onnx(test::load_conformance_model("lenet"), {{1, 1, 28, 28}, 18}); },
               ::testing::ThrowsMessage<sdk::Error>(HasSubstr("--opset must be between 13 and 17")));
+}
+
+// One model per construct the exporter must refuse (scripts/make_onnx_error_models.py): the
+// error is kUnsupported and names the op, the reason and, where the op sits in a submodule, the
+// module and its type.
+struct RefusedModel {
+  std::string name;  // tests/data/onnx_error_<name>.pt
+  std::vector<int64_t> input_shape;
+  std::vector<std::string> message_parts;
+};
+
+std::ostream& operator<<(std::ostream& os, const RefusedModel& c) { return os << c.name; }
+
+torch::jit::Module load_error_model(const std::string& name) {
+  return torch::jit::load(
+      (test::source_dir() / ("tests/data/onnx_error_" + name + ".pt")).string());
+}
+
+// The error export_onnx throws for `model` (a failure when it exports).
+sdk::Error export_error(const torch::jit::Module& model, const std::vector<int64_t>& shape) {
+  try {
+    export_onnx(model, {shape, 13});
+  } catch (const sdk::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "the model was exported";
+  return sdk::Error(sdk::Errc::kInternal, "exported");
+}
+
+class OnnxExportRefusesTest : public ::testing::TestWithParam<RefusedModel> {};
+
+TEST_P(OnnxExportRefusesTest, NamesTheOpTheModuleAndTheReason) {
+  const RefusedModel& c = GetParam();
+  const sdk::Error error = export_error(load_error_model(c.name), c.input_shape);
+  EXPECT_EQ(error.code(), sdk::Errc::kUnsupported) << error.what();
+  for (const std::string& part : c.message_parts) {
+    EXPECT_THAT(error.what(), HasSubstr(part));
+  }
+}
+
+const std::string kNothingWritten = "; nothing was written";
+const std::string kNotSupported = "this op is not supported by Lithe's ONNX export";
+
+INSTANTIATE_TEST_SUITE_P(
+    ErrorPaths, OnnxExportRefusesTest,
+    ::testing::Values(
+        // Traced: nn.ConvTranspose2d records aten::_convolution with transposed=True.
+        RefusedModel{"conv_transpose",
+                     {1, 3, 8, 8},
+                     {"cannot export to ONNX: aten::_convolution (node %",
+                      "in module 'up' (ConvTranspose2d): transposed convolutions are not supported",
+                      kNothingWritten}},
+        // Scripted, the same module calls aten::conv_transpose2d, which no rule handles.
+        RefusedModel{"conv_transpose_scripted",
+                     {1, 3, 8, 8},
+                     {"aten::conv_transpose2d (node %", "in module 'up' (ConvTranspose2d)",
+                      kNotSupported, kNothingWritten}},
+        RefusedModel{"conv_same",
+                     {1, 3, 8, 8},
+                     {"aten::conv2d (node %",
+                      "in module 'conv' (Conv2d): padding given as a string is not supported",
+                      kNothingWritten}},
+        RefusedModel{"avg_pool_divisor",
+                     {1, 3, 8, 8},
+                     {"aten::avg_pool2d (node %",
+                      "in module 'pool' (AvgPool2d): avg_pool2d with divisor_override is not "
+                      "supported",
+                      kNothingWritten}},
+        RefusedModel{"add_alpha",
+                     {1, 3, 8, 8},
+                     {"aten::add (node %",
+                      "in the model's own forward: add/sub with alpha != 1 is not supported",
+                      kNothingWritten}},
+        RefusedModel{"div_floor",
+                     {1, 3, 8, 8},
+                     {"aten::div (node %",
+                      "in module 'head' (FloorDivide): div with a rounding mode is not supported",
+                      kNothingWritten}},
+        RefusedModel{"batchnorm_no_stats",
+                     {1, 3, 8, 8},
+                     {"aten::batch_norm (node %",
+                      "in module 'bn' (BatchNorm2d): BatchNorm without running statistics",
+                      kNothingWritten}},
+        RefusedModel{"sort",
+                     {1, 3, 8, 8},
+                     {"aten::sort (node %", "in module 'body' (Body): " + kNotSupported,
+                      kNothingWritten}},
+        // forward(x, y: Optional[Tensor] = None) runs on one input but cannot be exported as is.
+        RefusedModel{"second_input",
+                     {1, 3, 8, 8},
+                     {"cannot export to ONNX: the model's forward takes 2 arguments; Lithe "
+                      "exports forwards of one input tensor"}}),
+    [](const ::testing::TestParamInfo<RefusedModel>& info) { return info.param.name; });
+
+TEST(OnnxExportTest, ARefusedModelLeavesNoFileAndKeepsAnOldOne) {
+  const torch::jit::Module model = load_error_model("batchnorm_no_stats");
+  const std::filesystem::path dir = test::scratch_dir("onnx_refused");
+  const std::filesystem::path fresh = dir / "fresh.onnx";
+  EXPECT_THAT([&] { save_onnx(model, {{1, 3, 8, 8}, 13}, fresh); },
+              ::testing::ThrowsMessage<sdk::Error>(HasSubstr("without running statistics")));
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));  // no staging file left either
+
+  const std::filesystem::path old = dir / "old.onnx";
+  std::ofstream(old, std::ios::binary) << "previous export";
+  EXPECT_THAT([&] { save_onnx(model, {{1, 3, 8, 8}, 13}, old); },
+              ::testing::ThrowsMessage<sdk::Error>(HasSubstr(kNothingWritten)));
+  std::ifstream in(old, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "previous export");
+}
+
+// A forward with two required tensor inputs fails before any op is looked at: the error says
+// Lithe runs forwards on one input and names the missing argument.
+TEST(OnnxExportTest, AForwardWithTwoRequiredInputsIsRefused) {
+  try {
+    export_onnx(load_error_model("two_inputs"), {{1, 3, 8, 8}, 13});
+    ADD_FAILURE() << "exported a forward of two required inputs";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), sdk::Errc::kUnsupported) << e.what();
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("Lithe runs the model's forward on one input tensor"),
+                                HasSubstr("missing value for argument 'y'")));
+  }
 }
 
 }  // namespace

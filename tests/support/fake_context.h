@@ -46,6 +46,12 @@ class FakeContext final : public sdk::CompressionContext {
     return channel_sets;
   }
   std::map<std::string, int64_t> group_dependencies() override { return groups; }
+  void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
+    ++reductions;
+    if (peer) {
+      peer(tensors, op);
+    }
+  }
 
   /// channel_sets and groups as NNI recorded them in a golden case's `results`.
   void set_dependencies(const nlohmann::ordered_json& results) {
@@ -71,6 +77,10 @@ class FakeContext final : public sdk::CompressionContext {
   size_t callback_count() const { return callbacks_.size(); }
 
   // Set by tests; read by the algorithm under test.
+  /// A simulated second rank of a data-parallel run: combines its own values into `tensors` as
+  /// reduce_over_processes would (unset: a single process).
+  std::function<void(std::vector<at::Tensor>&, sdk::Reduction)> peer;
+  int reductions = 0;  ///< reduce_over_processes calls
   std::vector<std::vector<std::string>> channel_sets;
   std::map<std::string, int64_t> groups;
   // Recorded for tests.

@@ -59,10 +59,12 @@ struct AttachedQuantizer {
                     std::vector<sdk::LayerView*> layers) {
     register_algorithms(registry);
     quantizer = registry.make_quantizer(name, options_json(nlohmann::ordered_json::object()));
-    FakeContext context(std::move(layers), registry);
-    quantizer->attach(context);
+    context = std::make_unique<FakeContext>(std::move(layers), registry);
+    quantizer->attach(*context);
   }
   host::PluginRegistry registry;
+  /// Lives as long as the quantizer, as the host's context does (quantizers may keep it).
+  std::unique_ptr<FakeContext> context;
   std::unique_ptr<sdk::Quantizer> quantizer;
 };
 

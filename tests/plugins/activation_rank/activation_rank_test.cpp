@@ -110,6 +110,31 @@ TEST_F(ActivationRankTest, ApozCase13PrunesTheFiltersWithMostZerosTiesToTheLower
   EXPECT_EQ(result.collectors_after_masks, 0u) << "the only layer is done: collector removed";
 }
 
+TEST_F(ActivationRankTest, DataParallelScoresCountEveryRanksShareOfTheBatches) {
+  // The other rank saw the same outputs: the sums and the element count both double, so the
+  // scores are those of one process that saw both shares (here: the same values).
+  ActivationRankScorer scorer(Criterion::kApoz, {});
+  sdk::LayerView layer(0, "conv", "Conv2d", case13_weight(), std::nullopt, config(0.5));
+  test::FakeContext context({&layer}, registry_);
+  int64_t elements_seen = 0;
+  context.peer = [&](std::vector<at::Tensor>& tensors, sdk::Reduction op) {
+    ASSERT_EQ(op, sdk::Reduction::kSum);
+    ASSERT_EQ(tensors.size(), 2u);
+    elements_seen = tensors[1].item<int64_t>();
+    for (at::Tensor& t : tensors) {
+      t = t * 2;
+    }
+  };
+  scorer.attach(context);
+  context.observe(layer, case13_output());
+  const auto scores = scorer.filter_scores(layer);
+  ASSERT_TRUE(scores.has_value());
+  EXPECT_EQ(context.reductions, 1);
+  EXPECT_EQ(elements_seen, case13_output().size(0) * case13_output().size(2) *
+                               case13_output().size(3));
+  EXPECT_TRUE(scores->equal(at::tensor({.5, .25, .5, .5}, at::kDouble))) << *scores;
+}
+
 TEST_F(ActivationRankTest, MeanCase13PrunesTheSmallestMeanActivations) {
   ActivationRankScorer scorer(Criterion::kMean, {});
   sdk::LayerView layer(0, "conv", "Conv2d", case13_weight(), std::nullopt, config(0.5));

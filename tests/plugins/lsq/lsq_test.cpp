@@ -207,5 +207,27 @@ TEST(LsqQuantizerConfigTest, RegistersTheQuantizerUnderItsName) {
   EXPECT_NE(registry.find(host::AlgorithmKind::kQuantizer, "lsq"), nullptr);
 }
 
+TEST(LsqDataParallelTest, TheFirstStepSizeComesFromEveryRanksShareOfTheBatch) {
+  // This rank: mean|x| = 1.5 over 4 values; the other rank: mean 3 over 4 values; together
+  // 2.25, the mean one process would see.
+  auto relu = test::quant_layer(at::Tensor(), test::quant_entry({"output"}, 8), "relu");
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {relu.get()});
+  lsq.context->peer = [](std::vector<at::Tensor>& tensors, sdk::Reduction op) {
+    ASSERT_EQ(op, sdk::Reduction::kSum);
+    tensors[0] = tensors[0] + at::tensor({3.0 * 4, 4.0}, at::kDouble);  // {mean·n, n}
+  };
+  lsq.quantizer->quantize_output(at::tensor({1.f, -3.f, 2.f, 0.f}), *relu, true);
+  EXPECT_NEAR(test::attribute_value(*relu, "output_scale"), 2 * 2.25 / std::sqrt(127.0), 1e-7);
+}
+
+TEST(LsqDataParallelTest, ASingleProcessGetsExactlyTheLocalStepSize) {
+  auto relu = test::quant_layer(at::Tensor(), test::quant_entry({"output"}, 8), "relu");
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {relu.get()});
+  const at::Tensor x = at::randn({7, 13});
+  lsq.quantizer->quantize_output(x, *relu, true);
+  EXPECT_EQ(test::attribute_value(*relu, "output_scale"), initial_scale(x, 8).item<float>())
+      << "the float64 round trip of mean·n / n is exact";
+}
+
 }  // namespace
 }  // namespace lithe::plugins::lsq

@@ -561,5 +561,26 @@ TEST(QatConfigTest, RegistersTheQuantizerUnderItsName) {
   EXPECT_NE(registry.find(host::AlgorithmKind::kQuantizer, "qat"), nullptr);
 }
 
+// --- data-parallel runs ----------------------------------------------------------------------------
+
+TEST(QatDataParallelTest, ATrainingBatchRangeCoversEveryRanksShare) {
+  // Another rank saw [-.5, .9] in the same step: both track the whole step's range, as one
+  // process with both shares would; evaluation forwards exchange nothing.
+  auto relu = test::quant_layer(at::Tensor(), qat_entry({"output"}), "relu");
+  test::AttachedQuantizer qat(register_algorithms, "qat", {relu.get()});
+  qat.context->peer = [](std::vector<at::Tensor>& tensors, sdk::Reduction op) {
+    ASSERT_EQ(op, sdk::Reduction::kMax);
+    ASSERT_EQ(tensors.size(), 1u);
+    tensors[0] = at::maximum(tensors[0], at::tensor({.5f, .9f}));  // {-min, max} of the peer
+  };
+  const at::Tensor mine = at::tensor({-.2f, .1f});
+  qat.quantizer->quantize_output(mine, *relu, true);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_min"), -.5f);
+  EXPECT_EQ(test::attribute_value(*relu, "output_tracked_max"), .9f);
+  EXPECT_EQ(qat.context->reductions, 1);
+  qat.quantizer->quantize_output(mine, *relu, false);
+  EXPECT_EQ(qat.context->reductions, 1) << "evaluation forwards do not exchange ranges";
+}
+
 }  // namespace
 }  // namespace lithe::plugins::qat

@@ -117,6 +117,12 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
   void restore_model_state(int64_t handle) override;
   std::vector<std::vector<std::string>> channel_dependency_sets() override;
   std::map<std::string, int64_t> group_dependencies() override;
+  /// Over the process group set with set_process_group; nothing in a single process.
+  void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
+    reduce_with_group(tensors, op);
+  }
+  /// TrainingHooks: the quantization state tensors of every layer.
+  std::vector<at::Tensor> replicated_state() const override;
 
  private:
   struct Layer {

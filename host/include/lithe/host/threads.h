@@ -5,7 +5,8 @@
 
 namespace lithe::host {
 
-/// Sets libtorch's intra-op threads to `threads` (<= 0: every available core) and, unless the
+/// Sets libtorch's intra-op threads to `threads` (<= 0: every available core, divided among the
+/// LOCAL_WORLD_SIZE ranks of a data-parallel run on this machine) and, unless the
 /// user set OPENBLAS_NUM_THREADS, keeps OpenBLAS at one thread when libtorch uses more than one.
 /// Returns the thread count in effect.
 int configure_threads(int threads);

@@ -17,6 +17,7 @@
 
 namespace lithe::host {
 
+class ProcessGroup;
 class PruningSession;
 class QuantizationSession;
 
@@ -32,6 +33,17 @@ struct TrainOptions {
   uint64_t seed = 0;           ///< epoch e uses the e-th randperm(N) of a CPU generator seeded so
   int64_t eval_batch_size = 1000;
   bool progress = true;        ///< progress output on stderr (a bar on a terminal, lines otherwise)
+  /// Data-parallel training (nullptr or a group of one: a single process). Every rank calls
+  /// train() with the same options and data; `batch_size` is per rank, so a step covers
+  /// batch_size × world_size samples of the epoch's permutation, rank r taking the r-th part
+  /// (the last, smaller step is split as evenly as possible). The ranks start from rank 0's
+  /// weights; gradients are averaged over the step's samples (weighted by each rank's share)
+  /// before every optimizer step, so the ranks keep identical weights and train exactly as
+  /// one process with batch_size × world_size (up to float summation order). After each
+  /// epoch the weights and the session's replicated state are checked to be identical,
+  /// buffers (BatchNorm statistics) are taken from rank 0, and the test set is evaluated in
+  /// shards. Only rank 0 prints progress. The session (if any) gets the group too.
+  ProcessGroup* process_group = nullptr;
 };
 
 struct EvalResult {
@@ -57,7 +69,10 @@ void check_dataset_fits_model(Model& model, const Dataset& data);
 
 /// Evaluation mode, no gradients, batches in file order; not observed by activation
 /// collectors (UnobservedForwards).
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000);
+/// With a process group of several ranks, each evaluates its contiguous share of `data` and
+/// the results are combined: every rank returns the whole result.
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000,
+                    ProcessGroup* group = nullptr);
 
 /// NNI's statistics pass for data-driven pruners, without training: the first `batches`
 /// batches of `data` (file order, `batch_size` samples each) run forward and backward in

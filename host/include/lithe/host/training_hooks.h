@@ -10,11 +10,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "lithe/sdk/context.h"
+
 namespace torch::optim {
 class Optimizer;
 }
 
 namespace lithe::host {
+
+class ProcessGroup;
 
 class TrainingHooks {
  public:
@@ -27,6 +31,23 @@ class TrainingHooks {
   virtual void step() = 0;
   /// Tensors the optimizer must train besides the model's parameters (e.g. LSQ's step sizes).
   virtual std::vector<at::Tensor> extra_parameters();
+
+  /// Data-parallel runs: the group whose ranks run this session together (nullptr: a single
+  /// process, the default). The algorithm's reduce_over_processes calls combine over it. The
+  /// training engine sets it from TrainOptions::process_group; it must outlive its use.
+  void set_process_group(ProcessGroup* group) { process_group_ = group; }
+  ProcessGroup* process_group() const { return process_group_; }
+  /// What must hold the same bytes on every rank after each epoch (masks, quantization state):
+  /// the training engine compares a checksum across ranks. Defaults to none.
+  virtual std::vector<at::Tensor> replicated_state() const;
+
+ protected:
+  /// sdk::CompressionContext::reduce_over_processes for the sessions: over the group, or
+  /// nothing in a single process.
+  void reduce_with_group(std::vector<at::Tensor>& tensors, sdk::Reduction op) const;
+
+ private:
+  ProcessGroup* process_group_ = nullptr;
 };
 
 }  // namespace lithe::host

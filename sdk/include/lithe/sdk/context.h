@@ -22,6 +22,9 @@ class Registry;
 /// The tensor is the real output: do not modify it in place.
 using ActivationCollector = std::function<void(const LayerView& layer, const at::Tensor& output)>;
 
+/// How reduce_over_processes combines the processes' values, element-wise.
+enum class Reduction : int { kSum = 0, kMin = 1, kMax = 2 };
+
 /// Owned by the host; valid for the whole session.
 class LITHE_SDK_API CompressionContext {
  public:
@@ -69,6 +72,17 @@ class LITHE_SDK_API CompressionContext {
   /// NNI's GroupDependency: for every Conv2d module, the largest `groups` among itself and the
   /// grouped convolutions its output feeds directly. Same errors as channel_dependency_sets.
   virtual std::map<std::string, int64_t> group_dependencies() = 0;
+
+  /// Data-parallel runs (one process per rank, each seeing its shard of every batch): combines
+  /// `tensors` element-wise over all processes, in place, with the same bytes on every
+  /// process; in a single process (the default) it leaves them as they are. Algorithms that
+  /// learn from the data a forward sees call it before using what they accumulated, so every
+  /// process computes what a single process would from the whole batch: activation counts and
+  /// sums (kSum), a batch's range (kMin, kMax). Every process must call it at the same point
+  /// with tensors of the same shapes and dtypes (CPU, contiguous). Gradients need no call: the
+  /// host averages them before the optimizer step. Throws sdk::Error(kIo) when another process
+  /// died or stopped answering.
+  virtual void reduce_over_processes(std::vector<at::Tensor>& tensors, Reduction op);
 };
 
 }  // namespace lithe::sdk
