@@ -35,6 +35,23 @@ inline CliRun run_lithe(const std::string& args) {
   return run;
 }
 
+/// Runs `lithe args` with `env` ("NAME=value ...") added to its environment.
+inline CliRun run_lithe_env(const std::string& env, const std::string& args) {
+  const std::string command = "env " + env + " " + lithe_cli().string() + " " + args + " 2>&1";
+  CliRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    return run;
+  }
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) {
+    run.out += buffer.data();
+  }
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
 inline void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
