@@ -294,8 +294,18 @@ class Emitter {
           const std::string key = owner->empty() ? attr : *owner + "." + attr;
           const onnx_quantization::LinearGrid* g =
               attr == "weight" ? grid(*owner, sdk::QuantType::kWeight) : nullptr;
-          return names_[v] = g != nullptr ? quantized_weight(key, *owner, value.toTensor(), *g)
-                                          : initializer(key, value.toTensor());
+          // The runtime quantizes a weight where its own module's code reads it; a read from
+          // elsewhere (a tied weight) computes with the float tensor.
+          const std::optional<graph_trace::Scope> reader = graph_trace::innermost_scope(maker);
+          const bool own_read = reader && reader->module == *owner;
+          const std::string name = g == nullptr ? key : own_read ? key : key + "_float";
+          // One initializer per tensor, however many calls read it.
+          if (const auto done = tensor_names_.find(name); done != tensor_names_.end()) {
+            return names_[v] = done->second;
+          }
+          return names_[v] = tensor_names_[name] =
+                     g != nullptr && own_read ? quantized_weight(key, *owner, value.toTensor(), *g)
+                                              : initializer(name, value.toTensor());
         }
       }
     }
@@ -475,9 +485,11 @@ class Emitter {
     }
     // An in-place op changed its input: later readers of that value read the new one.
     const c10::FunctionSchema* schema = n->maybeSchema();
+    // Unless the op read x through an input quantization: the runtime gives the module a
+    // quantized copy, and the caller's x stays as it was.
     if (schema != nullptr && !schema->arguments().empty() &&
         schema->arguments()[0].alias_info() != nullptr &&
-        schema->arguments()[0].alias_info()->isWrite()) {
+        schema->arguments()[0].alias_info()->isWrite() && name_of(x, n) == raw_name_of(x, n)) {
       names_[x] = names_.at(y);
     }
   }
@@ -651,6 +663,7 @@ class Emitter {
   graph_trace::ValueTensors values_;
   onnx::GraphProto* graph_proto_ = nullptr;
   std::unordered_map<const jit::Value*, std::string> names_;
+  std::map<std::string, std::string> tensor_names_;  // state_dict key -> ONNX name
   std::map<std::string, onnx_quantization::QuantizedLayer> quantized_;
   std::map<std::string, std::string> qdq_names_;  // value|call|type -> dequantized name
   std::map<std::string, const jit::Value*> first_input_;  // call -> first outside tensor read

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -40,19 +41,25 @@ at::Tensor state_buffer(const jit::Module& module, const std::string& key) {
 }
 
 std::string number(double v) {
-  std::string text = std::to_string(v);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (!text.empty() && text.back() == '.') {
-    text.pop_back();
-  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
   return text;
 }
 
 bool integral(double v) { return std::isfinite(v) && v == std::nearbyint(v); }
 
 std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string& layer,
-                                    sdk::QuantType type, const std::string& algorithm) {
+                                    sdk::QuantType type, const std::string& algorithm,
+                                    int64_t bits) {
   const auto key = [&](const char* field) { return sdk::quant_state_key(type, field); };
+  // Known from the configuration, so refused even while the grid is still empty (before any
+  // range was observed): a pre-flight export then fails before the training, not after it.
+  if (bits > 8) {
+    refuse(layer, type, algorithm,
+           "with " + std::to_string(bits) +
+               " bits, which do not fit the 8-bit codes of ONNX's QuantizeLinear; quantize with "
+               "at most 8 bits to export");
+  }
   const at::Tensor scale = state_buffer(module, key("scale"));
   const at::Tensor quant_min = state_buffer(module, key("quant_min"));
   const at::Tensor quant_max = state_buffer(module, key("quant_max"));
@@ -60,7 +67,15 @@ std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string
     refuse(layer, type, algorithm,
            "which declares no linear grid (buffers " + buffer_name(key("scale")) + ", " +
                buffer_name(key("quant_min")) + " and " + buffer_name(key("quant_max")) +
-               "; see lithe/sdk/quantizer.h), so it has no QuantizeLinear/DequantizeLinear form");
+               "; see lithe/sdk/quantizer.h), so it has no QuantizeLinear/DequantizeLinear form" +
+               (scale.defined() ? " (a model saved before quantizers declared grids: quantize "
+                                  "it again to export it)"
+                                : ""));
+  }
+  if (quant_min.numel() != 1 || quant_max.numel() != 1) {
+    refuse(layer, type, algorithm,
+           "its grid bounds have " + std::to_string(quant_min.numel()) + " and " +
+               std::to_string(quant_max.numel()) + " elements; they must have one each");
   }
   const double lo = quant_min.item<float>();
   const double hi = quant_max.item<float>();
@@ -161,7 +176,11 @@ std::map<std::string, QuantizedLayer> read_quantized_layers(const jit::Module& r
     layer.algorithm = parsed["algorithm"].get<std::string>();
     for (const auto& [type_name, bits] : parsed["quant_bits"].items()) {
       const sdk::QuantType type = quant_type_named(type_name, item.name);
-      layer.types[type] = read_grid(item.value, item.name, type, layer.algorithm);
+      LITHE_CHECK(bits.is_number_integer(), sdk::Errc::kInvalidModel,
+                  "cannot export to ONNX: layer '", item.name, "' records quant_bits '",
+                  bits.dump(), "' for ", type_name, "; nothing was written");
+      layer.types[type] =
+          read_grid(item.value, item.name, type, layer.algorithm, bits.get<int64_t>());
     }
     layers[item.name] = std::move(layer);
   }

@@ -114,7 +114,8 @@ class LsqQuantizer final : public sdk::Quantizer {
   /// The SDK's linear-grid attributes: LSQ's signed grid once `type` quantizes, the empty grid
   /// [0, 0] before (an activation without a step size passes through).
   static void ensure_grid(sdk::LayerView& layer, QuantType type, bool quantizing) {
-    const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
+    const at::TensorOptions options =
+        sdk::tensor_attribute(layer, sdk::quant_state_key(type, "scale")).options().requires_grad(false);
     const at::Tensor quant_min = sdk::ensure_tensor_attribute(
         layer, sdk::quant_state_key(type, "quant_min"), at::zeros({1}, options));
     const at::Tensor quant_max = sdk::ensure_tensor_attribute(

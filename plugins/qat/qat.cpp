@@ -253,6 +253,7 @@ class QatQuantizer final : public sdk::Quantizer {
       }
     }
     align_step_counters();
+    refresh_grids();
   }
 
   at::Tensor quantize_weight(const at::Tensor& weight, sdk::LayerView& layer, bool) override {
@@ -292,6 +293,7 @@ class QatQuantizer final : public sdk::Quantizer {
     for (sdk::LayerView* layer : weight_layers_) {
       store_weight_params(*layer);  // the optimizer just changed the weight
     }
+    refresh_grids();  // the start step may have been reached
   }
 
  private:
@@ -361,10 +363,33 @@ class QatQuantizer final : public sdk::Quantizer {
   /// the QDQ export emits it (a type that still passes through keeps the empty grid [0, 0]).
   /// Written only when it changes: the hot path reads one float.
   static void mark_quantizing(const sdk::LayerView& layer, QuantType type, int64_t bits) {
+    set_grid(layer, type, static_cast<float>(qat::quant_max(bits)));
+  }
+  static void set_grid(const sdk::LayerView& layer, QuantType type, float qmax) {
     const at::Tensor quant_max = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "quant_max"));
-    const auto qmax = static_cast<float>(qat::quant_max(bits));
     if (host_values({quant_max})[0] != qmax) {
       quant_max.fill_(qmax);
+    }
+  }
+
+  /// Sets every layer's grids from whether each type quantizes now (the start step reached;
+  /// for activations, a range observed): after attach (restored state, a layer new to a
+  /// restored model, another start step) and after every step. Forwards only ever switch a
+  /// grid on (mark_quantizing), when a first range is observed.
+  void refresh_grids() const {
+    at::NoGradGuard no_grad;
+    for (const sdk::LayerView* layer : layers_) {
+      const LayerConfig& config = shared_.config(*layer);
+      for (QuantType type : sdk::quant_types(layer->config())) {
+        const TypeState state = TypeState::of(*layer, type);
+        bool quantizing = config.quantizing(host_values({state.steps})[0]);
+        if (quantizing && type != QuantType::kWeight) {
+          const std::vector<float> range = host_values({state.tracked_min, state.tracked_max});
+          quantizing = TrackedRange{range[0], range[1]}.observed();
+        }
+        set_grid(*layer, type,
+                 quantizing ? static_cast<float>(qat::quant_max(config.bits_of(type))) : 0.0f);
+      }
     }
   }
 

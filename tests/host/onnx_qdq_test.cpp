@@ -16,6 +16,7 @@
 #include "lithe/host/onnx_export.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
+#include "support/paths.h"
 #include "support/quantized_models.h"
 
 namespace lithe::host {
@@ -177,9 +178,14 @@ TEST(OnnxQdqTest, LsqExportsSymmetricInt8WithZeroPointZero) {
       EXPECT_EQ(values(t).abs().max().item<float>(), 0.f) << t.name();
     }
   }
+  // LSQ's forward scales its step size by NNI's gradient-scaling expression
+  // ((s − s·g) + s·g, g = 1/√(qmax·numel)), which can round the step by one float32 ulp; the
+  // export uses the step size itself, so the weights agree to that relative precision.
   const QuantRecord* record = q.session->last_record("fc1", sdk::QuantType::kWeight);
   ASSERT_NE(record, nullptr);
-  EXPECT_TRUE(bit_equal(dequantized_weight(model, "fc1.weight"), record->output));
+  const at::Tensor exported = dequantized_weight(model, "fc1.weight");
+  EXPECT_TRUE(at::allclose(exported, record->output, /*rtol=*/3e-7, /*atol=*/0))
+      << (exported - record->output).abs().max();
 }
 
 TEST(OnnxQdqTest, AnOutputWithoutObservedRangeIsExportedAsItRunsUnquantized) {
@@ -213,6 +219,33 @@ TEST(OnnxQdqTest, AGridNarrowerThanEightBitsIsClippedBeforeQuantizeLinear) {
     }
   }
   EXPECT_TRUE(found) << "fc3's output pair";
+}
+
+TEST(OnnxQdqTest, ModulesCalledTwiceShareOneWeightAndATiedReadStaysFloat) {
+  torch::jit::Module shared = torch::jit::load(
+      (test::source_dir() / "tests/data/onnx_qdq_shared_calls.pt").string());
+  shared.eval();
+  const std::vector<int64_t> shape = {2, 3, 8, 8};
+  test::QuantizedModel q = test::quantize_model(
+      shared, "qat",
+      R"([{"quant_types": ["input", "weight", "output"], "quant_bits": 8,
+           "op_types": ["Conv2d", "Linear"]},
+          {"quant_types": ["output"], "quant_bits": 8, "op_types": ["ReLU"]}])",
+      shape, 2);
+  const onnx::ModelProto model = parse(export_onnx(q.module, {shape, 13}));
+  int conv_weight_codes = 0;
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    conv_weight_codes += t.name() == "conv.weight_quantized" ? 1 : 0;
+  }
+  EXPECT_EQ(conv_weight_codes, 1) << "one initializer for both calls of conv";
+  ASSERT_NE(producer(model, "conv.weight"), nullptr);
+  // Inputs and outputs of both conv calls, both relu outputs, fc's input and output.
+  EXPECT_EQ(count(model, "QuantizeLinear"), 8);
+  // The parent's own F.linear(h, self.fc.weight) reads the float weight, as Lithe runs it.
+  const onnx::TensorProto* tied = initializer(model, "fc.weight_float");
+  ASSERT_NE(tied, nullptr);
+  EXPECT_EQ(tied->data_type(), onnx::TensorProto_DataType_FLOAT);
+  EXPECT_NE(producer(model, "fc.weight"), nullptr) << "fc's own read is quantized";
 }
 
 // A state written by hand in the SDK's convention (lithe/sdk/quantizer.h): what a third-party
@@ -271,8 +304,18 @@ TEST(OnnxQdqTest, GridsWiderThanEightBitsAndBrokenStatesAreRefusedWithTheValueSe
                                                    qat_config(R"(["weight"])", 12), kLenetInput, 0);
   EXPECT_THAT([&] { export_onnx(wide.module, {kLenetInput, 13}); },
               ::testing::ThrowsMessage<sdk::Error>(
-                  AllOf(HasSubstr("layer 'conv1'"), HasSubstr("[0, 4095]"),
-                        HasSubstr("does not fit the 8-bit codes"))));
+                  AllOf(HasSubstr("layer 'conv1'"), HasSubstr("with 12 bits"),
+                        HasSubstr("do not fit the 8-bit codes"))));
+  // Also before any range was observed (an empty grid): known from the configuration, so a
+  // pre-flight export refuses it before the training.
+  test::QuantizedModel wide_output = test::quantize_model(
+      test::load_conformance_model("lenet"), "qat",
+      R"([{"quant_types": ["weight", "output"], "quant_bits": {"weight": 8, "output": 16},
+           "op_types": ["Conv2d", "Linear"]}])",
+      kLenetInput, 0);
+  EXPECT_THAT([&] { export_onnx(wide_output.module, {kLenetInput, 13}); },
+              ::testing::ThrowsMessage<sdk::Error>(
+                  AllOf(HasSubstr("its output with 'qat', with 16 bits"))));
 
   const auto refused = [](const std::map<std::string, at::Tensor>& state) {
     torch::jit::Module model = test::load_conformance_model("lenet");
@@ -295,6 +338,13 @@ TEST(OnnxQdqTest, GridsWiderThanEightBitsAndBrokenStatesAreRefusedWithTheValueSe
   EXPECT_THAT(refused({{"weight_scale", at::zeros({1})}, {"weight_quant_min", grid_min},
                        {"weight_quant_max", grid_max}}),
               AllOf(HasSubstr("layer 'fc1'"), HasSubstr("scale is 0"), HasSubstr("> 0")));
+  EXPECT_THAT(refused({{"weight_scale", at::full({1}, 0.1f)}, {"weight_quant_min", grid_min},
+                       {"weight_quant_max", at::full({1}, 4095.f)}}),
+              AllOf(HasSubstr("layer 'fc1'"), HasSubstr("[0, 4095]"),
+                    HasSubstr("does not fit the 8-bit codes")));
+  EXPECT_THAT(refused({{"weight_scale", at::full({1}, 1e-9f)}, {"weight_quant_min", grid_min},
+                       {"weight_quant_max", grid_max}, {"weight_zero_point", at::full({1}, 0.5f)}}),
+              HasSubstr("zero point is 0.5"));
   EXPECT_THAT(refused({{"weight_scale", at::ones({7})}, {"weight_quant_min", grid_min},
                        {"weight_quant_max", grid_max}}),
               AllOf(HasSubstr("scale has 7 elements"), HasSubstr("per output channel (120)")));

@@ -1,16 +1,17 @@
 // Runs an ONNX model in ONNX Runtime (onnxruntime-node) on a raw float32 input and compares its
 // first output with a raw float32 reference.
 // Usage: node onnx_runtime_run.js MODEL.onnx INPUT.bin SHAPE(1,3,32,32) EXPECTED.bin ABS REL
+//        [OPTIMIZATION: disabled|basic|extended|all, default all]
 // Exit 0: within |ort - ref| <= ABS + REL·|ref| everywhere; 1: outside; 2: could not run.
 const fs = require('fs');
 (async () => {
   const ort = require('onnxruntime-node');
-  const [model, inputFile, shapeText, expectedFile, abs, rel] = process.argv.slice(2);
+  const [model, inputFile, shapeText, expectedFile, abs, rel, level] = process.argv.slice(2);
   const floats = (file) => {
     const bytes = fs.readFileSync(file);
     return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
   };
-  const session = await ort.InferenceSession.create(model);
+  const session = await ort.InferenceSession.create(model, {graphOptimizationLevel: level || 'all'});
   const input = new ort.Tensor('float32', floats(inputFile), shapeText.split(',').map(Number));
   const result = await session.run({ [session.inputNames[0]]: input });
   const actual = result[session.outputNames[0]].data;
