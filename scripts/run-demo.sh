@@ -23,9 +23,10 @@ echo "== 2/6 AGP to 80% sparsity while fine-tuning (3 epochs; samples/configs/ag
 echo "== 3/6 evaluate the pruned model as saved"
 "$lithe" eval --model "$out/lenet_agp80.pt"
 echo "== 4/6 quantization-aware training of the trained model: int8 weights and outputs (1 epoch;"
-echo "       samples/configs/qat.json)"
+echo "       samples/configs/qat.json), also exported as a QDQ ONNX model"
 "$lithe" compress --model "$out/lenet_trained.pt" --config samples/configs/qat.json --epochs 1 \
-  --output "$out/lenet_qat.pt" --calibration "$out/lenet_qat.calibration.json"
+  --output "$out/lenet_qat.pt" --calibration "$out/lenet_qat.calibration.json" \
+  --onnx "$out/lenet_qat.onnx" --input-shape 1,1,28,28
 echo "== 5/6 half of the convolution filters pruned by L1 norm, 1 epoch of fine-tuning"
 echo "       (samples/configs/l1_filter.json)"
 "$lithe" compress --model "$out/lenet_trained.pt" --config samples/configs/l1_filter.json \
@@ -35,5 +36,5 @@ echo "== 6/6 speedup: rebuild it with the pruned channels removed, then evaluate
   --input-shape 64,1,28,28 --output "$out/lenet_l1_small.pt"
 "$lithe" eval --model "$out/lenet_l1_small.pt"
 echo "outputs: $out/lenet_trained.pt $out/lenet_agp80.pt $out/lenet_agp80_masks.pt"
-echo "         $out/lenet_qat.pt $out/lenet_qat.calibration.json"
+echo "         $out/lenet_qat.pt $out/lenet_qat.calibration.json $out/lenet_qat.onnx"
 echo "         $out/lenet_l1.pt $out/lenet_l1_masks.pt $out/lenet_l1_small.pt"

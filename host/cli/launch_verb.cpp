@@ -5,6 +5,7 @@
 // exchange finds the peer gone).
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +13,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <csignal>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,8 +23,13 @@
 #include "lithe/sdk/error.h"
 #include "verbs.h"
 
+extern char** environ;
+
 namespace lithe::cli {
 namespace {
+
+volatile std::sig_atomic_t g_signal = 0;  // a signal sent to launch, forwarded to the ranks
+extern "C" void remember_signal(int signal) { g_signal = signal; }
 
 // A port the kernel reports free now (the rendezvous binds it a moment later).
 int free_port() {
@@ -87,24 +95,59 @@ int run_launch(const std::vector<std::string>& args) {
               std::strerror(errno));
   self[length] = '\0';
 
+  // Everything a child needs is built before forking (a child only calls exec-safe functions).
+  std::vector<char*> argv = {self};
+  for (std::string& part : command) {
+    argv.push_back(part.data());
+  }
+  argv.push_back(nullptr);
+  static const std::set<std::string> replaced = {"RANK",        "LOCAL_RANK", "WORLD_SIZE",
+                                                 "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+  std::vector<std::vector<std::string>> environments(static_cast<size_t>(nproc));
+  for (int rank = 0; rank < nproc; ++rank) {
+    std::vector<std::string>& env = environments[static_cast<size_t>(rank)];
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      if (replaced.count(entry.substr(0, entry.find('='))) == 0) {
+        env.push_back(entry);
+      }
+    }
+    env.push_back("RANK=" + std::to_string(rank));
+    env.push_back("LOCAL_RANK=" + std::to_string(rank));
+    env.push_back("WORLD_SIZE=" + std::to_string(nproc));
+    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(nproc));
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back("MASTER_PORT=" + std::to_string(port));
+  }
+  // Signals to launch (Ctrl-C, a CI cancel, kill) reach the ranks; a rank whose launch dies
+  // is sent SIGTERM by the kernel.
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    std::signal(signal, remember_signal);
+  }
+  const pid_t launcher = ::getpid();
   std::map<pid_t, int> ranks;  // pid -> rank
   for (int rank = 0; rank < nproc; ++rank) {
+    std::vector<char*> envp;
+    for (std::string& entry : environments[static_cast<size_t>(rank)]) {
+      envp.push_back(entry.data());
+    }
+    envp.push_back(nullptr);
     const pid_t pid = ::fork();
-    LITHE_CHECK(pid >= 0, sdk::Errc::kIo, "cannot start rank ", rank, ": ", std::strerror(errno));
-    if (pid == 0) {
-      ::setenv("RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      std::vector<char*> argv = {self};
-      for (std::string& part : command) {
-        argv.push_back(part.data());
+    if (pid < 0) {
+      std::fprintf(stderr, "lithe launch: cannot start rank %d: %s\n", rank,
+                   std::strerror(errno));
+      for (const auto& [child, started] : ranks) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, nullptr, 0);
       }
-      argv.push_back(nullptr);
-      ::execv(self, argv.data());
-      std::fprintf(stderr, "lithe launch: cannot start rank %d: %s\n", rank, std::strerror(errno));
+      return 1;
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) {
+        ::_exit(1);  // launch died before the line above took effect
+      }
+      ::execve(self, argv.data(), envp.data());
       ::_exit(127);
     }
     ranks[pid] = rank;
@@ -114,6 +157,20 @@ int run_launch(const std::vector<std::string>& args) {
   std::string first_failure;
   auto deadline = std::chrono::steady_clock::time_point::max();
   while (!ranks.empty()) {
+    if (g_signal != 0) {
+      const int signal = g_signal;
+      g_signal = 0;
+      std::fprintf(stderr, "lithe launch: got signal %d (%s): passing it to the ranks\n", signal,
+                   strsignal(signal));
+      for (const auto& [child, rank] : ranks) {
+        ::kill(child, signal);
+      }
+      if (first_failure.empty()) {
+        first_failure = std::string("launch got signal ") + strsignal(signal);
+        result = 128 + signal;
+        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace);
+      }
+    }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0 && ranks.count(pid) != 0) {

@@ -3,12 +3,14 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -105,6 +107,19 @@ std::optional<ProcessGroupOptions> process_group_options_from_environment() {
   if (const char* file = std::getenv("LITHE_DIST_FILE_STORE"); file != nullptr && *file != '\0') {
     options.file_store = file;
   }
+  // torchrun's static rendezvous: its agent already serves the store on MASTER_PORT, and the
+  // keys of each restart live under their own prefix.
+  if (const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+      agent != nullptr && std::string(agent) == "True") {
+    options.external_store = true;
+    const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    options.key_prefix = std::string("/worker/attempt_") +
+                         (restart != nullptr && *restart != '\0' ? restart : "0");
+  }
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+      interface != nullptr && *interface != '\0') {
+    options.interface = interface;
+  }
   return options;
 }
 
@@ -122,9 +137,13 @@ struct ProcessGroup::Impl {
                          std::to_string(options.timeout.count() / 1000) + " s)");
   }
 
-  void run(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) const {
+  /// Starts an exchange and waits for it; any failure (queuing or waiting) names the rank.
+  template <typename Start>
+  void run(Start&& start, const std::string& what) const {
     try {
-      work->wait();
+      start()->wait();
+    } catch (const sdk::Error&) {
+      throw;
     } catch (const std::exception& e) {
       fail(what, e);
     }
@@ -141,6 +160,9 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
                                 : "file '" + options.file_store + "'";
   const std::string me =
       "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size);
+  LITHE_CHECK(options.file_store.empty() || !std::filesystem::exists(options.file_store),
+              sdk::Errc::kInvalidConfig, me, ": the store file '", options.file_store,
+              "' already exists (left by an earlier run?); remove it before starting the ranks");
   try {
     if (!options.file_store.empty()) {
       impl_->store = c10::make_intrusive<c10d::FileStore>(options.file_store, options.world_size);
@@ -148,11 +170,14 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
     } else {
       c10d::TCPStoreOptions store;
       store.port = static_cast<uint16_t>(options.master_port);
-      store.isServer = options.rank == 0;
+      store.isServer = options.rank == 0 && !options.external_store;
       store.numWorkers = static_cast<size_t>(options.world_size);
       store.waitWorkers = false;  // the arrival count below reports who is missing
       store.timeout = options.timeout;
       impl_->store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store);
+    }
+    if (!options.key_prefix.empty()) {
+      impl_->store = c10::make_intrusive<c10d::PrefixStore>(options.key_prefix, impl_->store);
     }
   } catch (const std::exception& e) {
     throw sdk::Error(sdk::Errc::kIo, me + ": cannot reach the rendezvous at " + where + ": " +
@@ -179,8 +204,16 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
   }
   try {
     auto gloo = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
-        options.file_store.empty() ? options.master_addr : "127.0.0.1"));
+    // One machine (a file store, a loopback master): loopback. Several: the interface asked
+    // for, else the address this machine's own hostname resolves to (as PyTorch does).
+    const bool loopback = !options.file_store.empty() ||
+                          options.master_addr.rfind("127.", 0) == 0 ||
+                          options.master_addr == "localhost" || options.master_addr == "::1";
+    gloo->devices.push_back(
+        !options.interface.empty()
+            ? c10d::ProcessGroupGloo::createDeviceForInterface(options.interface)
+        : loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                   : c10d::ProcessGroupGloo::createDefaultDevice());
     gloo->threads = 1;  // the ranks' compute threads are the bottleneck, not the transport
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options.rank,
                                                                options.world_size, gloo);
@@ -214,7 +247,7 @@ void ProcessGroup::all_reduce(std::vector<at::Tensor>& tensors, sdk::Reduction o
     std::vector<at::Tensor> flat = {at::flatten_dense_tensors(parts)};
     c10d::AllreduceOptions options;
     options.reduceOp = reduce_op(op);
-    impl_->run(impl_->group->allreduce(flat, options), what);
+    impl_->run([&] { return impl_->group->allreduce(flat, options); }, what);
     const std::vector<at::Tensor> results = at::unflatten_dense_tensors(flat[0], parts);
     for (size_t k = 0; k < members.size(); ++k) {
       tensors[members[k]].detach().copy_(results[k]);
@@ -246,7 +279,7 @@ void ProcessGroup::broadcast(std::vector<at::Tensor>& tensors, int root,
     c10d::BroadcastOptions options;
     options.rootRank = root;
     options.rootTensor = 0;
-    impl_->run(impl_->group->broadcast(one, options), what);
+    impl_->run([&] { return impl_->group->broadcast(one, options); }, what);
     if (!one[0].is_same(t)) {
       t.detach().copy_(one[0]);
     }
@@ -256,15 +289,17 @@ void ProcessGroup::broadcast(std::vector<at::Tensor>& tensors, int root,
 void ProcessGroup::check_identical(const std::vector<at::Tensor>& tensors,
                                    const std::string& what) {
   const int64_t mine = checksum(tensors);
-  // max(h) and max(−h) = −min(h) in one exchange: equal everywhere iff max == min.
-  at::Tensor bounds = at::tensor({mine, mine == INT64_MIN ? INT64_MAX : -mine}, at::kLong);
+  // The two 32-bit halves h and their negations, maximised in one exchange: every rank holds
+  // the same hash iff max(h) == −max(−h) = min(h) for both halves (no overflow at 32 bits).
+  const int64_t low = mine & 0xffffffffLL;
+  const int64_t high = (mine >> 32) & 0xffffffffLL;
+  at::Tensor bounds = at::tensor({low, high, -low, -high}, at::kLong);
   std::vector<at::Tensor> exchange = {bounds};
   all_reduce(exchange, sdk::Reduction::kMax, what + " checksum");
-  const int64_t highest = bounds[0].item<int64_t>();
-  const int64_t lowest = -bounds[1].item<int64_t>();
-  LITHE_CHECK(highest == lowest, sdk::Errc::kInternal, describe(), ": ", what,
-              " differ between ranks (checksums ", lowest, " .. ", highest, ", this rank ", mine,
-              "); the ranks no longer compute the same model");
+  const int64_t* b = bounds.data_ptr<int64_t>();
+  LITHE_CHECK(b[0] == -b[2] && b[1] == -b[3], sdk::Errc::kInternal, describe(), ": ", what,
+              " differ between ranks (their checksums differ); the ranks no longer compute the "
+              "same model");
 }
 
 }  // namespace lithe::host

@@ -23,7 +23,11 @@ int configure_threads(int threads) {
   at::set_num_threads(threads);
   // OpenBLAS is reached through libblas.so.3 (Debian alternatives), so look its setter up at
   // run time; with reference BLAS the symbol is absent and there is nothing to do.
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && threads > 1) {
+  // Also for data-parallel ranks on one thread each: OpenBLAS would otherwise start a thread
+  // per core in every rank.
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const bool shared_machine = local != nullptr && std::atoi(local) > 1;
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && (threads > 1 || shared_machine)) {
     using SetThreads = void (*)(int);
     if (auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
       set(1);

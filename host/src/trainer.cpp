@@ -273,7 +273,9 @@ class DataParallel {
     return {rank() * base + std::min(rank(), extra), base + (rank() < extra ? 1 : 0)};
   }
 
-  /// Every rank starts from rank 0's model and trainable extras.
+  /// Every rank starts from rank 0's model and trainable extras; the session's state (masks,
+  /// quantization state computed by compress() from each rank's own weights) must already
+  /// agree.
   void start(const std::vector<at::Tensor>& extra) {
     if (!active()) {
       return;
@@ -282,6 +284,11 @@ class DataParallel {
     std::vector<at::Tensor> state = model_.state_tensors();
     state.insert(state.end(), extra.begin(), extra.end());
     group_->broadcast(state, 0, "the initial model");
+    if (session_ != nullptr) {
+      group_->check_identical(session_->replicated_state(),
+                              "the masks or quantization state before training (start every "
+                              "rank from the same model and configuration)");
+    }
   }
 
   /// Averages the gradients of `parameters` over the step's samples: this rank's mean-loss
@@ -293,20 +300,26 @@ class DataParallel {
     }
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> grads;
-    std::vector<bool> missing;
-    for (const at::Tensor& p : parameters) {
+    // Which ranks have a gradient for each parameter, summed with the gradients (same bucket):
+    // a parameter keeps one on every rank iff some rank computed one.
+    at::Tensor present = at::zeros({static_cast<int64_t>(parameters.size())}, at::kFloat);
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const at::Tensor& p = parameters[i];
       at::Tensor grad = p.grad();
-      missing.push_back(!grad.defined());
-      if (!grad.defined()) {  // unused here; another rank may have one
+      if (grad.defined()) {
+        present[static_cast<int64_t>(i)] = 1;
+      } else {  // unused here; another rank may have one
         grad = at::zeros_like(p);
         const_cast<at::Tensor&>(p).mutable_grad() = grad;
       }
       grad.mul_(static_cast<double>(mine) / static_cast<double>(global));
       grads.push_back(grad);
     }
+    grads.push_back(present);
     group_->all_reduce(grads, sdk::Reduction::kSum, "gradients at " + when);
+    const at::Tensor anywhere = grads.back();
     for (size_t i = 0; i < parameters.size(); ++i) {
-      if (missing[i] && !grads[i].any().item<bool>()) {
+      if (anywhere[static_cast<int64_t>(i)].item<float>() == 0) {
         const_cast<at::Tensor&>(parameters[i]).mutable_grad() = at::Tensor();  // unused everywhere
       }
     }
@@ -374,14 +387,34 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
               train_data.source, "' (", n, " samples) ends with a step of ", last_step,
               " samples, fewer than the ", parallel.world(),
               " ranks that must each take at least one; change the batch size");
-  if (session != nullptr) {
-    session->set_process_group(parallel.active() ? options.process_group : nullptr);
-  }
+  // The session exchanges over the group only inside this training; a later forward on one
+  // rank alone (evaluation, calibration) must not start an exchange the others never join.
+  struct GroupForSession {
+    TrainingHooks* session;
+    GroupForSession(TrainingHooks* s, ProcessGroup* group) : session(s) {
+      if (session != nullptr) {
+        session->set_process_group(group);
+      }
+    }
+    ~GroupForSession() {
+      if (session != nullptr) {
+        session->set_process_group(nullptr);
+      }
+    }
+  } group_for_session(session, parallel.active() ? options.process_group : nullptr);
   ProcessGroup* const eval_group = parallel.active() ? options.process_group : nullptr;
   auto optimizer = make_optimizer(options, model, session);
-  std::vector<at::Tensor> trained;  // what the optimizer updates, in its order
+  std::vector<at::Tensor> trained;  // what the optimizer updates, in its order, each once
   for (const auto& group : optimizer->param_groups()) {
-    trained.insert(trained.end(), group.params().begin(), group.params().end());
+    for (const at::Tensor& p : group.params()) {
+      bool seen = false;
+      for (const at::Tensor& q : trained) {
+        seen = seen || q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl();
+      }
+      if (!seen) {
+        trained.push_back(p);  // a shared weight listed twice is averaged once
+      }
+    }
   }
   parallel.start(session != nullptr ? session->extra_parameters() : std::vector<at::Tensor>());
   at::Generator generator = at::detail::createCPUGenerator(options.seed);

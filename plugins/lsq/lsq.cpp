@@ -108,7 +108,15 @@ class LsqQuantizer final : public sdk::Quantizer {
       initialized.fill_(1);
       ensure_grid(layer, type, /*quantizing=*/true);
     }
-    return lsq_quantize(x, scale, bits);
+    // Data-parallel training: g scales by the whole step's activation count, as in one
+    // process (a single process: x.numel() as it is).
+    int64_t numel = x.numel();
+    if (training) {
+      std::vector<at::Tensor> count = {at::tensor({static_cast<double>(numel)}, at::kDouble)};
+      context_->reduce_over_processes(count, sdk::Reduction::kSum);
+      numel = static_cast<int64_t>(count[0].item<double>());
+    }
+    return lsq_quantize(x, scale, bits, numel);
   }
 
   /// The SDK's linear-grid attributes: LSQ's signed grid once `type` quantizes, the empty grid
@@ -155,13 +163,16 @@ at::Tensor initial_scale(const at::Tensor& x, int64_t bits) {
   return scale.clamp_min(kMinScale).to(at::kFloat).reshape({1});
 }
 
-at::Tensor lsq_quantize(const at::Tensor& x, const at::Tensor& scale, int64_t bits) {
+at::Tensor lsq_quantize(const at::Tensor& x, const at::Tensor& scale, int64_t bits,
+                        int64_t numel) {
   const int64_t qmax = signed_qmax(bits);
   const int64_t qmin = -qmax - 1;
   // NNI: 1.0 / ((qmax * x.numel()) ** 0.5). The product is exact in Python; in double it is
   // rounded once, as Python's int-to-float conversion rounds it.
   const double grad_factor =
-      1.0 / std::pow(static_cast<double>(qmax) * static_cast<double>(x.numel()), 0.5);
+      1.0 / std::pow(static_cast<double>(qmax) *
+                         static_cast<double>(numel > 0 ? numel : x.numel()),
+                     0.5);
   at::Tensor s = scale.to(x.device()).reshape({});
   // Value max(s, kMinScale) exactly (s − s is 0), gradient to s unchanged, so a step size the
   // optimizer drove to or below 0 can grow back. Exactly s whenever s >= kMinScale.

@@ -32,6 +32,9 @@ at::Tensor initial_scale(const at::Tensor& x, int64_t bits);
 ///   x̂  = round_ste(clamp(x / s', qmin, qmax)) · s', round_ste: value round(·), gradient 1
 /// with the signed grid qmin = −2^(bits−1), qmax = 2^(bits−1) − 1, in NNI's ATen operations
 /// (so bit-identical to NNI for a step size >= kMinScale). `scale` has one element.
-at::Tensor lsq_quantize(const at::Tensor& x, const at::Tensor& scale, int64_t bits);
+/// `numel` (> 0) replaces numel(x) in g: the whole step's element count in data-parallel
+/// training, where x is one rank's share.
+at::Tensor lsq_quantize(const at::Tensor& x, const at::Tensor& scale, int64_t bits,
+                        int64_t numel = -1);
 
 }  // namespace lithe::plugins::lsq

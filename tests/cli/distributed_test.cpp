@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <torch/script.h>
 #include <unistd.h>
@@ -86,9 +88,21 @@ int wait_rank(const Rank& r, std::chrono::seconds limit) {
   return -1;
 }
 
-int port_for_test(int offset) {
-  // Distinct per test process (CTest runs tests in parallel).
-  return 20000 + static_cast<int>(::getpid() % 20000) + offset;
+// A port the kernel reports free now (the rendezvous binds it a moment later).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool ok = fd >= 0 &&
+                  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  if (fd >= 0) {
+    ::close(fd);
+  }
+  EXPECT_TRUE(ok) << "no free port";
+  return ntohs(address.sin_port);
 }
 
 std::vector<std::string> split(const std::string& text) {
@@ -115,9 +129,9 @@ class DistributedCliTest : public ::testing::Test {
     }
     dir_ = new fs::path(scratch_dir("distributed_data_" + std::to_string(::getpid())));
     host::Dataset train = host::load_mnist_directory(host::kDefaultDataDir, "train");
-    // 610 samples: 9 steps of 64, then one of 34 (17 per rank): the uneven last step too.
-    train.images = train.images.narrow(0, 0, 610).clone();
-    train.labels = train.labels.narrow(0, 0, 610).clone();
+    // 611 samples: 9 steps of 64, then one of 35 (18 and 17): an uneven last step too.
+    train.images = train.images.narrow(0, 0, 611).clone();
+    train.labels = train.labels.narrow(0, 0, 611).clone();
     host::save_tensor_file(train, *dir_ / "train.pt");
   }
   void SetUp() override {
@@ -227,14 +241,16 @@ TEST_F(DistributedCliTest, QatScalesComeOutAsOneProcessComputesThem) {
 
 TEST_F(DistributedCliTest, AKilledRankEndsTheOtherWithAnErrorWithinTenSecondsAndNothingIsWritten) {
   const fs::path out = scratch_dir("distributed_kill");
-  const int port = port_for_test(1);
-  // The whole Fashion-MNIST training set: an epoch takes seconds, so the kill lands mid-epoch.
+  const int port = free_port();
+  // The whole Fashion-MNIST training set: an epoch takes seconds, so the kill lands mid-epoch
+  // (after loading the data and the rendezvous, about a second), well before the 5 epochs end.
   const std::vector<std::string> args =
-      split("train --model " + lenet_model().string() + " --epochs 2 --batch-size 32 --output " +
+      split("train --model " + lenet_model().string() + " --epochs 5 --batch-size 32 --output " +
             (out / "never.pt").string());
-  const Rank r0 = start_rank(0, 2, port, args, out / "rank0.log");
-  const Rank r1 = start_rank(1, 2, port, args, out / "rank1.log");
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const std::map<std::string, std::string> env = {{"LITHE_DIST_TIMEOUT", "20"}};
+  const Rank r0 = start_rank(0, 2, port, args, out / "rank0.log", env);
+  const Rank r1 = start_rank(1, 2, port, args, out / "rank1.log", env);
+  std::this_thread::sleep_for(std::chrono::seconds(4));
   ASSERT_EQ(::kill(r1.pid, SIGKILL), 0);
   const auto killed = Clock::now();
   const int status = wait_rank(r0, std::chrono::seconds(60));
@@ -255,7 +271,7 @@ TEST_F(DistributedCliTest, ARendezvousWithAMissingRankTimesOutSayingWhoCame) {
   const fs::path out = scratch_dir("distributed_alone");
   const auto start = Clock::now();
   const Rank r0 = start_rank(
-      0, 2, port_for_test(2),
+      0, 2, free_port(),
       split("train --model " + lenet_model().string() + data() + " --epochs 1 --output " +
             (out / "never.pt").string()),
       out / "rank0.log", {{"LITHE_DIST_TIMEOUT", "2"}});
@@ -278,10 +294,11 @@ TEST_F(DistributedCliTest, BadRankVariablesAndLaunchArgumentsAreRefused) {
   EXPECT_THAT(run.out, HasSubstr("--nproc must be >= 1, got 0"));
   run = run_lithe("launch --nproc 2 -- eval --model " + lenet_model().string());
   EXPECT_THAT(run.out, HasSubstr("runs the data-parallel verbs train and compress, got 'eval'"));
-  run = run_lithe("launch --nproc 2 -- " + train + " --data /nonexistent");
+  run = run_lithe("launch --nproc 2 -- train --model " + lenet_model().string() +
+                  " --data /nonexistent --epochs 1 --output " + (out / "never.pt").string());
   EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("/nonexistent"));
   EXPECT_THAT(run.out, HasSubstr("lithe launch: failed: rank"));
-  const std::string env = "WORLD_SIZE=2 ";
   const CliRun no_rank = run_lithe_env("WORLD_SIZE=2", train);
   EXPECT_EQ(no_rank.exit_code, 1);
   EXPECT_THAT(no_rank.out, HasSubstr("WORLD_SIZE is 2 but RANK is not set"));

@@ -212,12 +212,19 @@ TEST(LsqDataParallelTest, TheFirstStepSizeComesFromEveryRanksShareOfTheBatch) {
   // 2.25, the mean one process would see.
   auto relu = test::quant_layer(at::Tensor(), test::quant_entry({"output"}, 8), "relu");
   test::AttachedQuantizer lsq(register_algorithms, "lsq", {relu.get()});
-  lsq.context->peer = [](std::vector<at::Tensor>& tensors, sdk::Reduction op) {
+  int64_t counted = 0;
+  lsq.context->peer = [&](std::vector<at::Tensor>& tensors, sdk::Reduction op) {
     ASSERT_EQ(op, sdk::Reduction::kSum);
-    tensors[0] = tensors[0] + at::tensor({3.0 * 4, 4.0}, at::kDouble);  // {mean·n, n}
+    if (tensors[0].numel() == 2) {
+      tensors[0] = tensors[0] + at::tensor({3.0 * 4, 4.0}, at::kDouble);  // {mean·n, n}
+    } else {  // the step's element count for the step-size gradient scale
+      tensors[0] = tensors[0] + 4.0;
+      counted = static_cast<int64_t>(tensors[0].item<double>());
+    }
   };
   lsq.quantizer->quantize_output(at::tensor({1.f, -3.f, 2.f, 0.f}), *relu, true);
   EXPECT_NEAR(test::attribute_value(*relu, "output_scale"), 2 * 2.25 / std::sqrt(127.0), 1e-7);
+  EXPECT_EQ(counted, 8) << "the gradient scale counts both ranks' elements";
 }
 
 TEST(LsqDataParallelTest, ASingleProcessGetsExactlyTheLocalStepSize) {

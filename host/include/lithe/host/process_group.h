@@ -29,14 +29,23 @@ struct ProcessGroupOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   /// When set, the ranks meet through this file instead of TCP (one machine). It must not
-  /// exist from an earlier run: remove it before starting the ranks.
+  /// exist from an earlier run (refused: its keys would mislead the rendezvous).
   std::string file_store;
+  /// Every rank is a client of a store someone else serves on master_addr:master_port
+  /// (torchrun's agent, TORCHELASTIC_USE_AGENT_STORE=True); otherwise rank 0 serves it.
+  bool external_store = false;
+  /// Prepended to every store key (torchrun: /worker/attempt_<TORCHELASTIC_RESTART_COUNT>).
+  std::string key_prefix;
+  /// The network interface Gloo uses (GLOO_SOCKET_IFNAME); empty: loopback when master_addr is
+  /// a loopback address, else the address this machine's hostname resolves to.
+  std::string interface;
   /// Bounds the rendezvous and every collective.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 
 /// The group torchrun's variables describe: nullopt when WORLD_SIZE is unset or 1 (a single
-/// process). LITHE_DIST_TIMEOUT (seconds, > 0) sets the timeout. Throws sdk::Error
+/// process). LITHE_DIST_TIMEOUT (seconds, > 0) sets the timeout; LITHE_DIST_FILE_STORE a file
+/// store; torchrun's agent store and GLOO_SOCKET_IFNAME are honoured. Throws sdk::Error
 /// (kInvalidConfig) naming the variable, the rule and the value for malformed or inconsistent
 /// values (RANK missing or outside [0, WORLD_SIZE), a port outside 1..65535).
 std::optional<ProcessGroupOptions> process_group_options_from_environment();

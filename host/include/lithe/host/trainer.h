@@ -37,12 +37,15 @@ struct TrainOptions {
   /// train() with the same options and data; `batch_size` is per rank, so a step covers
   /// batch_size × world_size samples of the epoch's permutation, rank r taking the r-th part
   /// (the last, smaller step is split as evenly as possible). The ranks start from rank 0's
-  /// weights; gradients are averaged over the step's samples (weighted by each rank's share)
-  /// before every optimizer step, so the ranks keep identical weights and train exactly as
-  /// one process with batch_size × world_size (up to float summation order). After each
+  /// weights (the session's masks or quantization state must already agree: checked);
+  /// gradients are averaged over the step's samples (weighted by each rank's share) before
+  /// every optimizer step, so the ranks keep identical weights and train as one process with
+  /// batch_size × world_size (up to float summation order; BatchNorm normalises each rank's
+  /// share with its own batch statistics, as DistributedDataParallel does). After each
   /// epoch the weights and the session's replicated state are checked to be identical,
   /// buffers (BatchNorm statistics) are taken from rank 0, and the test set is evaluated in
-  /// shards. Only rank 0 prints progress. The session (if any) gets the group too.
+  /// shards. Only rank 0 prints progress. The session (if any) gets the group for the length
+  /// of the call.
   ProcessGroup* process_group = nullptr;
 };
 

@@ -81,7 +81,7 @@ class LITHE_SDK_API CompressionContext {
   /// sums (kSum), a batch's range (kMin, kMax). Every process must call it at the same point
   /// with tensors of the same shapes and dtypes (CPU, contiguous). Gradients need no call: the
   /// host averages them before the optimizer step. Throws sdk::Error(kIo) when another process
-  /// died or stopped answering.
+  /// died or stopped answering. Since SDK 1.3.
   virtual void reduce_over_processes(std::vector<at::Tensor>& tensors, Reduction op);
 };
 
