@@ -84,15 +84,7 @@ test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& s
       (dir / "model.onnx").string() + " " + (dir / "input.bin").string() + " " + dims + " " +
       (dir / "expected.bin").string() + " " + number(abs) + " " + number(rel) + " " +
       optimization + " 2>&1";
-  test::CliRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  char buffer[4096];
-  while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) {
-    run.out += buffer;
-  }
-  const int status = pipe == nullptr ? -1 : ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return test::run_shell(command);
 }
 
 struct Case {
