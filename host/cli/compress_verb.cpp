@@ -192,9 +192,7 @@ int run_compress(const std::vector<std::string>& args) {
   if (onnx_file) {
     // A model the export cannot express fails now, not after the fine-tuning (masks do not
     // change which ops it has); the file is written again from the result.
-    export_saved_model(request.model_path, request.onnx, onnx_file->temp_path());
-    std::error_code ignored;  // no half-made outputs lie around during the fine-tuning
-    std::filesystem::remove(onnx_file->temp_path(), ignored);
+    check_exportable(request.model_path, request.onnx);
   }
   CompressData data = load_compress_data(request, *model);
   const host::Dataset& train_data = data.train;

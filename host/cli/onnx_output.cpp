@@ -30,15 +30,27 @@ void check_onnx_request(const OnnxRequest& request, const std::vector<std::strin
   }
 }
 
+namespace {
+
+std::string export_bytes(const std::filesystem::path& saved_model, const OnnxRequest& request,
+                         host::OnnxExportSummary* summary) {
+  torch::jit::Module module = host::load_torchscript_module(saved_model);
+  module.eval();
+  return host::export_onnx(module, {parse_input_shape(request.input_shape), request.opset},
+                           summary);
+}
+
+}  // namespace
+
+void check_exportable(const std::filesystem::path& saved_model, const OnnxRequest& request) {
+  export_bytes(saved_model, request, nullptr);
+}
+
 host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,
                                            const OnnxRequest& request,
                                            const std::filesystem::path& onnx_file) {
-  torch::jit::Module module = host::load_torchscript_module(saved_model);
-  module.eval();
   host::OnnxExportSummary summary;
-  host::write_file(onnx_file,
-                   host::export_onnx(module, {parse_input_shape(request.input_shape), request.opset},
-                                     &summary));
+  host::write_file(onnx_file, export_bytes(saved_model, request, &summary));
   return summary;
 }
 

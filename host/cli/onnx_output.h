@@ -26,6 +26,10 @@ struct OnnxRequest {
 /// sdk::Error(kInvalidConfig) naming the option and the value.
 void check_onnx_request(const OnnxRequest& request, const std::vector<std::string>& other_files);
 
+/// Throws the error export_saved_model would, writing nothing: the check `lithe compress` runs
+/// before any training.
+void check_exportable(const std::filesystem::path& saved_model, const OnnxRequest& request);
+
 /// Exports the TorchScript model saved at `saved_model` (what the verb just wrote, so the ONNX
 /// file is exactly that model) to `onnx_file` (no temporary: a StagedFile's temp_path()).
 host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,

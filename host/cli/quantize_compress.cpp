@@ -99,10 +99,9 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
     // the training; both files are written again from the result.
     session.store_state_in_model();
     model->write(model_file.temp_path());
-    export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
-    std::error_code ignored;  // no half-made outputs lie around during the training
+    check_exportable(model_file.temp_path(), request.onnx);
+    std::error_code ignored;  // no half-made output lies around during the training
     std::filesystem::remove(model_file.temp_path(), ignored);
-    std::filesystem::remove(onnx_file->temp_path(), ignored);
   }
   if (request.calibration_batches > 0) {
     // Every rank calibrates on the same batches: the ranges they combine are then the same

@@ -162,34 +162,6 @@ struct ModuleCall {
   std::unordered_set<const jit::Node*> node_set;
 };
 
-// Keys that tell calls apart, one per module scope of `node` (scopes_of order): the module
-// name plus the source ranges of every inlined call down to that module's. Two calls of the
-// same module come from different call sites, so their keys differ even when the calls are
-// adjacent (fc(fc(x))); the nodes of one call share all of them.
-std::vector<std::string> call_keys(const jit::Node* node,
-                                   const std::vector<graph_trace::Scope>& scopes) {
-  std::vector<std::string> keys;
-  const c10::optional<jit::InlinedCallStackPtr> stack = node->callstack();
-  if (!stack) {
-    return keys;
-  }
-  std::string sites;
-  for (const jit::InlinedCallStackEntry& entry : (*stack)->vec()) {
-    const jit::SourceRange& range = std::get<1>(entry);
-    sites += std::to_string(reinterpret_cast<uintptr_t>(range.source().get())) + ":" +
-             std::to_string(range.start()) + "-" + std::to_string(range.end()) + ";";
-    const c10::optional<jit::ModuleInstanceInfo>& info = std::get<2>(entry);
-    if (info && info->instance_name() != "SELF") {
-      keys.push_back(sites);
-    }
-  }
-  LITHE_INTERNAL_ASSERT(keys.size() == scopes.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    keys[i] = scopes[i].module + "@" + keys[i];
-  }
-  return keys;
-}
-
 const jit::Node* top_level_of(const jit::Node* node, const jit::Block* top) {
   while (node->owningBlock() != top) {
     node = node->owningBlock()->owningNode();
@@ -227,16 +199,15 @@ std::vector<ModuleCall> find_calls(const jit::Graph& graph, const std::set<std::
         return;
       }
       const std::vector<graph_trace::Scope> scopes = graph_trace::scopes_of(node);
-      const std::vector<std::string> keys = call_keys(node, scopes);
       for (size_t i = 0; i < scopes.size(); ++i) {
         if (types.count(scopes[i].op_type) == 0) {
           continue;
         }
         if (node != top) {
-          nested_only.emplace(keys[i], scopes[i].module);
+          nested_only.emplace(scopes[i].call, scopes[i].module);
           continue;
         }
-        ModuleCall& call = calls[keys[i]];
+        ModuleCall& call = calls[scopes[i].call];
         call.name = scopes[i].module;
         call.op_type = scopes[i].op_type;
         call.last = std::max(call.last, position);

@@ -9,6 +9,7 @@
 #include <torch/csrc/jit/ir/scope.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,7 +67,10 @@ std::vector<Scope> scopes_of(const jit::Node* node) {
   std::string call;
   for (const jit::InlinedCallStackEntry& entry : (*stack)->vec()) {
     const c10::optional<jit::ModuleInstanceInfo>& info = std::get<2>(entry);
-    call += "/" + std::to_string(std::get<1>(entry).start());
+    // The call site: its source (two files may share offsets) and its range.
+    const jit::SourceRange& range = std::get<1>(entry);
+    call += std::to_string(reinterpret_cast<uintptr_t>(range.source().get())) + ":" +
+            std::to_string(range.start()) + "-" + std::to_string(range.end()) + ";";
     if (!info || info->instance_name() == "SELF") {
       continue;  // a function, or the module calling its own method
     }

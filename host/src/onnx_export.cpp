@@ -269,13 +269,28 @@ class Emitter {
     return key;
   }
 
-  bool weight_is_quantized(const jit::Node* n) const {
+  // The module whose attribute op `n` reads as its weight (input 1), or nullopt.
+  static std::optional<std::string> weight_owner(const jit::Node* n) {
     const jit::Node* getter = n->input(1)->node();
-    const std::optional<std::string> owner =
-        getter->kind() == c10::prim::GetAttr ? graph_trace::module_path(getter->input())
-                                             : std::nullopt;
-    return owner && getter->s(c10::attr::name) == "weight" &&
-           grid(*owner, sdk::QuantType::kWeight) != nullptr;
+    return getter->kind() == c10::prim::GetAttr ? graph_trace::module_path(getter->input())
+                                                : std::nullopt;
+  }
+
+  // Whether attribute read `getter` of module `owner` gives the quantized weight: the runtime
+  // quantizes a weight where its own module's code reads it; a read from elsewhere (a tied
+  // weight) computes with the float tensor.
+  const onnx_quantization::LinearGrid* quantized_read(const jit::Node* getter,
+                                                      const std::string& owner) const {
+    const std::optional<graph_trace::Scope> reader = graph_trace::innermost_scope(getter);
+    return getter->s(c10::attr::name) == "weight" && reader && reader->module == owner
+               ? grid(owner, sdk::QuantType::kWeight)
+               : nullptr;
+  }
+
+  // Whether raw_name_of gives op `n`'s weight as a DequantizeLinear output.
+  bool weight_is_quantized(const jit::Node* n) const {
+    const std::optional<std::string> owner = weight_owner(n);
+    return owner && quantized_read(n->input(1)->node(), *owner) != nullptr;
   }
 
   // The ONNX name of a tensor value: an activation already emitted, a module parameter or
@@ -292,20 +307,18 @@ class Emitter {
         const c10::IValue value = submodule(module_, *owner).attr(attr);
         if (value.isTensor()) {
           const std::string key = owner->empty() ? attr : *owner + "." + attr;
-          const onnx_quantization::LinearGrid* g =
-              attr == "weight" ? grid(*owner, sdk::QuantType::kWeight) : nullptr;
-          // The runtime quantizes a weight where its own module's code reads it; a read from
-          // elsewhere (a tied weight) computes with the float tensor.
-          const std::optional<graph_trace::Scope> reader = graph_trace::innermost_scope(maker);
-          const bool own_read = reader && reader->module == *owner;
-          const std::string name = g == nullptr ? key : own_read ? key : key + "_float";
+          const onnx_quantization::LinearGrid* g = quantized_read(maker, *owner);
+          // A float read of a weight quantized elsewhere gets its own name.
+          const bool tied = g == nullptr && attr == "weight" &&
+                            grid(*owner, sdk::QuantType::kWeight) != nullptr;
+          const std::string name = tied ? key + "_float" : key;
           // One initializer per tensor, however many calls read it.
           if (const auto done = tensor_names_.find(name); done != tensor_names_.end()) {
             return names_[v] = done->second;
           }
           return names_[v] = tensor_names_[name] =
-                     g != nullptr && own_read ? quantized_weight(key, *owner, value.toTensor(), *g)
-                                              : initializer(name, value.toTensor());
+                     g != nullptr ? quantized_weight(key, *owner, value.toTensor(), *g)
+                                  : initializer(name, value.toTensor());
         }
       }
     }
@@ -520,14 +533,11 @@ class Emitter {
   }
 
   at::Tensor tensor_of_weight(const jit::Node* n) {
-    const jit::Node* getter = n->input(1)->node();
-    const std::optional<std::string> owner =
-        getter->kind() == c10::prim::GetAttr ? graph_trace::module_path(getter->input())
-                                             : std::nullopt;
+    const std::optional<std::string> owner = weight_owner(n);
     if (!owner) {
       unsupported(n, "its weight is not a module parameter");
     }
-    return submodule(module_, *owner).attr(getter->s(c10::attr::name)).toTensor();
+    return submodule(module_, *owner).attr(n->input(1)->node()->s(c10::attr::name)).toTensor();
   }
 
   void emit_linear(const jit::Node* n) {

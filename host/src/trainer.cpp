@@ -303,11 +303,12 @@ class DataParallel {
     // Which ranks have a gradient for each parameter, summed with the gradients (same bucket):
     // a parameter keeps one on every rank iff some rank computed one.
     at::Tensor present = at::zeros({static_cast<int64_t>(parameters.size())}, at::kFloat);
+    float* has_grad = present.data_ptr<float>();
     for (size_t i = 0; i < parameters.size(); ++i) {
       const at::Tensor& p = parameters[i];
       at::Tensor grad = p.grad();
       if (grad.defined()) {
-        present[static_cast<int64_t>(i)] = 1;
+        has_grad[i] = 1;
       } else {  // unused here; another rank may have one
         grad = at::zeros_like(p);
         const_cast<at::Tensor&>(p).mutable_grad() = grad;
@@ -317,9 +318,9 @@ class DataParallel {
     }
     grads.push_back(present);
     group_->all_reduce(grads, sdk::Reduction::kSum, "gradients at " + when);
-    const at::Tensor anywhere = grads.back();
+    const float* anywhere = grads.back().data_ptr<float>();
     for (size_t i = 0; i < parameters.size(); ++i) {
-      if (anywhere[static_cast<int64_t>(i)].item<float>() == 0) {
+      if (anywhere[i] == 0) {
         const_cast<at::Tensor&>(parameters[i]).mutable_grad() = at::Tensor();  // unused everywhere
       }
     }

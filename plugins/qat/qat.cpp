@@ -351,12 +351,9 @@ class QatQuantizer final : public sdk::Quantizer {
       return;
     }
     const auto [rmin, rmax] = min_max(weight);
-    const LayerConfig& config = shared_.config(layer);
-    const TypeState state = TypeState::of(layer, QuantType::kWeight);
-    state.store(update_quantization_param(config.bits_of(QuantType::kWeight), rmin, rmax));
-    if (config.quantizing(host_values({state.steps})[0])) {
-      mark_quantizing(layer, QuantType::kWeight, config.bits_of(QuantType::kWeight));
-    }
+    TypeState::of(layer, QuantType::kWeight)
+        .store(update_quantization_param(shared_.config(layer).bits_of(QuantType::kWeight),
+                                         rmin, rmax));
   }
 
   /// Records in the SDK's linear-grid attributes that `type` now quantizes onto [0, qmax], so

@@ -304,6 +304,27 @@ TEST_F(DistributedCliTest, BadRankVariablesAndLaunchArgumentsAreRefused) {
   EXPECT_THAT(no_rank.out, HasSubstr("WORLD_SIZE is 2 but RANK is not set"));
   const CliRun bad_rank = run_lithe_env("WORLD_SIZE=2 RANK=2", train);
   EXPECT_THAT(bad_rank.out, HasSubstr("RANK must be in [0, WORLD_SIZE) = [0, 2), got 2"));
+  write_text(out / "old_store", "left by a crash");
+  const struct {
+    std::string env;
+    std::string message;
+  } bad_env[] = {
+      {"WORLD_SIZE=two", "environment variable WORLD_SIZE must be an integer, got 'two'"},
+      {"WORLD_SIZE=2 RANK=0 MASTER_PORT=70000", "MASTER_PORT must be in 1..65535, got 70000"},
+      {"WORLD_SIZE=2 RANK=0 LITHE_DIST_TIMEOUT=0",
+       "LITHE_DIST_TIMEOUT must be a number of seconds > 0, got 0"},
+      {"WORLD_SIZE=2 RANK=0 LITHE_DIST_FILE_STORE=" + (out / "old_store").string(),
+       "the store file '" + (out / "old_store").string() + "' already exists"},
+  };
+  for (const auto& c : bad_env) {
+    const CliRun bad = run_lithe_env(c.env, train);
+    EXPECT_EQ(bad.exit_code, 1) << c.env;
+    EXPECT_THAT(bad.out, HasSubstr(c.message)) << c.env;
+  }
+  run = run_lithe("launch --nproc 2 --master-port 70000 -- " + train);
+  EXPECT_THAT(run.out, HasSubstr("--master-port must be in 0..65535, got 70000"));
+  run = run_lithe("launch --nproc 2");
+  EXPECT_THAT(run.out, HasSubstr("give the verb to run after --"));
   EXPECT_FALSE(fs::exists(out / "never.pt"));
 }
 
