@@ -12,6 +12,7 @@
 #include "lithe/host/compressor.h"
 #include "lithe/host/export.h"
 #include "lithe/host/model.h"
+#include "lithe/host/output_paths.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/trainer.h"
@@ -131,11 +132,20 @@ int run_compress(const std::vector<std::string>& args) {
     return 0;
   }
   request.fine_tune = train_options.epochs != kNoEpochs;
+  // Before any work: no output may replace an input, another output or a special file.
+  host::check_output_paths(
+      {{"--model", request.model_path},
+       {"--config", request.config_path},
+       {"--data", request.needs_data() ? request.data : std::string()},
+       {"--test-data", request.test_path}},
+      {{"--output", request.output_path},
+       {"--masks", request.masks_path},
+       {"--calibration", request.calibration_path},
+       {"--onnx", request.onnx.path}});
   LITHE_CHECK(request.onnx.wanted() || given.count("onnx-opset") == 0 ||
                   given["onnx-opset"].defaulted(),
               sdk::Errc::kInvalidConfig, "--onnx-opset has no effect without --onnx");
-  check_onnx_request(request.onnx, {request.model_path, request.output_path, request.masks_path,
-                                    request.calibration_path, request.config_path});
+  check_onnx_request(request.onnx);
   if (request.fine_tune) {
     host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
@@ -177,14 +187,14 @@ int run_compress(const std::vector<std::string>& args) {
   const auto start = Clock::now();
   // Staged first: a bad output directory fails before any work. Both files are written under
   // temporary names and only renamed into place once both succeeded.
-  host::StagedFile model_file(output_path);
+  host::StagedFile model_file(output_path, "--output");
   std::optional<host::StagedFile> masks_file;
   if (!masks_path.empty()) {
-    masks_file.emplace(masks_path);
+    masks_file.emplace(masks_path, "--masks");
   }
   std::optional<host::StagedFile> onnx_file;
   if (request.onnx.wanted()) {
-    onnx_file.emplace(request.onnx.path);
+    onnx_file.emplace(request.onnx.path, "--onnx");
   }
   const auto model = host::load_torchscript_model(request.model_path);
   // The whole config is validated here, before any dataset is read.
@@ -234,12 +244,12 @@ int run_compress(const std::vector<std::string>& args) {
     std::future<void> masks_written;  // the masks are written on a second thread
     if (masks_file) {
       masks_written = std::async(std::launch::async, [&] {
-        host::write_masks(session.masks(), masks_file->temp_path());
+        masks_file->write(host::serialize_masks(session.masks()));
       });
     }
-    model->write(model_file.temp_path());
+    model_file.write(model->serialize());
     if (onnx_file) {
-      onnx_summary = export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
+      onnx_summary = export_saved_model(model_file.temp_path(), request.onnx, *onnx_file);
     }
     if (masks_written.valid()) {
       masks_written.get();
@@ -314,11 +324,13 @@ int run_apply(const std::vector<std::string>& args) {
   if (!parse_verb_args("apply", "--model M.pt --masks MASKS.pt --output OUT.pt", args, desc)) {
     return 0;
   }
-  host::StagedFile output(output_path);
+  host::check_output_paths({{"--model", model_path}, {"--masks", masks_path}},
+                           {{"--output", output_path}});
+  host::StagedFile output(output_path, "--output");
   const auto model = host::load_torchscript_model(model_path);
   const host::NamedMasks masks = host::load_masks(masks_path);
   host::apply_compression_results(*model, masks, masks_path);
-  model->write(output.temp_path());
+  output.write(model->serialize());
   output.commit();
   std::printf("applied masks of %d layers from %s; wrote %s\n", static_cast<int>(masks.size()),
               masks_path.c_str(), output_path.c_str());

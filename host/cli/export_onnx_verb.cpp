@@ -8,6 +8,7 @@
 #include "input_shape.h"
 #include "lithe/host/model.h"
 #include "lithe/host/onnx_export.h"
+#include "lithe/host/output_paths.h"
 #include "lithe/sdk/error.h"
 #include "onnx_output.h"
 #include "verbs.h"
@@ -31,6 +32,7 @@ int run_export_onnx(const std::vector<std::string>& args) {
                        desc)) {
     return 0;
   }
+  host::check_output_paths({{"--model", model_path}}, {{"--output", output_path}});
   host::OnnxExportOptions options;
   options.input_shape = parse_input_shape(input_shape);
   options.opset = opset;

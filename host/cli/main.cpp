@@ -1,4 +1,5 @@
 // `lithe`: model compression from the command line.
+#include <csignal>
 #include <iostream>
 #include <map>
 
@@ -114,6 +115,9 @@ int main(int argc, char** argv) {
     std::cerr << "lithe: error: unknown verb '" << argv[1] << "' (see lithe --help)\n";
     return 2;
   }
+  // Under a file-size limit (ulimit -f) a write fails with EFBIG, reported like any write
+  // error, instead of the default SIGXFSZ killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   lithe::sdk::set_log_sink([](lithe::sdk::LogLevel level, const std::string& message) {
     static const char* const names[] = {"error", "warning", "info", "debug"};
     std::cerr << "lithe: " << names[static_cast<int>(level)] << ": " << message << "\n";

@@ -4,7 +4,6 @@
 
 #include <cstdio>
 
-#include "cli_paths.h"
 #include "input_shape.h"
 #include "lithe/host/export.h"
 #include "lithe/host/model.h"
@@ -12,7 +11,7 @@
 
 namespace lithe::cli {
 
-void check_onnx_request(const OnnxRequest& request, const std::vector<std::string>& other_files) {
+void check_onnx_request(const OnnxRequest& request) {
   LITHE_CHECK(request.wanted() == !request.input_shape.empty(), sdk::Errc::kInvalidConfig,
               request.wanted() ? "--onnx needs --input-shape (the exported input's static shape, "
                                  "batch first, e.g. 1,1,28,28)"
@@ -24,10 +23,6 @@ void check_onnx_request(const OnnxRequest& request, const std::vector<std::strin
   LITHE_CHECK(request.opset >= 13 && request.opset <= 17, sdk::Errc::kInvalidConfig,
               "--onnx-opset must be between 13 and 17 (what this ONNX library validates), got ",
               request.opset);
-  for (const std::string& other : other_files) {
-    LITHE_CHECK(other.empty() || !same_file(request.path, other), sdk::Errc::kInvalidConfig,
-                "--onnx names a file the command also reads or writes: '", request.path, "'");
-  }
 }
 
 namespace {
@@ -48,9 +43,9 @@ void check_exportable(const std::filesystem::path& saved_model, const OnnxReques
 
 host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,
                                            const OnnxRequest& request,
-                                           const std::filesystem::path& onnx_file) {
+                                           host::StagedFile& onnx_file) {
   host::OnnxExportSummary summary;
-  host::write_file(onnx_file, export_bytes(saved_model, request, &summary));
+  onnx_file.write(export_bytes(saved_model, request, &summary));
   return summary;
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lithe/host/onnx_export.h"
+#include "lithe/host/staged_file.h"
 
 namespace lithe::cli {
 
@@ -21,20 +22,20 @@ struct OnnxRequest {
   bool wanted() const { return !path.empty(); }
 };
 
-/// Checks before any work: --onnx and --input-shape come together, the shape parses, the opset
-/// is in 13..17, and the ONNX file is none of `other_files` (inputs and other outputs).
+/// Checks before any work: --onnx and --input-shape come together, the shape parses and the
+/// opset is in 13..17 (the ONNX file's path follows the verb's check_output_paths).
 /// sdk::Error(kInvalidConfig) naming the option and the value.
-void check_onnx_request(const OnnxRequest& request, const std::vector<std::string>& other_files);
+void check_onnx_request(const OnnxRequest& request);
 
 /// Throws the error export_saved_model would, writing nothing: the check `lithe compress` runs
 /// before any training.
 void check_exportable(const std::filesystem::path& saved_model, const OnnxRequest& request);
 
 /// Exports the TorchScript model saved at `saved_model` (what the verb just wrote, so the ONNX
-/// file is exactly that model) to `onnx_file` (no temporary: a StagedFile's temp_path()).
+/// file is exactly that model) into `onnx_file` (written, not committed).
 host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,
                                            const OnnxRequest& request,
-                                           const std::filesystem::path& onnx_file);
+                                           host::StagedFile& onnx_file);
 
 /// "wrote M.onnx (opset 13, input 1,3,32,32, 14 nodes; QDQ: 5 weights, 5 activations;
 /// checked by the ONNX checker)", then a note naming quantized types exported unquantized.

@@ -5,10 +5,10 @@
 #include <iostream>
 #include <optional>
 
-#include "cli_paths.h"
 #include "lithe/host/export.h"
 #include "lithe/host/model.h"
 #include "lithe/host/quantization_session.h"
+#include "lithe/host/output_paths.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/host/trainer.h"
 #include "lithe/sdk/error.h"
@@ -67,20 +67,24 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   const std::string calibration_path = request.calibration_path.empty()
                                            ? default_calibration_path(request.output_path)
                                            : request.calibration_path;
-  LITHE_CHECK(!same_file(calibration_path, request.output_path), sdk::Errc::kInvalidConfig,
-              "--calibration names the same file as --output: '", calibration_path, "'");
-  LITHE_CHECK(!same_file(calibration_path, request.model_path), sdk::Errc::kInvalidConfig,
-              "--calibration names the input model: '", calibration_path, "'");
+  // The default calibration file (beside the output) follows the output-path rule too.
+  const std::string calibration_role =
+      request.calibration_path.empty() ? "the calibration file" : "--calibration";
+  host::check_output_paths(
+      {{"--model", request.model_path},
+       {"--config", request.config_path},
+       {"--data", request.needs_data() ? request.data : std::string()},
+       {"--test-data", request.test_path}},
+      {{"--output", request.output_path},
+       {calibration_role, calibration_path},
+       {"--onnx", request.onnx.path}});
   // Staged first: a bad output directory fails before any work. Both are written under
   // temporary names and renamed into place only once both were written.
-  host::StagedFile model_file(request.output_path);
-  host::StagedFile calibration_file(calibration_path);
-  LITHE_CHECK(!request.onnx.wanted() || !same_file(request.onnx.path, calibration_path),
-              sdk::Errc::kInvalidConfig, "--onnx names the same file as the calibration: '",
-              request.onnx.path, "'");
+  host::StagedFile model_file(request.output_path, "--output");
+  host::StagedFile calibration_file(calibration_path, calibration_role);
   std::optional<host::StagedFile> onnx_file;
   if (request.onnx.wanted()) {
-    onnx_file.emplace(request.onnx.path);
+    onnx_file.emplace(request.onnx.path, "--onnx");
   }
   const auto model = host::load_torchscript_model(request.model_path);
   // The whole config is validated here, before any dataset is read.
@@ -137,12 +141,11 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   host::OnnxExportSummary onnx_summary;
   const std::string calibration = session.calibration_json();
   if (ranks.writer()) {
-    model->write(model_file.temp_path());
+    model_file.write(model->serialize());
     if (onnx_file) {  // from the saved file: the ONNX model is exactly the model written
-      onnx_summary =
-          export_saved_model(model_file.temp_path(), request.onnx, onnx_file->temp_path());
+      onnx_summary = export_saved_model(model_file.temp_path(), request.onnx, *onnx_file);
     }
-    host::write_file_atomic(calibration_file.temp_path(), calibration);
+    calibration_file.write(calibration);
     ranks.commit({&model_file, &calibration_file, onnx_file ? &*onnx_file : nullptr});
   }
   const double save_seconds = seconds_since(save_start);

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "cli_paths.h"
 #include "input_shape.h"
 #include "lithe/host/export.h"
 #include "lithe/host/flops.h"
 #include "lithe/host/latency.h"
 #include "lithe/host/speedup.h"
+#include "lithe/host/output_paths.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/host/threads.h"
 #include "lithe/sdk/error.h"
@@ -87,15 +87,8 @@ int run_speedup(const std::vector<std::string>& args) {
                        args, desc)) {
     return 0;
   }
-  LITHE_CHECK(!same_file(output_path, model_path), sdk::Errc::kInvalidConfig,
-              "--output '", output_path, "' is the input model; write the smaller model elsewhere");
-  LITHE_CHECK(!same_file(output_path, masks_path), sdk::Errc::kInvalidConfig, "--output '",
-              output_path, "' is the masks file; write the smaller model elsewhere");
-  LITHE_CHECK(json_path.empty() || (!same_file(json_path, output_path) &&
-                                    !same_file(json_path, model_path) &&
-                                    !same_file(json_path, masks_path)),
-              sdk::Errc::kInvalidConfig, "--json '", json_path,
-              "' is the model, the masks or the output; give the report its own file");
+  host::check_output_paths({{"--model", model_path}, {"--masks", masks_path}},
+                           {{"--output", output_path}, {"--json", json_path}});
   LITHE_CHECK(runs >= 1 && warmup >= 0, sdk::Errc::kInvalidConfig,
               "--latency-runs must be >= 1 and --warmup >= 0, got ", runs, " and ", warmup);
   const std::vector<int64_t> shape = parse_input_shape(input_shape_text);
@@ -107,7 +100,7 @@ int run_speedup(const std::vector<std::string>& args) {
   // A fixed, non-trivial input: zeros would hide most differences.
   at::Tensor input = at::randn(shape, at::detail::createCPUGenerator(20261122));
 
-  const host::SpeedupResult result = host::speedup_model(model, masks, input);
+  const host::SpeedupResult result = host::speedup_model(model, masks, input, masks_path);
   torch::jit::Module& small = *result.module;
 
   // The report measures against the masked model the check used.
@@ -219,12 +212,12 @@ int run_speedup(const std::vector<std::string>& args) {
               "); nothing was written. This is a Lithe bug: please report it with the model "
               "(--allow-mismatch writes the model anyway)");
   // Both outputs or neither.
-  host::StagedFile staged_model(output_path);
+  host::StagedFile staged_model(output_path, "--output");
   std::optional<host::StagedFile> staged_report;
-  host::write_file(staged_model.temp_path(), small_bytes);
+  staged_model.write(small_bytes);
   if (!json_path.empty()) {
-    staged_report.emplace(json_path);
-    host::write_file(staged_report->temp_path(), report.dump(1) + "\n");
+    staged_report.emplace(json_path, "--json");
+    staged_report->write(report.dump(1) + "\n");
   }
   staged_model.commit();
   if (staged_report) {

@@ -6,6 +6,7 @@
 
 #include "lithe/host/dataset.h"
 #include "lithe/host/model.h"
+#include "lithe/host/output_paths.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/host/threads.h"
 #include "lithe/host/trainer.h"
@@ -44,7 +45,9 @@ int run_train(const std::vector<std::string>& args) {
     return 0;
   }
   host::validate_train_options(o);
-  host::StagedFile output(output_path);  // checks the directory before any work
+  host::check_output_paths({{"--model", model_path}, {"--data", data}, {"--test-data", test_path}},
+                           {{"--output", output_path}});
+  host::StagedFile output(output_path, "--output");  // checks the directory before any work
   host::configure_threads(threads);
   const RankRun ranks;  // data parallel when started once per rank (torchrun, lithe launch)
   o.process_group = ranks.group();
@@ -55,7 +58,7 @@ int run_train(const std::vector<std::string>& args) {
   const bool has_test = test_data.size() > 0;
   const auto results = host::train(*model, train_data, has_test ? &test_data : nullptr, o);
   if (ranks.writer()) {
-    model->write(output.temp_path());
+    output.write(model->serialize());
     ranks.commit({&output});
   }
   if (json) {

@@ -3,6 +3,8 @@
 
 #include "lithe/host/compressor.h"
 #include "lithe/host/export.h"
+#include "lithe/host/json_document.h"
+#include "lithe/sdk_internal/options_json.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -10,19 +12,15 @@ namespace lithe::host {
 CompressionConfig parse_compression_config(const std::string& json_text,
                                            const std::string& source) {
   using json = nlohmann::ordered_json;
-  json document;
-  try {
-    document = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw sdk::Error(sdk::Errc::kInvalidConfig, source + ": not valid JSON: " + e.what());
-  }
+  // Bounded depth and unique keys, checked while parsing (untrusted input).
+  const json document = parse_json_document(json_text, source);
   LITHE_CHECK(document.is_object(), sdk::Errc::kInvalidConfig, source,
               ": the config must be a JSON object with keys algorithm, config_list, options; got ",
-              document.dump().substr(0, 200));
+              sdk::printable(document.dump(), 120));
   for (const auto& item : document.items()) {
     const std::string& key = item.key();
     LITHE_CHECK(key == "algorithm" || key == "config_list" || key == "options",
-                sdk::Errc::kInvalidConfig, source, ": /", key,
+                sdk::Errc::kInvalidConfig, source, ": ", sdk::json_pointer_append("", sdk::printable(key, 60)),
                 " is not a known key (expected algorithm, config_list, options)");
   }
   CompressionConfig config;
@@ -30,14 +28,19 @@ CompressionConfig parse_compression_config(const std::string& json_text,
   LITHE_CHECK(document.contains("algorithm"), sdk::Errc::kInvalidConfig, source,
               ": missing required key /algorithm (e.g. \"level\")");
   LITHE_CHECK(document["algorithm"].is_string(), sdk::Errc::kInvalidConfig, source,
-              ": /algorithm must be a string, got ", document["algorithm"].dump());
+              ": /algorithm must be a string, got ", sdk::printable(document["algorithm"].dump(), 120));
   config.algorithm = document["algorithm"].get<std::string>();
+  LITHE_CHECK(!config.algorithm.empty() && config.algorithm.size() <= 128 &&
+                  config.algorithm.find_first_of(std::string("\0/\\", 3)) == std::string::npos,
+              sdk::Errc::kInvalidConfig, source,
+              ": /algorithm must be an algorithm name (1 to 128 characters, no '/'), got \"",
+              sdk::printable(config.algorithm, 60), "\"");
   LITHE_CHECK(document.contains("config_list"), sdk::Errc::kInvalidConfig, source,
               ": missing required key /config_list");
   config.config_list_json = document["config_list"].dump();
   if (document.contains("options")) {
     LITHE_CHECK(document["options"].is_object(), sdk::Errc::kInvalidConfig, source,
-                ": /options must be an object, got ", document["options"].dump());
+                ": /options must be an object, got ", sdk::printable(document["options"].dump(), 120));
     config.options_json = document["options"].dump();
   } else {
     config.options_json = "{}";

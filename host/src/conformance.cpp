@@ -3,6 +3,7 @@
 // apply_compression_results) and the expected-error cases itself. Schedules (AGP, Lottery
 // Ticket), data-driven pruners, quantizers, FLOPs counting and speedup have their own files.
 #include "lithe/host/conformance.h"
+#include "lithe/host/json_document.h"
 
 #include <algorithm>
 #include <map>
@@ -277,8 +278,8 @@ ConformanceSummary run_conformance(const fs::path& golden_dir, const PluginRegis
       CaseContext c;
       c.golden_dir = root;
       c.case_dir = case_dir;
-      c.config = json::parse(read_file(case_dir / "config.json"));
-      c.summary = json::parse(read_file(case_dir / "summary.json"));
+      c.config = read_json_document(case_dir / "config.json");
+      c.summary = read_json_document(case_dir / "summary.json");
       const json tensors_file = c.config.value("tensors_file", json());
       if (tensors_file.is_string()) {
         c.tensors = load_tensor_dict(case_dir / tensors_file.get<std::string>());

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 
+#include "lithe/host/archive_check.h"
 #include "lithe/host/export.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/pruner.h"
@@ -89,7 +90,9 @@ std::string join(const std::vector<std::string>& parts) {
 
 std::map<std::string, at::Tensor> load_tensor_dict(const fs::path& file) {
   const std::string bytes = read_file(file);
+  check_torch_archive(bytes, "tensor file", file.string());
   const c10::IValue value = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  check_tensor_extents(value, "tensor file", file.string());
   LITHE_CHECK(value.isGenericDict(), sdk::Errc::kInvalidModel, "'", file.string(),
               "' must hold a dict of tensors, got ", value.tagKind());
   std::map<std::string, at::Tensor> out;
@@ -176,7 +179,7 @@ torch::jit::Module load_case_model(const CaseContext& c) {
   const json& files = c.config.at("model_files");
   const fs::path script =
       resolve_model_file(c.golden_dir, c.case_dir, files.at("torchscript").get<std::string>());
-  torch::jit::Module module = torch::jit::load(script.string());
+  torch::jit::Module module = load_torchscript_module(script);  // validated first
   if (files.contains("state") && files["state"].is_string()) {
     const fs::path state =
         resolve_model_file(c.golden_dir, c.case_dir, files["state"].get<std::string>());

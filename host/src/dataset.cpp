@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "lithe/host/archive_check.h"
 #include "lithe/host/export.h"
 #include "lithe/sdk/error.h"
 
@@ -22,6 +23,9 @@ std::string hex(uint32_t value) {
   std::snprintf(text, sizeof(text), "0x%08x", value);
   return text;
 }
+
+// An IDX file larger than this (after gunzip) is refused rather than read into memory.
+constexpr size_t kMaxDataFileBytes = size_t{4} << 30;
 
 // Whole file, transparently gunzipped (zlib's gz reader passes plain files through).
 std::vector<unsigned char> read_maybe_gzip(const fs::path& path) {
@@ -43,6 +47,12 @@ std::vector<unsigned char> read_maybe_gzip(const fs::path& path) {
     }
     if (n == 0) {
       break;
+    }
+    if (bytes.size() + static_cast<size_t>(n) > kMaxDataFileBytes) {
+      gzclose(file);
+      LITHE_CHECK(false, sdk::Errc::kInvalidModel, "data file '", path.string(),
+                  "' expands to more than ", kMaxDataFileBytes >> 20,
+                  " MiB (the limit for an IDX file; a gzip bomb?)");
     }
     bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
   }
@@ -73,7 +83,10 @@ std::vector<int64_t> idx_header(const std::vector<unsigned char>& bytes, const f
   int64_t count = 1;
   for (int d = 0; d < expected_dims; ++d) {
     dims.push_back(static_cast<int64_t>(big_endian(bytes, 4 + 4 * static_cast<size_t>(d))));
-    count *= dims.back();
+    // Three 32-bit dimensions can overflow 64 bits; such a header cannot match the file anyway.
+    LITHE_CHECK(!__builtin_mul_overflow(count, dims.back(), &count), sdk::Errc::kInvalidModel,
+                "data file '", path.string(), "': header declares dimensions ",
+                c10::str(c10::IntArrayRef(dims)), " whose product overflows");
   }
   LITHE_CHECK(bytes.size() - header == static_cast<size_t>(count), sdk::Errc::kInvalidModel,
               "data file '", path.string(), "': header declares ", count, " values (",
@@ -134,15 +147,17 @@ Dataset load_mnist_directory(const fs::path& dir, const std::string& split,
 
 Dataset load_tensor_file(const fs::path& file) {
   const std::string bytes = read_file(file);
+  check_torch_archive(bytes, "data file", file.string());
   c10::IValue value;
   try {
     value = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
   } catch (const std::exception& e) {
     const std::string message = e.what();
     throw sdk::Error(sdk::Errc::kInvalidModel, "data file '" + file.string() +
-                                                   "' is not a torch pickle: " +
+                                                   "' cannot be read as a torch.save file: " +
                                                    message.substr(0, message.find('\n')));
   }
+  check_tensor_extents(value, "data file", file.string());
   LITHE_CHECK(value.isGenericDict(), sdk::Errc::kInvalidModel, "data file '", file.string(),
               "' must hold {\"images\": Tensor, \"labels\": Tensor}, got ", value.tagKind());
   Dataset data;
@@ -170,6 +185,18 @@ Dataset load_tensor_file(const fs::path& file) {
               " labels");
   data.images = data.images.to(at::kFloat).contiguous();
   data.labels = data.labels.to(at::kLong).contiguous();
+  // NaN/Inf samples (or values beyond float32) would train to a NaN model or calibrate NaN
+  // quantization scales; name the first bad sample instead.
+  const at::Tensor bad_samples =
+      data.images.isfinite().logical_not().flatten(1).any(1);
+  if (data.images.numel() > 0 && bad_samples.any().item<bool>()) {
+    const int64_t first = bad_samples.nonzero()[0][0].item<int64_t>();
+    throw sdk::Error(sdk::Errc::kInvalidModel,
+                     "data file '" + file.string() + "': sample " + std::to_string(first) +
+                         " of 'images' holds NaN or infinite values (" +
+                         std::to_string(bad_samples.sum().item<int64_t>()) + " of " +
+                         std::to_string(data.images.size(0)) + " samples are not finite)");
+  }
   return data;
 }
 

@@ -8,12 +8,16 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "lithe/host/archive_check.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/sdk/error.h"
 
@@ -22,16 +26,35 @@ namespace lithe::host {
 namespace fs = std::filesystem;
 
 void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", path.string(), "': ",
-              std::strerror(errno));
+  const auto fail = [&](int error) {
+    throw sdk::Error(sdk::Errc::kIo,
+                     "cannot write '" + path.string() + "': " + std::strerror(error));
+  };
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fail(errno);
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      ::close(fd);
+      fail(error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    fail(errno);
+  }
 }
 
 void write_file_atomic(const fs::path& path, const std::string& bytes) {
   StagedFile staged(path);
-  write_file(staged.temp_path(), bytes);
+  staged.write(bytes);
   staged.commit();
 }
 
@@ -80,6 +103,34 @@ void write_masks_archive(const NamedMasks& masks,
   writer.writeEndOfFile();
 }
 
+// A mask holds 0 and 1 only (bool, integer or floating, finite): anything else would rescale
+// the weights or write NaN into them.
+void check_mask_values(const at::Tensor& mask, const std::string& source, const std::string& layer,
+                       const char* field) {
+  LITHE_CHECK(mask.layout() == at::kStrided, sdk::Errc::kInvalidModel, "mask file '", source,
+              "', layer '", layer, "': the '", field, "' mask must be a dense tensor, got layout ",
+              mask.layout());
+  const at::ScalarType type = mask.scalar_type();
+  LITHE_CHECK(type == at::kBool || at::isIntegralType(type, /*includeBool=*/false) ||
+                  at::isFloatingType(type),
+              sdk::Errc::kInvalidModel, "mask file '", source, "', layer '", layer, "': the '",
+              field, "' mask must be bool, integer or floating, got ", type);
+  if (mask.numel() == 0 || type == at::kBool) {
+    return;
+  }
+  const at::Tensor values = mask.to(at::kDouble);
+  const int64_t bad = values.ne(0).logical_and(values.ne(1)).sum().item<int64_t>();
+  if (bad > 0) {
+    const at::Tensor first = values.ne(0).logical_and(values.ne(1)).flatten().nonzero();
+    const double example = values.flatten()[first[0][0].item<int64_t>()].item<double>();
+    throw sdk::Error(sdk::Errc::kInvalidModel,
+                     "mask file '" + source + "', layer '" + layer + "': the '" + field +
+                         "' mask must hold only 0 and 1, but " + std::to_string(bad) + " of " +
+                         std::to_string(mask.numel()) + " entries are other values (e.g. " +
+                         c10::str(example) + ")");
+  }
+}
+
 }  // namespace
 
 std::string serialize_masks(const NamedMasks& masks) {
@@ -92,26 +143,23 @@ std::string serialize_masks(const NamedMasks& masks) {
 }
 
 void write_masks(const NamedMasks& masks, const fs::path& file) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", file.string(), "': ",
-              std::strerror(errno));
-  write_masks_archive(masks, [&](const void* bytes, size_t size) {
-    out.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(size));
-    return out.good() ? size : size_t{0};
-  });
-  out.flush();
-  LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write '", file.string(), "': write failed");
+  // Serialised in memory first: torch's stream writer throws from its destructor when a write
+  // fails (std::terminate); a full disk must be an ordinary error.
+  write_file(file, serialize_masks(masks));
 }
 
 NamedMasks deserialize_masks(const std::string& bytes, const std::string& source) {
+  check_torch_archive(bytes, "mask file", source);
   c10::IValue value;
   try {
     value = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
   } catch (const std::exception& e) {
+    const std::string message = e.what();
     throw sdk::Error(sdk::Errc::kInvalidModel,
-                     "mask file '" + source + "' is not a torch pickle of masks: " +
-                         std::string(e.what()).substr(0, 300));
+                     "mask file '" + source + "' cannot be read as a torch.save file: " +
+                         sdk::printable(message.substr(0, message.find('\n')), 200));
   }
+  check_tensor_extents(value, "mask file", source);
   LITHE_CHECK(value.isGenericDict(), sdk::Errc::kInvalidModel, "mask file '", source,
               "' must hold a dict {layer: {'weight': Tensor, 'bias': Tensor or None}}, got ",
               value.tagKind());
@@ -146,14 +194,20 @@ NamedMasks deserialize_masks(const std::string& bytes, const std::string& source
     }
     LITHE_CHECK(masks.weight.defined(), sdk::Errc::kInvalidModel, "mask file '", source,
                 "', layer '", name, "': missing 'weight' mask");
+    check_mask_values(masks.weight, source, name, "weight");
+    if (masks.bias.has_value()) {
+      check_mask_values(*masks.bias, source, name, "bias");
+    }
     out.emplace_back(name, std::move(masks));
   }
+  LITHE_CHECK(!out.empty(), sdk::Errc::kInvalidModel, "mask file '", source,
+              "' holds no layers (an empty dict); a mask file names at least one layer");
   return out;
 }
 
 void save_masks(const NamedMasks& masks, const fs::path& path) {
-  StagedFile staged(path);
-  write_masks(masks, staged.temp_path());
+  StagedFile staged(path, "mask file");
+  staged.write(serialize_masks(masks));
   staged.commit();
 }
 
@@ -181,10 +235,11 @@ void apply_compression_results(Model& model, const NamedMasks& masks, const std:
     plan.emplace_back(record, &m);
   }
   at::NoGradGuard no_grad;
+  // A pruned entry becomes exactly 0, whatever it held (Inf * 0 would be NaN).
   for (const auto& [record, m] : plan) {
-    record->weight->mul_(m->weight.to(record->weight->options()));
+    record->weight->masked_fill_(m->weight.to(record->weight->device()).eq(0), 0);
     if (m->bias.has_value() && record->bias.has_value()) {
-      record->bias->mul_(m->bias->to(record->bias->options()));
+      record->bias->masked_fill_(m->bias->to(record->bias->device()).eq(0), 0);
     }
   }
 }

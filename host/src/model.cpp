@@ -1,5 +1,6 @@
 #include "lithe/host/model.h"
 
+#include "lithe/host/export.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/sdk/error.h"
 
@@ -16,10 +17,12 @@ UnobservedForwards::~UnobservedForwards() { --unobserved_depth; }
 bool UnobservedForwards::active() { return unobserved_depth > 0; }
 
 void Model::save(const std::filesystem::path& path) const {
-  StagedFile staged(path);
-  write(staged.temp_path());
+  StagedFile staged(path, "model file");
+  staged.write(serialize());
   staged.commit();
 }
+
+void Model::write(const std::filesystem::path& file) const { write_file(file, serialize()); }
 
 LayerDependencies Model::dependencies() const {
   throw sdk::Error(sdk::Errc::kUnsupported,

@@ -10,6 +10,7 @@
 
 
 #include <map>
+#include <sstream>
 
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
@@ -224,15 +225,17 @@ class NnModel final : public Model {
     m.register_buffer(name, value);
   }
 
-  void write(const std::filesystem::path& file) const override {
+  std::string serialize() const override {
     try {
       torch::serialize::OutputArchive archive;
       root_->save(archive);
-      archive.save_to(file.string());
+      std::ostringstream out(std::ios::binary);
+      archive.save_to(out);
+      return std::move(out).str();
     } catch (const std::exception& e) {
       const std::string message = e.what();
-      throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + file.string() +
-                                           "': " + message.substr(0, message.find('\n')));
+      throw sdk::Error(sdk::Errc::kIo, "cannot serialise the model: " +
+                                           message.substr(0, message.find('\n')));
     }
   }
 

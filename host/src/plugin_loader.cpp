@@ -4,7 +4,12 @@
 #include <boost/dll/shared_library.hpp>
 #include <c10/util/Exception.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -70,6 +75,60 @@ void keep_loaded_forever(std::shared_ptr<PluginLoader::Library> library) {
   libraries->push_back(std::move(library));
 }
 
+bool insecure_plugins_allowed() {
+  const char* value = std::getenv("LITHE_ALLOW_INSECURE_PLUGINS");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+// Why `path` (a plugin file or directory, canonical) cannot be trusted, or "". Like ssh's
+// StrictModes: code loaded into the process must not be replaceable by anyone but its owner or
+// root, so the file, its directory and every directory above it must be owned by root or by
+// this user and not be writable by group or others. A sticky directory owned by root (/tmp)
+// is accepted above the plugin's own directory: others cannot rename or remove what is in it.
+std::string trust_problem(const fs::path& path, bool is_directory) {
+  const uid_t me = ::geteuid();
+  const auto check = [&](const fs::path& item, bool plugin_dir_or_file) -> std::string {
+    struct stat st {};
+    if (::stat(item.c_str(), &st) != 0) {
+      return "cannot examine '" + item.string() + "': " + std::strerror(errno);
+    }
+    if (st.st_uid != 0 && st.st_uid != me) {
+      return "'" + item.string() + "' is owned by user " + std::to_string(st.st_uid) +
+             ", neither root nor this user";
+    }
+    const bool sticky_root = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (plugin_dir_or_file || !sticky_root)) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return "'" + item.string() + "' is writable by " +
+             ((st.st_mode & S_IWOTH) != 0 ? "others" : "its group") + " (mode " + mode + ")";
+    }
+    return "";
+  };
+  if (std::string problem = check(path, true); !problem.empty()) {
+    return problem;
+  }
+  fs::path dir = path.parent_path();
+  bool own_dir = !is_directory;  // a file's own directory gets the strict rule too
+  for (int depth = 0; depth < 256 && !dir.empty(); ++depth) {
+    if (std::string problem = check(dir, own_dir); !problem.empty()) {
+      return problem;
+    }
+    own_dir = false;
+    if (dir == dir.root_path()) {
+      break;
+    }
+    dir = dir.parent_path();
+  }
+  return "";
+}
+
+std::string untrusted_message(const fs::path& path, const std::string& problem) {
+  return path.string() + ": refused: " + problem +
+         "; anyone who can write there could run code in lithe. Fix the permissions "
+         "(chmod go-w), or set LITHE_ALLOW_INSECURE_PLUGINS=1 for a development tree";
+}
+
 bool looks_like_plugin_file(const fs::path& path) {
   const std::string name = path.filename().string();
   const std::string ext = path.extension().string();
@@ -108,6 +167,18 @@ PluginLoader::~PluginLoader() {
 
 void PluginLoader::load_search_path(const std::vector<fs::path>& cli_dirs) {
   for (const fs::path& dir : plugin_search_path(cli_dirs)) {
+    const bool from_environment =
+        std::find(cli_dirs.begin(), cli_dirs.end(), dir) == cli_dirs.end();
+    if (from_environment && dir.is_relative() && !insecure_plugins_allowed()) {
+      // Relative to whatever directory lithe happens to be started in: refused.
+      LoadReport report;
+      report.path = dir;
+      report.message = "LITHE_PLUGIN_PATH entry '" + dir.string() +
+                       "' is relative (it would depend on the working directory); refused, "
+                       "use an absolute path";
+      reports_.push_back(report);
+      continue;
+    }
     load_directory(dir);
   }
 }
@@ -116,6 +187,21 @@ void PluginLoader::load_directory(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return;
+  }
+  if (!insecure_plugins_allowed()) {
+    const fs::path real = fs::canonical(dir, ec);
+    const std::string problem = ec ? "cannot resolve it: " + ec.message()
+                                   : trust_problem(real, /*is_directory=*/true);
+    if (!problem.empty()) {
+      LoadReport report;
+      report.path = ec ? dir : real;
+      report.message = untrusted_message(dir, problem + (real != dir && !ec
+                                                             ? " (it resolves to '" +
+                                                                   real.string() + "')"
+                                                             : ""));
+      reports_.push_back(report);
+      return;
+    }
   }
   std::vector<fs::path> files;
   for (const auto& item : fs::directory_iterator(dir, ec)) {
@@ -150,6 +236,19 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
     reports_.push_back(report);
     return reports_.back();
   };
+
+  if (!insecure_plugins_allowed()) {
+    const fs::path real = fs::canonical(file, ec);
+    const std::string problem = ec ? "cannot resolve it: " + ec.message()
+                                   : trust_problem(real, /*is_directory=*/false);
+    if (!problem.empty()) {
+      return fail(untrusted_message(canonical, problem));
+    }
+    struct stat st {};
+    if (::stat(real.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return fail(where + ": refused: not a regular file");
+    }
+  }
 
   auto library = std::make_shared<Library>();
   try {

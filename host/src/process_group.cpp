@@ -23,6 +23,8 @@ namespace {
 // after one timeout with a count of who came (c10d's own wait would take about two).
 constexpr const char* kArrivedKey = "lithe/arrived";
 constexpr const char* kAllArrivedKey = "lithe/all_arrived";
+constexpr const char* kWorldSizeKey = "lithe/world_size";
+constexpr const char* kWorldSizeConflictKey = "lithe/world_size_conflict";
 constexpr int64_t kBucketBytes = 25 << 20;
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -183,6 +185,29 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
     throw sdk::Error(sdk::Errc::kIo, me + ": cannot reach the rendezvous at " + where + ": " +
                                          cause_of(e));
   }
+  // Every rank must agree on WORLD_SIZE; otherwise the arrival count below could never be
+  // reached and the run would end in a timeout that hides the cause. The first rank records its
+  // value; one that differs says so and leaves its value for the others' messages.
+  const std::string mine = std::to_string(options.world_size);
+  std::string recorded;
+  try {
+    const std::vector<uint8_t> previous = impl_->store->compareSet(
+        kWorldSizeKey, {}, std::vector<uint8_t>(mine.begin(), mine.end()));
+    recorded.assign(previous.begin(), previous.end());
+  } catch (const std::exception& e) {
+    throw sdk::Error(sdk::Errc::kIo, me + ": cannot reach the rendezvous at " + where + ": " +
+                                         cause_of(e));
+  }
+  if (recorded != mine) {
+    try {
+      impl_->store->set(kWorldSizeConflictKey, std::vector<uint8_t>(mine.begin(), mine.end()));
+    } catch (...) {
+    }
+    throw sdk::Error(sdk::Errc::kInvalidConfig,
+                     me + ": WORLD_SIZE is " + mine + " here but " + sdk::printable(recorded, 20) +
+                         " at another rank of the rendezvous at " + where +
+                         "; start every rank with the same WORLD_SIZE");
+  }
   try {
     if (impl_->store->add(kArrivedKey, 1) == options.world_size) {
       impl_->store->set(kAllArrivedKey, {1});
@@ -190,10 +215,18 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
     impl_->store->wait({kAllArrivedKey}, options.timeout);
   } catch (const std::exception& e) {
     int64_t arrived = -1;
+    std::string conflict;
     try {
       arrived = impl_->store->add(kArrivedKey, 0);
+      if (impl_->store->check({kWorldSizeConflictKey})) {
+        const std::vector<uint8_t> other = impl_->store->get(kWorldSizeConflictKey);
+        conflict.assign(other.begin(), other.end());
+      }
     } catch (...) {
     }
+    LITHE_CHECK(conflict.empty(), sdk::Errc::kInvalidConfig, me, ": WORLD_SIZE is ", mine,
+                " here but ", sdk::printable(conflict, 20), " at another rank of the rendezvous at ",
+                where, "; start every rank with the same WORLD_SIZE");
     throw sdk::Error(sdk::Errc::kIo,
                      me + ": the rendezvous at " + where + " timed out after " +
                          std::to_string(options.timeout.count() / 1000) + " s with " +

@@ -153,12 +153,12 @@ bool SpeedupResult::explained(double tolerance) const {
 }
 
 SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
-                            const at::Tensor& example_input) {
+                            const at::Tensor& example_input, const std::string& masks_source) {
   // A private masked copy: the caller's model is never touched.
   jit::Module masked = speedup_detail::clone_module(model);
   {
     std::unique_ptr<Model> adapter = make_torchscript_model(masked);
-    apply_compression_results(*adapter, masks, "the masks");
+    apply_compression_results(*adapter, masks, masks_source);
   }
   masked.eval();
   const ChannelPlan plan = speedup_detail::plan_channels(masked, masks, example_input);

@@ -1,31 +1,74 @@
 #include "lithe/host/staged_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 
+#include "lithe/host/output_paths.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
 
 namespace fs = std::filesystem;
 
-StagedFile::StagedFile(fs::path target) : target_(std::move(target)) {
+namespace {
+
+std::string os_reason(int error) { return std::strerror(error); }
+
+}  // namespace
+
+StagedFile::StagedFile(fs::path target, std::string role) : target_(std::move(target)) {
   static std::atomic<int> counter{0};
-  const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
-  std::error_code ec;
-  LITHE_CHECK(fs::is_directory(dir, ec), sdk::Errc::kIo, "cannot write '", target_.string(),
-              "': directory '", dir.string(), "' does not exist");
-  LITHE_CHECK(!fs::is_directory(target_, ec), sdk::Errc::kIo, "cannot write '", target_.string(),
-              "': it is a directory");
-  temp_ = target_.string() + ".tmp." + std::to_string(::getpid()) + "." +
+  LITHE_CHECK(!target_.empty(), sdk::Errc::kIo, role, ": an empty path cannot be written");
+  check_output_kind(role, target_);
+  resolved_ = resolve_output_target(target_);
+  temp_ = resolved_.string() + ".tmp." + std::to_string(::getpid()) + "." +
           std::to_string(counter++);
 }
 
 StagedFile::~StagedFile() {
   if (!committed_) {
-    std::error_code ignored;
-    fs::remove(temp_, ignored);
+    ::unlink(temp_.c_str());
+  }
+}
+
+void StagedFile::write(const std::string& bytes) {
+  const auto fail = [&](int error) {
+    ::unlink(temp_.c_str());
+    throw sdk::Error(sdk::Errc::kIo, "cannot write '" + target_.string() + "': " +
+                                         os_reason(error) + " (nothing was written; an existing '" +
+                                         target_.string() + "' is unchanged)");
+  };
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    throw sdk::Error(sdk::Errc::kIo, "cannot write '" + target_.string() + "': " +
+                                         os_reason(error) + " (creating a file in '" +
+                                         temp_.parent_path().string() + "')");
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      ::close(fd);
+      fail(error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+    const int error = errno;
+    ::close(fd);
+    fail(error);
+  }
+  if (::close(fd) != 0) {
+    fail(errno);
   }
 }
 
@@ -33,8 +76,11 @@ void StagedFile::commit() {
   std::error_code ec;
   LITHE_CHECK(fs::is_regular_file(temp_, ec), sdk::Errc::kIo, "cannot write '", target_.string(),
               "': nothing was written");
-  fs::rename(temp_, target_, ec);
-  LITHE_CHECK(!ec, sdk::Errc::kIo, "cannot write '", target_.string(), "': ", ec.message());
+  if (::rename(temp_.c_str(), resolved_.c_str()) != 0) {
+    const int error = errno;
+    throw sdk::Error(sdk::Errc::kIo, "cannot write '" + target_.string() + "': " +
+                                         os_reason(error));
+  }
   committed_ = true;
 }
 

@@ -6,10 +6,20 @@
 #include <cstdlib>
 #include <thread>
 
+#include "lithe/sdk/error.h"
+
 namespace lithe::host {
 
+int max_threads() {
+  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 int configure_threads(int threads) {
-  if (threads <= 0) {
+  // A negative count used to mean "all cores" silently, and 100000 spawned threads for minutes.
+  LITHE_CHECK(threads >= 0 && threads <= max_threads(), sdk::Errc::kInvalidConfig,
+              "--threads must be 0 (all cores) or 1..", max_threads(), " (4 x the ",
+              max_threads() / 4, " cores of this machine), got ", threads);
+  if (threads == 0) {
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     // Ranks of a data-parallel run on this machine (torchrun and `lithe launch` set
     // LOCAL_WORLD_SIZE) share its cores instead of each taking all of them.

@@ -20,8 +20,11 @@
 
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <vector>
 
+#include "lithe/host/archive_check.h"
+#include "lithe/host/export.h"
 #include "lithe/host/model.h"
 #include "lithe/sdk/error.h"
 #include "submodule.h"
@@ -380,20 +383,17 @@ class TorchScriptModel final : public Model {
     target._ivalue()->setAttr(name, value);
   }
 
-  void write(const std::filesystem::path& file) const override {
+  std::string serialize() const override {
     try {
       // Through a stream, the archive's inner folder is always "archive/" rather than derived
-      // from the (temporary) file name, so identical models give identical bytes.
-      std::ofstream out(file, std::ios::binary | std::ios::trunc);
-      LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write model to '", file.string(), "'");
+      // from a file name, so identical models give identical bytes.
+      std::ostringstream out(std::ios::binary);
       original_.save(out);
-      out.flush();
-      LITHE_CHECK(out.good(), sdk::Errc::kIo, "cannot write model to '", file.string(),
-                  "': write failed");
+      return std::move(out).str();
     } catch (const std::exception& e) {
       const std::string message = e.what();
-      throw sdk::Error(sdk::Errc::kIo, "cannot write model to '" + file.string() +
-                                           "': " + message.substr(0, message.find('\n')));
+      throw sdk::Error(sdk::Errc::kIo, "cannot serialise the model: " +
+                                           message.substr(0, message.find('\n')));
     }
   }
 
@@ -466,9 +466,14 @@ torch::jit::Module load_torchscript_module(const std::filesystem::path& path) {
   std::error_code ec;
   LITHE_CHECK(std::filesystem::is_regular_file(path, ec), sdk::Errc::kIo, "model file '",
               path.string(), "' does not exist or is not a regular file");
+  // libtorch trusts the archive (short tensor records become out-of-bounds tensors, CRCs are
+  // not checked): validate the bytes first, then load exactly those bytes.
+  const std::string bytes = read_file(path);
+  check_torch_archive(bytes, "model file", path.string());
   torch::jit::Module module;
   try {
-    module = torch::jit::load(path.string());
+    std::istringstream in(bytes, std::ios::binary);
+    module = torch::jit::load(in);
   } catch (const c10::Error& e) {
     throw sdk::Error(sdk::Errc::kInvalidModel,
                      "model file '" + path.string() +
@@ -478,6 +483,7 @@ torch::jit::Module load_torchscript_module(const std::filesystem::path& path) {
                                                    "' is not a loadable TorchScript archive: " +
                                                    e.what());
   }
+  check_module_tensors(module, "model file", path.string());
   return module;
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "lithe/host/compressor.h"
@@ -134,11 +135,44 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
   model.train(was_training);
   LITHE_CHECK(output.dim() == 2 && output.size(0) == 1, sdk::Errc::kShapeMismatch,
               "the model must output [batch, classes] logits, got shape ", output.sizes());
-  const int64_t max_label = data.labels.max().item<int64_t>();
-  LITHE_CHECK(data.labels.min().item<int64_t>() >= 0 && max_label < output.size(1),
-              sdk::Errc::kShapeMismatch, "dataset '", data.source, "' has labels up to ",
-              max_label, " but the model outputs ", output.size(1), " classes");
+  const int64_t classes = output.size(1);
+  const at::Tensor bad = data.labels.lt(0).logical_or(data.labels.ge(classes));
+  if (bad.any().item<bool>()) {
+    const int64_t index = bad.nonzero()[0][0].item<int64_t>();
+    throw sdk::Error(sdk::Errc::kShapeMismatch,
+                     "dataset '" + data.source + "': sample " + std::to_string(index) +
+                         " has label " + std::to_string(data.labels[index].item<int64_t>()) +
+                         "; labels must be in [0, " + std::to_string(classes) +
+                         ") for a model with " + std::to_string(classes) + " outputs (" +
+                         std::to_string(bad.sum().item<int64_t>()) + " labels out of range)");
+  }
 }
+
+namespace {
+
+// Stops training at the first non-finite loss or gradient, naming where (1-based epoch and step).
+void check_finite_step(const std::vector<at::Tensor>& parameters, const at::Tensor& loss,
+                       int64_t epoch, int64_t step) {
+  std::vector<at::Tensor> largest;
+  for (const at::Tensor& p : parameters) {
+    if (p.grad().defined() && p.grad().numel() > 0) {
+      largest.push_back(p.grad().detach().abs().max().to(at::kFloat).reshape({1}));
+    }
+  }
+  const bool gradients_finite = largest.empty() || at::cat(largest).isfinite().all().item<bool>();
+  const double value = loss.item<double>();
+  if (!std::isfinite(value) || !gradients_finite) {
+    throw sdk::Error(sdk::Errc::kInvalidModel,
+                     "training diverged at epoch " + std::to_string(epoch + 1) + " step " +
+                         std::to_string(step + 1) + ": " +
+                         (std::isfinite(value) ? "a gradient is NaN or infinite"
+                                               : "the loss is " + c10::str(value)) +
+                         " (lower --lr, or check the data and the model's weights for NaN/Inf); "
+                         "nothing was written");
+  }
+}
+
+}  // namespace
 
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, ProcessGroup* group) {
   // Held-out data never feeds a pruner's statistics (NNI's hooks would see it).
@@ -446,6 +480,9 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
       parallel.average_gradients(trained, count, global,
                                  "epoch " + std::to_string(epoch + 1) + " step " +
                                      std::to_string(step + 1));
+      // Before the weights change: a NaN/Inf here would otherwise train to a NaN model and be
+      // written. The gradients are the averaged ones, so every rank stops at the same step.
+      check_finite_step(trained, loss, epoch, step);
       if (session != nullptr) {
         session->optimizer_step(*optimizer);
         session->step();

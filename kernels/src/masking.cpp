@@ -88,11 +88,12 @@ void apply_mask_(const at::Tensor& weight, const at::Tensor& mask) {
   if (n == 0) {
     return;
   }
-  // Like NNI's `weight.data.mul_(mask)`: the data changes in place without autograd tracking.
+  // Like NNI's `weight.data.mul_(mask)` (in place, without autograd tracking), except that an
+  // entry the mask removes becomes exactly 0 whatever it held: NNI turns a pruned Inf into NaN.
   if (weight.scalar_type() != at::kFloat || !weight.is_contiguous()) {
-    // Rare layouts and dtypes: ATen's strided, typed multiply.
+    // Rare layouts and dtypes: ATen's strided fill.
     at::Tensor data = weight.detach();
-    data.mul_(mask);
+    data.masked_fill_(mask.eq(0), 0);
     return;
   }
   const at::Tensor m = mask.contiguous();

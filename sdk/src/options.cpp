@@ -12,7 +12,51 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string show(const json& value) { return value.dump(); }
+// Values are quoted shortened: a config may hold a 10 MB string.
+std::string show(const json& value) { return printable(value.dump(), 120); }
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) {
+    row[j] = j;
+  }
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (the object has 'sparsty': did you mean 'sparsity'?)" when a key of `object` is a likely
+// misspelling of the missing `key`; otherwise the keys it does have.
+std::string missing_key_hint(const json& object, const std::string& key) {
+  std::string nearest;
+  size_t best = std::max<size_t>(2, key.size() / 3) + 1;
+  std::string present;
+  for (const auto& item : object.items()) {
+    if (item.key().size() > 200) {
+      continue;
+    }
+    const size_t d = edit_distance(item.key(), key);
+    if (d < best) {
+      best = d;
+      nearest = item.key();
+    }
+    if (present.size() < 200) {
+      present += (present.empty() ? "'" : ", '") + printable(item.key(), 40) + "'";
+    }
+  }
+  if (!nearest.empty()) {
+    return " (the object has the unknown key '" + printable(nearest, 40) + "': did you mean '" +
+           key + "'?)";
+  }
+  return present.empty() ? " (the object is empty)" : " (keys present: " + present + ")";
+}
 
 void remember_read(Options::Impl& impl, const std::string& key) {
   if (std::find(impl.read_keys.begin(), impl.read_keys.end(), key) == impl.read_keys.end()) {
@@ -142,7 +186,7 @@ T Options::require(const std::string& key) const {
   const auto it = impl_->value.find(key);
   LITHE_CHECK(it != impl_->value.end(), Errc::kInvalidConfig,
               impl_->path.empty() ? "the document" : impl_->path, ": missing required key '",
-              key, "'");
+              key, "'", missing_key_hint(impl_->value, key));
   remember_read(*impl_, key);
   return Convert<T>::from(*it, json_pointer_append(impl_->path, key));
 }
@@ -162,7 +206,7 @@ Options Options::child(const std::string& key) const {
   const std::string where = json_pointer_append(impl_->path, key);
   LITHE_CHECK(it != impl_->value.end(), Errc::kInvalidConfig,
               impl_->path.empty() ? "the document" : impl_->path, ": missing required key '",
-              key, "'");
+              key, "'", missing_key_hint(impl_->value, key));
   remember_read(*impl_, key);
   for (const auto& [name, existing] : impl_->children) {
     if (name == key) {

@@ -293,9 +293,9 @@ TEST_F(FineTuneCliTest, QuantizerBadInputsFailBeforeAnyWorkAndWriteNothing) {
        "--masks: 'qat' is a quantizer, which computes no masks"},
       {"--config " + quant_config("qat") + " --epochs 0" + data_flags(), "epochs must be > 0"},
       {"--config " + quant_config("qat") + " --calibration " + (out / "." / "existing.pt").string(),
-       "--calibration names the same file as --output"},
+       "is the same file as --output"},
       {"--config " + quant_config("qat") + " --calibration " + lenet_model().string(),
-       "--calibration names the input model"},
+       "is the same file as --model"},
       {"--config " + (source_dir() / "samples/configs/level.json").string() + " --calibration " +
            (out / "c.json").string(),
        "--calibration: 'level' is not a quantizer, so there is no calibration to write"},

@@ -105,7 +105,7 @@ TEST(CompressOnnxCliTest, BadOnnxOptionsAreRefusedBeforeAnyWork) {
       {" --onnx " + onnx + " --input-shape 1,1,28,28 --onnx-opset 12",
        "--onnx-opset must be between 13 and 17"},
       {" --onnx " + (dir / "out.pt").string() + " --input-shape 1,1,28,28",
-       "--onnx names a file the command also reads or writes"},
+       "--onnx '" + (dir / "out.pt").string() + "' is the same file as --output"},
   };
   for (const auto& c : cases) {
     const CliRun run = run_lithe(base + c.args);

@@ -48,7 +48,7 @@ TEST(MaskFileTest, RoundTripsTheNniLayoutIncludingNoneBiases) {
 
 TEST(MaskFileTest, MalformedFilesAreRejectedNamingTheFile) {
   EXPECT_THAT([] { deserialize_masks("not a pickle", "bad.pt"); },
-              ThrowsMessage<sdk::Error>(HasSubstr("mask file 'bad.pt' is not a torch pickle")));
+              ThrowsMessage<sdk::Error>(HasSubstr("mask file 'bad.pt': ")));
   c10::impl::GenericDict flat(c10::StringType::get(), c10::AnyType::get());
   flat.insert("fc1", torch::ones({2}));
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(flat));
@@ -108,10 +108,10 @@ TEST(AtomicWriteTest, ReplacesContentAndLeavesNoTemporaryFiles) {
 
 TEST(AtomicWriteTest, FailureLeavesTheExistingTargetUntouched) {
   const auto dir = test::scratch_dir("atomic_write_failure");
-  // A non-empty directory cannot be replaced by a file: the rename fails after the write.
+  // A directory is not a file to replace: refused before anything is written.
   std::filesystem::create_directories(dir / "target" / "keep");
   EXPECT_THAT([&] { write_file_atomic(dir / "target", "data"); },
-              ThrowsMessage<sdk::Error>(HasSubstr("cannot write '")));
+              ThrowsMessage<sdk::Error>(HasSubstr("is a directory; an output must be a regular file")));
   EXPECT_TRUE(std::filesystem::is_directory(dir / "target" / "keep"));
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

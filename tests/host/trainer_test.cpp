@@ -96,7 +96,7 @@ TEST_F(TrainerTest, BadInputsFailBeforeAnyWork) {
   Dataset too_many_classes = head(train_, 8);
   too_many_classes.labels = torch::full({8}, 12, torch::kLong);
   EXPECT_THAT([&] { train(*model, too_many_classes, nullptr, options_); },
-              ThrowsMessage<sdk::Error>(HasSubstr("labels up to 12 but the model outputs 10")));
+              ThrowsMessage<sdk::Error>(HasSubstr("sample 0 has label 12; labels must be in [0, 10)")));
   EXPECT_TRUE(model->find_module("fc1")->weight->equal(before));
 }
 

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +30,7 @@ namespace lithe::host {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -406,6 +409,94 @@ TEST_F(PluginSearchPathTest, PluginInCliDirShadowsSameNamedPluginOfExeRelativeDi
   const AlgorithmEntry* pruner = registry.find(AlgorithmKind::kPruner, "level");
   ASSERT_NE(pruner, nullptr);
   EXPECT_EQ(pruner->plugin_path, reported(shadow));
+}
+
+// Trust (ssh StrictModes): code that anyone else could replace is not loaded.
+class PluginTrustTest : public PluginSearchPathTest {
+ protected:
+  void SetUp() override {
+    PluginSearchPathTest::SetUp();
+    ::unsetenv("LITHE_ALLOW_INSECURE_PLUGINS");
+    ::umask(022);
+  }
+  void TearDown() override {
+    ::unsetenv("LITHE_ALLOW_INSECURE_PLUGINS");
+    PluginSearchPathTest::TearDown();
+  }
+  PluginRegistry registry_;
+  PluginLoader loader_{registry_};
+};
+
+TEST_F(PluginTrustTest, AWorldWritableDirectoryIsRefusedWithOneReport) {
+  const fs::path dir = test::scratch_dir("plugin_loading/trust_dir");
+  copy_into(dir, {LITHE_FIXTURE_TINY});
+  fs::permissions(dir, fs::perms::all);  // 0777
+
+  loader_.load_directory(dir);
+
+  ASSERT_EQ(loader_.reports().size(), 1u);
+  EXPECT_EQ(loader_.reports()[0].status, Status::kFailed);
+  EXPECT_THAT(loader_.reports()[0].message,
+              AllOf(HasSubstr("refused"), HasSubstr("is writable by others (mode 0777)"),
+                    HasSubstr("LITHE_ALLOW_INSECURE_PLUGINS=1")));
+  EXPECT_THAT(registry_.algorithms(), IsEmpty());
+  fs::permissions(dir, fs::perms::group_write, fs::perm_options::remove);
+  fs::permissions(dir, fs::perms::others_write, fs::perm_options::remove);
+}
+
+TEST_F(PluginTrustTest, AGroupWritablePluginFileIsRefused) {
+  const fs::path dir = test::scratch_dir("plugin_loading/trust_file");
+  const fs::path copy = copy_into(dir, {LITHE_FIXTURE_TINY}).front();
+  fs::permissions(copy, fs::perms::group_write, fs::perm_options::add);
+
+  const LoadReport report = loader_.load_file(copy);
+
+  EXPECT_EQ(report.status, Status::kFailed);
+  EXPECT_THAT(report.message, HasSubstr("is writable by its group"));
+  EXPECT_THAT(registry_.algorithms(), IsEmpty());
+}
+
+TEST_F(PluginTrustTest, ALinkIntoAWritableDirectoryIsJudgedByWhereItLeads) {
+  const fs::path root = test::scratch_dir("plugin_loading/trust_link");
+  fs::create_directories(root / "open/plugins");
+  copy_into(root / "open/plugins", {LITHE_FIXTURE_TINY});
+  fs::permissions(root / "open", fs::perms::all);  // anyone may rename plugins/ away
+  fs::create_symlink(root / "open/plugins", root / "link");
+
+  loader_.load_directory(root / "link");
+
+  ASSERT_EQ(loader_.reports().size(), 1u);
+  EXPECT_THAT(loader_.reports()[0].message,
+              AllOf(HasSubstr((root / "open").string() + "' is writable by others"),
+                    HasSubstr("it resolves to '" + (root / "open/plugins").string())));
+  EXPECT_THAT(registry_.algorithms(), IsEmpty());
+  fs::permissions(root / "open", fs::perms::others_write | fs::perms::group_write,
+                  fs::perm_options::remove);
+}
+
+TEST_F(PluginTrustTest, ARelativePluginPathEntryIsRefused) {
+  ::setenv("LITHE_PLUGIN_PATH", "relative/plugins", 1);
+
+  loader_.load_search_path({});
+
+  const auto refused = std::find_if(loader_.reports().begin(), loader_.reports().end(),
+                                    [](const LoadReport& r) { return r.path == "relative/plugins"; });
+  ASSERT_NE(refused, loader_.reports().end());
+  EXPECT_THAT(refused->message, HasSubstr("LITHE_PLUGIN_PATH entry 'relative/plugins' is relative"));
+}
+
+TEST_F(PluginTrustTest, TheOptOutLoadsAnInsecureDirectory) {
+  const fs::path dir = test::scratch_dir("plugin_loading/trust_opt_out");
+  copy_into(dir, {LITHE_FIXTURE_TINY});
+  fs::permissions(dir, fs::perms::all);
+  ::setenv("LITHE_ALLOW_INSECURE_PLUGINS", "1", 1);
+
+  loader_.load_directory(dir);
+
+  ASSERT_EQ(loader_.reports().size(), 1u);
+  EXPECT_EQ(loader_.reports()[0].status, Status::kLoaded) << loader_.reports()[0].message;
+  EXPECT_NE(registry_.find(AlgorithmKind::kPruner, "tiny"), nullptr);
+  fs::permissions(dir, fs::perms::others_write | fs::perms::group_write, fs::perm_options::remove);
 }
 
 }  // namespace

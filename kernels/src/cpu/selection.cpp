@@ -362,7 +362,8 @@ void apply_mask_cpu(float* x, const float* mask, int64_t n, int num_threads) {
   const int nt = resolve_threads(num_threads, n);
 #pragma omp parallel for simd num_threads(nt) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    x[i] *= mask[i];
+    // Not x * mask: a pruned Inf or NaN weight must become exactly 0 (Inf * 0 is NaN).
+    x[i] = mask[i] == 0.0f ? 0.0f : x[i];
   }
 }
 

@@ -158,7 +158,7 @@ __global__ void write_mask_kernel(const float* x, int64_t n, uint32_t threshold,
 __global__ void apply_mask_kernel(float* x, const float* mask, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    x[i] *= mask[i];
+    x[i] = mask[i] == 0.0f ? 0.0f : x[i];  // a pruned Inf/NaN becomes exactly 0
   }
 }
 

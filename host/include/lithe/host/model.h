@@ -100,8 +100,12 @@ class Model {
   /// never contains taps), or for C++-frontend models a torch::save archive of its parameters
   /// and buffers (loads with torch::load into the same module class).
   void save(const std::filesystem::path& path) const;
+  /// The bytes save() writes. Built in memory so that a failing disk is an ordinary error
+  /// (torch's file writer terminates the process when it cannot write); sdk::Error(kIo) when the
+  /// model cannot be serialised.
+  virtual std::string serialize() const = 0;
   /// Writes the same content as save() directly to `file` (no temporary; see StagedFile).
-  virtual void write(const std::filesystem::path& file) const = 0;
+  void write(const std::filesystem::path& file) const;
 };
 
 /// While an instance lives, forwards on this thread call no tap callback: for forwards that must

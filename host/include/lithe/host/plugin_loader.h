@@ -4,6 +4,13 @@
 /// check the API version, then the ABI tag, then refuse duplicate plugin names, then call the
 /// registration function. The first failing step is recorded in a LoadReport and the file is
 /// skipped; other files still load. Loaded libraries are never unloaded.
+///
+/// Trust (like ssh's StrictModes), checked before a file is opened: a plugin file, its
+/// directory and every directory above it must be owned by root or the current user and not
+/// be writable by group or others (a root-owned sticky directory such as /tmp is accepted above
+/// the plugin's own directory); paths are resolved through symbolic links first. A relative
+/// $LITHE_PLUGIN_PATH entry is refused. Each refusal is a failed LoadReport naming the path and
+/// the rule. Setting LITHE_ALLOW_INSECURE_PLUGINS=1 turns these checks off (development trees).
 
 #include <filesystem>
 #include <map>
@@ -28,7 +35,8 @@ struct LoadReport {
 
 /// Directories searched, in order: `cli_dirs`, then each entry of $LITHE_PLUGIN_PATH
 /// (':'-separated), then <directory of the running executable>/../<libdir>/lithe/plugins.
-/// Directories that do not exist are kept (the loader reports nothing for them).
+/// Directories that do not exist are kept (the loader reports nothing for them); relative
+/// $LITHE_PLUGIN_PATH entries are kept too and refused by PluginLoader::load_search_path.
 std::vector<std::filesystem::path> plugin_search_path(
     const std::vector<std::filesystem::path>& cli_dirs);
 

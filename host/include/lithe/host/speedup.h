@@ -82,7 +82,9 @@ struct SpeedupResult {
 /// `blocked` says where and why; everything else still shrinks. Throws sdk::Error
 /// (kInvalidModel / kShapeMismatch naming the layer) for masks that do not fit the model, and
 /// kUnsupported when the forward cannot be analysed at all.
+/// `masks_source` names the masks in messages (the mask file's path).
 SpeedupResult speedup_model(const torch::jit::Module& model, const NamedMasks& masks,
-                            const at::Tensor& example_input);
+                            const at::Tensor& example_input,
+                            const std::string& masks_source = "the masks");
 
 }  // namespace lithe::host

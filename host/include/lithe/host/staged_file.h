@@ -1,30 +1,41 @@
 #pragma once
 /// \file
 /// StagedFile: the atomic-output primitive. Content is written to a temporary file next to the
-/// target (same file system, so the final rename is atomic); commit() moves it into place. An
-/// uncommitted StagedFile removes its temporary file, so a failed run leaves the target as it
-/// was. Stage several files, write them all, then commit them all.
+/// file the target resolves to (same file system, so the final rename is atomic); commit()
+/// moves it into place. An uncommitted StagedFile removes its temporary file, so a failed run
+/// leaves the target as it was. Stage several files, write them all, then commit them all.
+/// The output-path rule (output_paths.h) applies: a symbolic link is written through, and a
+/// directory, device, FIFO or socket is refused.
 
 #include <filesystem>
+#include <string>
 
 namespace lithe::host {
 
 class StagedFile {
  public:
-  /// Checks that the target's directory exists (sdk::Error(kIo) naming the target otherwise).
-  explicit StagedFile(std::filesystem::path target);
+  /// Checks the target (check_output_kind; sdk::Error(kIo) naming `role` and the target
+  /// otherwise). Nothing is created until write().
+  explicit StagedFile(std::filesystem::path target, std::string role = "output");
   ~StagedFile();
   StagedFile(const StagedFile&) = delete;
   StagedFile& operator=(const StagedFile&) = delete;
 
-  /// Where to write the content.
+  /// Writes `bytes` to the temporary file (created exclusively, never through a link) and syncs
+  /// it. Any failure (ENOSPC, EROFS, EACCES, EIO...) throws sdk::Error(kIo) naming the target and
+  /// the OS reason, and removes the temporary file.
+  void write(const std::string& bytes);
+  /// Where the content goes before commit(), for writers that need a path (prefer write()).
   const std::filesystem::path& temp_path() const { return temp_; }
+  /// The path as given.
   const std::filesystem::path& target() const { return target_; }
-  /// Renames the temporary file onto the target (sdk::Error(kIo) on failure, target untouched).
+  /// Renames the temporary file onto the resolved target (sdk::Error(kIo) on failure, target
+  /// untouched).
   void commit();
 
  private:
   std::filesystem::path target_;
+  std::filesystem::path resolved_;
   std::filesystem::path temp_;
   bool committed_ = false;
 };

@@ -15,7 +15,9 @@ namespace lithe::kernels {
 /// sdk::Error(kInvalidConfig) naming the value.
 at::Tensor exact_k_keep_mask(const at::Tensor& scores, int64_t k, bool by_magnitude);
 
-/// weight *= mask in place (mask broadcast-free: same numel and shape). Throws
+/// Masks `weight` in place with a 0/1 `mask` of the same shape: entries where the mask is 0
+/// become exactly 0 (also Inf and NaN, which a multiply would turn into NaN), the others keep
+/// their value; for 0/1 masks and finite weights this is weight *= mask. Throws
 /// sdk::Error(kShapeMismatch) when the shapes differ, kDeviceMismatch on a device/dtype mismatch.
 void apply_mask_(const at::Tensor& weight, const at::Tensor& mask);
 

@@ -18,7 +18,8 @@ namespace lithe::kernels {
 void select_smallest_cpu(const float* x, int64_t n, int64_t k, bool by_magnitude, float* keep,
                          int num_threads = 0);
 
-/// x[i] *= mask[i] for i < n, in place. Same threading rule.
+/// x[i] = mask[i] == 0 ? 0 : x[i] for i < n, in place (x * mask for 0/1 masks and finite x; a
+/// pruned Inf or NaN becomes 0). Same threading rule.
 void apply_mask_cpu(float* x, const float* mask, int64_t n, int num_threads = 0);
 
 /// Whether the CUDA kernels were compiled into this build.

@@ -30,10 +30,17 @@ enum class Errc {
 /// Short stable name of a code, e.g. "invalid_config".
 LITHE_SDK_API const char* errc_name(Errc code) noexcept;
 
+/// `text` as it may appear inside a one-line message: control characters escaped (\n, \x00)
+/// and cut after `max_bytes` with the original length noted. For quoting user-supplied names and
+/// values (keys, file contents) in error messages.
+LITHE_SDK_API std::string printable(const std::string& text, size_t max_bytes = 120);
+
 /// Thrown by the SDK, the host and plugins. Plugins throw only this type (or let c10::Error
 /// escape from libtorch calls); the host wraps every plugin call and adds context.
 class LITHE_SDK_API Error : public std::runtime_error {
  public:
+  /// The message is kept on one line: control characters are escaped and a message longer than
+  /// 2,000 bytes loses its middle.
   Error(Errc code, const std::string& message);
   ~Error() override;
   /// The failure category.
