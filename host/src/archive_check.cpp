@@ -594,6 +594,13 @@ class PickleScanner {
     return tuple_value(std::move(items));
   }
   void memo_put(uint64_t id) {
+    // libtorch's Unpickler sizes its memo table by the largest id it sees, so one PUT of id
+    // 171,079,263 in a 900-byte file makes it fill gigabytes. Picklers number their memo
+    // entries from 0 without gaps (CPython's len(memo), torch's counter); refuse any other id.
+    if (id > memo_.size()) {
+      fail("memo id " + std::to_string(id) + " skips ahead of the " +
+           std::to_string(memo_.size()) + " entries stored so far");
+    }
     const Value value = top();
     const auto [it, inserted] = memo_.insert_or_assign(id, value);
     (void)it;
@@ -870,6 +877,13 @@ class PickleScanner {
 /// data.pkl and data/ the same way); a lite-interpreter bytecode.pkl shares constants/.
 /// Deeper pickles (extra/*.pkl) are user files that need not be pickles at all.
 std::optional<std::string> storage_folder_of(std::string_view name) {
+  // TorchScript's source-range tables (code/**/*.debug_pkl) go through the same Unpickler
+  // when the model loads, so they are scanned too; they declare no storages.
+  constexpr std::string_view kDebugSuffix = ".debug_pkl";
+  if (name.size() > kDebugSuffix.size() &&
+      name.substr(name.size() - kDebugSuffix.size()) == kDebugSuffix) {
+    return std::string(name) + "/";
+  }
   constexpr std::string_view kSuffix = ".pkl";
   if (name.size() < kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix ||
       std::count(name.begin(), name.end(), '/') > 1) {

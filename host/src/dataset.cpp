@@ -154,8 +154,11 @@ Dataset load_tensor_file(const fs::path& file) {
   } catch (const std::exception& e) {
     const std::string message = e.what();
     throw sdk::Error(sdk::Errc::kInvalidModel, "data file '" + file.string() +
-                                                   "' cannot be read as a torch.save file: " +
-                                                   message.substr(0, message.find('\n')));
+                                                   "' must hold {\"images\": Tensor, \"labels\": "
+                                                   "Tensor} saved with torch.save; libtorch "
+                                                   "cannot read this one (" +
+                                                   sdk::printable(message.substr(
+                                                       0, message.find('\n')), 120) + ")");
   }
   check_tensor_extents(value, "data file", file.string());
   LITHE_CHECK(value.isGenericDict(), sdk::Errc::kInvalidModel, "data file '", file.string(),

@@ -156,8 +156,10 @@ NamedMasks deserialize_masks(const std::string& bytes, const std::string& source
   } catch (const std::exception& e) {
     const std::string message = e.what();
     throw sdk::Error(sdk::Errc::kInvalidModel,
-                     "mask file '" + source + "' cannot be read as a torch.save file: " +
-                         sdk::printable(message.substr(0, message.find('\n')), 200));
+                     "mask file '" + source +
+                         "' must hold a dict {layer: {'weight': Tensor, 'bias': Tensor or None}} "
+                         "saved with torch.save; libtorch cannot read this one (" +
+                         sdk::printable(message.substr(0, message.find('\n')), 120) + ")");
   }
   check_tensor_extents(value, "mask file", source);
   LITHE_CHECK(value.isGenericDict(), sdk::Errc::kInvalidModel, "mask file '", source,
