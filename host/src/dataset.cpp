@@ -35,7 +35,7 @@ std::vector<unsigned char> read_maybe_gzip(const fs::path& path) {
   gzFile file = gzopen(path.c_str(), "rb");
   LITHE_CHECK(file != nullptr, sdk::Errc::kIo, "cannot open data file '", path.string(), "'");
   std::vector<unsigned char> bytes;
-  std::vector<unsigned char> chunk(1 << 20);
+  std::vector<unsigned char> chunk(64 << 10);
   while (true) {
     const int n = gzread(file, chunk.data(), static_cast<unsigned>(chunk.size()));
     if (n < 0) {
