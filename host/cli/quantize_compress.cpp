@@ -102,10 +102,8 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
     // A quantizer the QDQ export cannot express (or an unsupported op) fails now, not after
     // the training; both files are written again from the result.
     session.store_state_in_model();
-    model->write(model_file.temp_path());
+    model_file.write(model->serialize());  // replaced by the final model below
     check_exportable(model_file.temp_path(), request.onnx);
-    std::error_code ignored;  // no half-made output lies around during the training
-    std::filesystem::remove(model_file.temp_path(), ignored);
   }
   if (request.calibration_batches > 0) {
     // Every rank calibrates on the same batches: the ranges they combine are then the same

@@ -58,6 +58,18 @@ std::string hex32(uint32_t value) {
 }
 
 /// A name from the file, quoted for a message (control characters escaped, long names cut).
+// libtorch finds records through miniz without MZ_ZIP_FLAG_CASE_SENSITIVE: "data.Pkl" is its
+// "data.pkl". Names are compared the same way here.
+std::string folded(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return out;
+}
+
 std::string quote_name(std::string_view text) {
   return "'" + sdk::printable(std::string(text), 200) + "'";
 }
@@ -258,7 +270,7 @@ std::vector<ZipEntry> read_central_directory(std::string_view file,
                                              const Reporter& report) {
   std::vector<ZipEntry> entries;
   entries.reserve(directory.entries);
-  std::unordered_set<std::string_view> names;
+  std::unordered_set<std::string> names;  // case-folded, as libtorch looks them up
   names.reserve(directory.entries);
   const uint64_t directory_end = directory.offset + directory.size;
   uint64_t pos = directory.offset;
@@ -303,9 +315,10 @@ std::vector<ZipEntry> read_central_directory(std::string_view file,
                   std::to_string(entry.compressed_size) + " bytes stored, " +
                   std::to_string(entry.uncompressed_size) + " claimed); the archive is corrupted");
     }
-    if (!names.insert(entry.name).second) {
+    if (!names.insert(folded(entry.name)).second) {
       report.fail("the archive holds two records named " + quote_name(entry.name) +
-                  "; readers would disagree on which one is meant");
+                  " (names compare without case, as libtorch finds them); readers would disagree on "
+                  "which one is meant");
     }
 
     // The data starts after the LOCAL header's name and extra field, which may differ in length
@@ -1138,7 +1151,7 @@ void check_torch_archive(const std::string& bytes, const std::string& what,
   const std::vector<ZipEntry> entries = read_central_directory(file, directory, report);
 
   // Content: exact sizes and CRC-32 of every record (miniz in libtorch skips both).
-  std::unordered_map<std::string_view, uint64_t> record_sizes;
+  std::unordered_map<std::string, uint64_t> record_sizes;  // case-folded names
   record_sizes.reserve(entries.size());
   struct Pickle {
     std::string_view name;
@@ -1148,9 +1161,9 @@ void check_torch_archive(const std::string& bytes, const std::string& what,
   };
   std::vector<Pickle> pickles;
   for (const ZipEntry& entry : entries) {
-    record_sizes.emplace(entry.name, entry.uncompressed_size);
+    record_sizes.emplace(folded(entry.name), entry.uncompressed_size);
     const std::string_view data = file.substr(entry.data_offset, entry.compressed_size);
-    std::optional<std::string> folder = storage_folder_of(entry.name);
+    std::optional<std::string> folder = storage_folder_of(folded(entry.name));
     std::string inflated;
     uint32_t crc = 0;
     if (entry.method == kMethodStored) {
@@ -1211,7 +1224,7 @@ void check_torch_archive(const std::string& bytes, const std::string& what,
         return;  // libtorch reads no record for an empty storage
       }
       const std::string record = pickle.folder + std::string(claim.key);
-      const auto found = record_sizes.find(record);
+      const auto found = record_sizes.find(folded(record));
       if (found == record_sizes.end()) {
         report.fail("pickle " + quote_name(pickle.name) + " declares storage " +
                     quote_name(claim.key) + " (" + elements + ") but the archive has no record " +

@@ -122,6 +122,7 @@ Dataset load_idx(const fs::path& images_path, const fs::path& labels_path,
               "normalization std must be > 0, got ", normalization.std);
   Dataset data;
   data.source = images_path.string();
+  data.labels_source = labels_path.string();
   const at::Tensor pixels =
       at::from_blob(const_cast<unsigned char*>(image_bytes.data()) + 16,
                     {image_dims[0], 1, image_dims[1], image_dims[2]}, at::kByte);

@@ -25,8 +25,15 @@ std::string interpreter_message(const std::exception& error) {
   while (!text.empty() && text.back() == '\n') {
     text.pop_back();
   }
-  const size_t newline = text.rfind('\n');
-  return newline == std::string::npos ? text : text.substr(newline + 1);
+  // The interpreter's errors end with the message after a traceback; libtorch's own (c10::Error)
+  // start with it and go on with a C++ backtrace.
+  const bool traceback = text.find("Traceback of TorchScript") != std::string::npos ||
+                         text.find("failed in the TorchScript interpreter") != std::string::npos;
+  const size_t newline = traceback ? text.rfind('\n') : text.find('\n');
+  if (newline == std::string::npos) {
+    return text;
+  }
+  return traceback ? text.substr(newline + 1) : text.substr(0, newline);
 }
 
 std::shared_ptr<jit::Graph> inline_forward(const jit::Module& module) {

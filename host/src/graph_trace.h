@@ -43,8 +43,9 @@ std::optional<Scope> innermost_scope(const torch::jit::Node* node);
 /// first input (self): "" for self, "layer1.conv1" for self.layer1.conv1; nullopt otherwise.
 std::optional<std::string> module_path(const torch::jit::Value* value);
 
-/// The message of a TorchScript interpreter error (a JITException): its text is a traceback
-/// with the error itself on the last line.
+/// The one-line message of an error from running a model: the last line of a TorchScript
+/// interpreter error (a traceback with the error itself last), the first line of anything else
+/// (libtorch's c10::Error puts a backtrace after it).
 std::string interpreter_message(const std::exception& error);
 
 /// The tensors the values of `graph`'s top-level block (inputs included; not the values inside

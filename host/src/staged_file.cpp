@@ -27,6 +27,16 @@ StagedFile::StagedFile(fs::path target, std::string role) : target_(std::move(ta
   resolved_ = resolve_output_target(target_);
   temp_ = resolved_.string() + ".tmp." + std::to_string(::getpid()) + "." +
           std::to_string(counter++);
+  // Created now, exclusively and never through a link: a directory that cannot take the file
+  // (read-only, /proc, no permission) fails before any work, naming the option.
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    throw sdk::Error(sdk::Errc::kIo, role + " '" + target_.string() + "' cannot be written: " +
+                                         os_reason(error) + " (creating a file in '" +
+                                         temp_.parent_path().string() + "'; nothing was written)");
+  }
+  ::close(fd);
 }
 
 StagedFile::~StagedFile() {
@@ -42,12 +52,9 @@ void StagedFile::write(const std::string& bytes) {
                                          os_reason(error) + " (nothing was written; an existing '" +
                                          target_.string() + "' is unchanged)");
   };
-  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    const int error = errno;
-    throw sdk::Error(sdk::Errc::kIo, "cannot write '" + target_.string() + "': " +
-                                         os_reason(error) + " (creating a file in '" +
-                                         temp_.parent_path().string() + "')");
+    fail(errno);
   }
   size_t done = 0;
   while (done < bytes.size()) {
@@ -70,11 +77,11 @@ void StagedFile::write(const std::string& bytes) {
   if (::close(fd) != 0) {
     fail(errno);
   }
+  written_ = true;
 }
 
 void StagedFile::commit() {
-  std::error_code ec;
-  LITHE_CHECK(fs::is_regular_file(temp_, ec), sdk::Errc::kIo, "cannot write '", target_.string(),
+  LITHE_CHECK(written_, sdk::Errc::kIo, "cannot write '", target_.string(),
               "': nothing was written");
   if (::rename(temp_.c_str(), resolved_.c_str()) != 0) {
     const int error = errno;

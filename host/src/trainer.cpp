@@ -11,6 +11,7 @@
 #include "lithe/host/process_group.h"
 #include "lithe/host/quantization_session.h"
 #include "lithe/sdk/error.h"
+#include "graph_trace.h"
 
 namespace lithe::host {
 namespace {
@@ -125,12 +126,11 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
     throw;  // Lithe's own errors (a quantizer, a collector) already say what and where
   } catch (const std::exception& e) {
     model.train(was_training);
-    const std::string message = e.what();
     throw sdk::Error(sdk::Errc::kShapeMismatch,
                      "dataset '" + data.source + "' has samples of shape " +
                          c10::str(data.images.sizes().slice(1)) +
                          ", which the model does not accept: " +
-                         message.substr(0, message.find('\n')));
+                         graph_trace::interpreter_message(e));
   }
   model.train(was_training);
   LITHE_CHECK(output.dim() == 2 && output.size(0) == 1, sdk::Errc::kShapeMismatch,
@@ -140,7 +140,8 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
   if (bad.any().item<bool>()) {
     const int64_t index = bad.nonzero()[0][0].item<int64_t>();
     throw sdk::Error(sdk::Errc::kShapeMismatch,
-                     "dataset '" + data.source + "': sample " + std::to_string(index) +
+                     "dataset '" + (data.labels_source.empty() ? data.source : data.labels_source) +
+                         "': sample " + std::to_string(index) +
                          " has label " + std::to_string(data.labels[index].item<int64_t>()) +
                          "; labels must be in [0, " + std::to_string(classes) +
                          ") for a model with " + std::to_string(classes) + " outputs (" +

@@ -3,7 +3,10 @@
 // left byte-identical. The broader sweep is tests/hostile/ (170+ inputs, every verb).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,6 +262,32 @@ TEST_F(HostileFindings, DuplicateConfigKeysAreRefusedWithTheirPath) {
 TEST_F(HostileFindings, AHugeInputShapeNamesTheOption) {
   expect_refused(run_lithe("flops --model " + model_ + " --input-shape 1000000000,1,1,1"),
                  "flops", "--input-shape '1000000000,1,1,1' has more than 268435456 elements");
+}
+
+// Ranks started with different WORLD_SIZE values: "timed out ... 2 of 2 ranks arrived" before;
+// now both name the disagreement.
+TEST_F(HostileFindings, RanksThatDisagreeOnWorldSizeSaySo) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ::close(fd);
+  const std::string common = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                             std::to_string(ntohs(address.sin_port)) + " LITHE_DIST_TIMEOUT=4 ";
+  const std::string train = " " + lithe_cli().string() + " train --model " + model_ +
+                            " --epochs 1 --threads 1 --output ";
+  const fs::path log0 = dir_ / "rank0.log";
+  const fs::path log1 = dir_ / "rank1.log";
+  run_shell("env " + common + "WORLD_SIZE=2 RANK=0" + train + (dir_ / "r0.pt").string() + " > " +
+            log0.string() + " 2>&1 & sleep 1; env " + common + "WORLD_SIZE=3 RANK=1" + train +
+            (dir_ / "r1.pt").string() + " > " + log1.string() + " 2>&1; wait");
+  EXPECT_THAT(read_text(log1), HasSubstr("rank 1 of 3: WORLD_SIZE is 3 here but 2 at another rank"));
+  EXPECT_THAT(read_text(log0), HasSubstr("rank 0 of 2: WORLD_SIZE is 2 here but 3 at another rank"));
+  EXPECT_FALSE(fs::exists(dir_ / "r0.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "r1.pt"));
 }
 
 }  // namespace

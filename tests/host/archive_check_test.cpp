@@ -222,6 +222,20 @@ TEST(ArchiveCheckTest, RejectsARecordShorterThanItsStorage) {
   }
 }
 
+// libtorch finds records without regard to case (miniz's default), so a pickle named
+// "data.PKL" and a record named "DATA/4" are what it reads as data.pkl and data/4.
+TEST(ArchiveCheckTest, ComparesRecordNamesWithoutCaseAsLibtorchDoes) {
+  std::vector<ZipRecord> records = read_zip(lenet_bytes());
+  find_record(records, "lenet/data.pkl").name = "lenet/data.PKL";
+  ZipRecord& weight = find_record(records, "lenet/data/4");
+  weight = stored_record("lenet/DATA/4", weight.payload.substr(0, 100));
+  EXPECT_THAT(rejection(write_zip(records), "lenet.pt"),
+              HasSubstr("record 'lenet/data/4' holds 100 bytes but its storage needs 122880"));
+  records = read_zip(lenet_bytes());
+  records.push_back(stored_record("lenet/Data/4", "x"));
+  EXPECT_THAT(rejection(write_zip(records), "lenet.pt"), HasSubstr("two records named"));
+}
+
 TEST(ArchiveCheckTest, RejectsAMissingStorageRecord) {
   std::vector<ZipRecord> records = read_zip(lenet_bytes());
   records.erase(std::find_if(records.begin(), records.end(),

@@ -205,7 +205,7 @@ TEST_F(OutputPaths, AFailingWriteNamesTheFileAndTheOsReasonAndKeepsTheOldFile) {
 
 TEST_F(OutputPaths, UnwritableDirectoriesReportTheOsReason) {
   const std::string message = error_of([] { write_file_atomic("/proc/self/lithe_out.pt", "x"); });
-  EXPECT_THAT(message, HasSubstr("cannot write '/proc/self/lithe_out.pt'"));
+  EXPECT_THAT(message, HasSubstr("output '/proc/self/lithe_out.pt' cannot be written: "));
   EXPECT_THAT(message, ::testing::AnyOf(HasSubstr("No such file"), HasSubstr("Permission denied"),
                                         HasSubstr("not permitted"), HasSubstr("Read-only")));
   EXPECT_EQ(message.find(".tmp."), std::string::npos);

@@ -19,6 +19,7 @@ struct Dataset {
   at::Tensor images;  ///< float32 N x C x H x W
   at::Tensor labels;  ///< int64 N
   std::string source; ///< for messages
+  std::string labels_source;  ///< where the labels came from, when not `source` (IDX)
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 

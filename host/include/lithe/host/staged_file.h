@@ -14,18 +14,20 @@ namespace lithe::host {
 
 class StagedFile {
  public:
-  /// Checks the target (check_output_kind; sdk::Error(kIo) naming `role` and the target
-  /// otherwise). Nothing is created until write().
+  /// Checks the target (check_output_kind) and creates the empty temporary file beside the
+  /// file it resolves to, so an unwritable directory fails before any work: sdk::Error(kIo)
+  /// naming `role`, the target and the OS reason. The temporary file is removed unless
+  /// committed.
   explicit StagedFile(std::filesystem::path target, std::string role = "output");
   ~StagedFile();
   StagedFile(const StagedFile&) = delete;
   StagedFile& operator=(const StagedFile&) = delete;
 
-  /// Writes `bytes` to the temporary file (created exclusively, never through a link) and syncs
-  /// it. Any failure (ENOSPC, EROFS, EACCES, EIO...) throws sdk::Error(kIo) naming the target and
+  /// Writes `bytes` to the temporary file (never through a link) and syncs it. Any failure (ENOSPC, EROFS, EACCES, EIO...) throws sdk::Error(kIo) naming the target and
   /// the OS reason, and removes the temporary file.
   void write(const std::string& bytes);
-  /// Where the content goes before commit(), for writers that need a path (prefer write()).
+  /// Where the content goes before commit(), for readers of the staged content (write() is the
+  /// only writer: commit() refuses a file write() never completed).
   const std::filesystem::path& temp_path() const { return temp_; }
   /// The path as given.
   const std::filesystem::path& target() const { return target_; }
@@ -37,6 +39,7 @@ class StagedFile {
   std::filesystem::path target_;
   std::filesystem::path resolved_;
   std::filesystem::path temp_;
+  bool written_ = false;
   bool committed_ = false;
 };
 
