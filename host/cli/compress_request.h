@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "lithe/host/dataset.h"
+#include "lithe/host/output_paths.h"
 #include "lithe/host/trainer.h"
 #include "onnx_output.h"
 
@@ -29,6 +31,13 @@ struct CompressRequest {
   OnnxRequest onnx;  ///< also write the saved model as ONNX (QDQ for quantizers)
   /// Whether data is read (fine-tuning or calibration).
   bool needs_data() const { return fine_tune || calibration_batches > 0; }
+  /// The files the run reads, named by their options (for check_output_paths).
+  std::vector<host::NamedPath> inputs() const {
+    return {{"--model", model_path},
+            {"--config", config_path},
+            {"--data", needs_data() ? data : std::string()},
+            {"--test-data", test_path}};
+  }
 };
 
 /// Loaded training and test data, when the request needs data; checked against the model.

@@ -134,10 +134,7 @@ int run_compress(const std::vector<std::string>& args) {
   request.fine_tune = train_options.epochs != kNoEpochs;
   // Before any work: no output may replace an input, another output or a special file.
   host::check_output_paths(
-      {{"--model", request.model_path},
-       {"--config", request.config_path},
-       {"--data", request.needs_data() ? request.data : std::string()},
-       {"--test-data", request.test_path}},
+      request.inputs(),
       {{"--output", request.output_path},
        {"--masks", request.masks_path},
        {"--calibration", request.calibration_path},

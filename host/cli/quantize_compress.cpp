@@ -71,10 +71,7 @@ int compress_with_quantizer(const CompressRequest& request, const host::Compress
   const std::string calibration_role =
       request.calibration_path.empty() ? "the calibration file" : "--calibration";
   host::check_output_paths(
-      {{"--model", request.model_path},
-       {"--config", request.config_path},
-       {"--data", request.needs_data() ? request.data : std::string()},
-       {"--test-data", request.test_path}},
+      request.inputs(),
       {{"--output", request.output_path},
        {calibration_role, calibration_path},
        {"--onnx", request.onnx.path}});

@@ -8,9 +8,6 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -20,36 +17,16 @@
 #include "lithe/host/archive_check.h"
 #include "lithe/host/staged_file.h"
 #include "lithe/sdk/error.h"
+#include "posix_write.h"
 
 namespace lithe::host {
 
 namespace fs = std::filesystem;
 
 void write_file(const fs::path& path, const std::string& bytes) {
-  const auto fail = [&](int error) {
-    throw sdk::Error(sdk::Errc::kIo,
-                     "cannot write '" + path.string() + "': " + std::strerror(error));
-  };
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fail(errno);
-  }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      ::close(fd);
-      fail(error);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    fail(errno);
-  }
+  const int error = write_whole_file(path.c_str(), bytes, 0, /*sync=*/false);
+  LITHE_CHECK(error == 0, sdk::Errc::kIo, "cannot write '", path.string(), "': ",
+              std::strerror(error));
 }
 
 void write_file_atomic(const fs::path& path, const std::string& bytes) {

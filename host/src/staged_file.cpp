@@ -9,6 +9,7 @@
 
 #include "lithe/host/output_paths.h"
 #include "lithe/sdk/error.h"
+#include "posix_write.h"
 
 namespace lithe::host {
 
@@ -27,8 +28,9 @@ StagedFile::StagedFile(fs::path target, std::string role) : target_(std::move(ta
   resolved_ = resolve_output_target(target_);
   temp_ = resolved_.string() + ".tmp." + std::to_string(::getpid()) + "." +
           std::to_string(counter++);
-  // Created now, exclusively and never through a link: a directory that cannot take the file
-  // (read-only, /proc, no permission) fails before any work, naming the option.
+  // A probe: a directory that cannot take the file (read-only, /proc, no permission) fails
+  // now, before any work, naming the option. Removed at once, so that a process killed during
+  // a long run leaves nothing behind; write() creates the file again.
   const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int error = errno;
@@ -37,6 +39,7 @@ StagedFile::StagedFile(fs::path target, std::string role) : target_(std::move(ta
                                          temp_.parent_path().string() + "'; nothing was written)");
   }
   ::close(fd);
+  ::unlink(temp_.c_str());
 }
 
 StagedFile::~StagedFile() {
@@ -52,30 +55,14 @@ void StagedFile::write(const std::string& bytes) {
                                          os_reason(error) + " (nothing was written; an existing '" +
                                          target_.string() + "' is unchanged)");
   };
-  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fail(errno);
+  if (written_) {
+    ::unlink(temp_.c_str());  // new content replaces what an earlier write() staged
+    written_ = false;
   }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      ::close(fd);
-      fail(error);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-    const int error = errno;
-    ::close(fd);
+  // Exclusively and never through a link: nobody can have planted the name in the meantime.
+  if (const int error =
+          write_whole_file(temp_.c_str(), bytes, O_EXCL | O_NOFOLLOW, /*sync=*/true)) {
     fail(error);
-  }
-  if (::close(fd) != 0) {
-    fail(errno);
   }
   written_ = true;
 }

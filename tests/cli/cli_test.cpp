@@ -112,7 +112,7 @@ TEST(CliTest, UnknownTopLevelKeyAndMissingFilesAreNamed) {
   write_text(dir / "garbage.pt", "not a model");
   const CliRun garbage = run_lithe("inspect --model " + (dir / "garbage.pt").string());
   EXPECT_EQ(garbage.exit_code, 1);
-  EXPECT_THAT(garbage.out, HasSubstr("is not a loadable TorchScript archive"));
+  EXPECT_THAT(garbage.out, HasSubstr("is not a torch archive"));
   EXPECT_FALSE(std::filesystem::exists(dir / "o.pt"));
 }
 

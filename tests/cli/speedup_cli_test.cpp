@@ -113,7 +113,7 @@ TEST(ExportOnnxCliTest, WritesACheckedModelAndRefusesBadInputs) {
   run = run_lithe("export-onnx --model " + (dir / "lenet.onnx").string() +
                   " --input-shape 1,1,28,28 --output " + (dir / "again.onnx").string());
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_THAT(run.out, HasSubstr("is not a loadable TorchScript archive"));
+  EXPECT_THAT(run.out, HasSubstr("is not a torch archive"));
   EXPECT_FALSE(fs::exists(dir / "old.onnx"));
   EXPECT_FALSE(fs::exists(dir / "again.onnx"));
 }

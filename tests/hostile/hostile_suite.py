@@ -508,7 +508,7 @@ def build_cases(fx):
         files={"lenet.pt": L, "masks.pt": MASKS}, check=starts_pk("out.pt"))
     # Python writes a one-entry dict with SETITEM, which libtorch 1.13 cannot unpickle: the
     # error must say so (a known limit, documented in the README).
-    add("mask_one_layer_torch_save", "masks",
+    add("mask_one_layer_torch_save", "mask file",
         ["apply", "--model", "lenet.pt", "--masks", "one_layer.pt", "--output", "out.pt"],
         error=r"one-entry dict or list.*SETITEM", where=q("one_layer.pt"),
         files={"lenet.pt": L, "one_layer.pt": fx.masks_one_layer})

@@ -14,16 +14,16 @@ namespace lithe::host {
 
 class StagedFile {
  public:
-  /// Checks the target (check_output_kind) and creates the empty temporary file beside the
-  /// file it resolves to, so an unwritable directory fails before any work: sdk::Error(kIo)
-  /// naming `role`, the target and the OS reason. The temporary file is removed unless
-  /// committed.
+  /// Checks the target (check_output_kind) and that a file can be created beside the file it
+  /// resolves to (created and removed at once), so an unwritable directory fails before any
+  /// work: sdk::Error(kIo) naming `role`, the target and the OS reason.
   explicit StagedFile(std::filesystem::path target, std::string role = "output");
   ~StagedFile();
   StagedFile(const StagedFile&) = delete;
   StagedFile& operator=(const StagedFile&) = delete;
 
-  /// Writes `bytes` to the temporary file (never through a link) and syncs it. Any failure (ENOSPC, EROFS, EACCES, EIO...) throws sdk::Error(kIo) naming the target and
+  /// Writes `bytes` to the temporary file (created exclusively, never through a link; a second
+  /// call replaces the first's content) and syncs it. Any failure (ENOSPC, EROFS, EACCES, EIO...) throws sdk::Error(kIo) naming the target and
   /// the OS reason, and removes the temporary file.
   void write(const std::string& bytes);
   /// Where the content goes before commit(), for readers of the staged content (write() is the
@@ -32,7 +32,7 @@ class StagedFile {
   /// The path as given.
   const std::filesystem::path& target() const { return target_; }
   /// Renames the temporary file onto the resolved target (sdk::Error(kIo) on failure, target
-  /// untouched).
+  /// untouched). An uncommitted StagedFile removes its temporary file.
   void commit();
 
  private:
