@@ -53,12 +53,4 @@ void body(const uint8_t* data, size_t size) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  lithe::fuzz::initialize();
-  return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  lithe::fuzz::guarded("idx", /*torch_facing=*/true, body, data, size);
-  return 0;
-}
+LITHE_FUZZ_HARNESS("idx", /*torch_facing=*/true, body)

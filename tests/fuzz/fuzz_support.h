@@ -63,3 +63,15 @@ size_t mutate_torch_archive(uint8_t* data, size_t size, size_t max_size, unsigne
                                             unsigned int seed) {                           \
     return lithe::fuzz::mutate_torch_archive(data, size, max_size, seed);                  \
   }
+
+/// Defines libFuzzer's entry points for a harness: initialize() once, then `body` on every input
+/// through guarded() (which sorts expected rejections from findings).
+#define LITHE_FUZZ_HARNESS(name, torch_facing, body)                                   \
+  extern "C" int LLVMFuzzerInitialize(int*, char***) {                                 \
+    lithe::fuzz::initialize();                                                         \
+    return 0;                                                                          \
+  }                                                                                    \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {            \
+    lithe::fuzz::guarded(name, torch_facing, body, data, size);                        \
+    return 0;                                                                          \
+  }

@@ -33,12 +33,4 @@ void body(const uint8_t* data, size_t size) {
 // Mostly well-formed zips with mutated records, so that inputs get past the CRC checks.
 LITHE_FUZZ_TORCH_ARCHIVE_MUTATOR()
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  lithe::fuzz::initialize();
-  return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  lithe::fuzz::guarded("tensor_file", /*torch_facing=*/true, body, data, size);
-  return 0;
-}
+LITHE_FUZZ_HARNESS("tensor_file", /*torch_facing=*/true, body)
