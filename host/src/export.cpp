@@ -16,6 +16,7 @@
 
 #include "lithe/host/archive_check.h"
 #include "lithe/host/staged_file.h"
+#include "lithe/kernels/masking.h"
 #include "lithe/sdk/error.h"
 #include "posix_write.h"
 
@@ -95,11 +96,11 @@ void check_mask_values(const at::Tensor& mask, const std::string& source, const 
   if (mask.numel() == 0 || type == at::kBool) {
     return;
   }
-  const at::Tensor values = mask.to(at::kDouble);
-  const int64_t bad = values.ne(0).logical_and(values.ne(1)).sum().item<int64_t>();
+  const at::Tensor values = mask.to(at::kDouble).flatten();
+  const at::Tensor other = values.ne(0).logical_and(values.ne(1));  // NaN is neither
+  const int64_t bad = other.sum().item<int64_t>();
   if (bad > 0) {
-    const at::Tensor first = values.ne(0).logical_and(values.ne(1)).flatten().nonzero();
-    const double example = values.flatten()[first[0][0].item<int64_t>()].item<double>();
+    const double example = values[other.nonzero()[0][0].item<int64_t>()].item<double>();
     throw sdk::Error(sdk::Errc::kInvalidModel,
                      "mask file '" + source + "', layer '" + layer + "': the '" + field +
                          "' mask must hold only 0 and 1, but " + std::to_string(bad) + " of " +
@@ -223,11 +224,11 @@ void apply_compression_results(Model& model, const NamedMasks& masks, const std:
     plan.emplace_back(record, &m);
   }
   at::NoGradGuard no_grad;
-  // A pruned entry becomes exactly 0, whatever it held (Inf * 0 would be NaN).
+  // The sessions' masking kernel: a pruned entry becomes exactly 0, whatever it held.
   for (const auto& [record, m] : plan) {
-    record->weight->masked_fill_(m->weight.to(record->weight->device()).eq(0), 0);
+    kernels::apply_mask_(*record->weight, m->weight.to(record->weight->options()));
     if (m->bias.has_value() && record->bias.has_value()) {
-      record->bias->masked_fill_(m->bias->to(record->bias->device()).eq(0), 0);
+      kernels::apply_mask_(*record->bias, m->bias->to(record->bias->options()));
     }
   }
 }

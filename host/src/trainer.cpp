@@ -152,17 +152,20 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
 namespace {
 
 // Stops training at the first non-finite loss or gradient, naming where (1-based epoch and step).
-void check_finite_step(const std::vector<at::Tensor>& parameters, const at::Tensor& loss,
-                       int64_t epoch, int64_t step) {
-  std::vector<at::Tensor> largest;
+// Stops training at the first non-finite loss or gradient, naming where (1-based epoch and step);
+// returns the loss. One reduction per gradient (its sum: NaN or infinite exactly when an entry
+// is, short of a float overflow that is divergence too) and a single synchronisation per step.
+double check_finite_step(const std::vector<at::Tensor>& parameters, const at::Tensor& loss,
+                         int64_t epoch, int64_t step) {
+  std::vector<at::Tensor> sums = {loss.detach().to(at::kDouble).reshape({1})};
   for (const at::Tensor& p : parameters) {
     if (p.grad().defined() && p.grad().numel() > 0) {
-      largest.push_back(p.grad().detach().abs().max().to(at::kFloat).reshape({1}));
+      sums.push_back(p.grad().sum().to(at::kDouble).reshape({1}));
     }
   }
-  const bool gradients_finite = largest.empty() || at::cat(largest).isfinite().all().item<bool>();
-  const double value = loss.item<double>();
-  if (!std::isfinite(value) || !gradients_finite) {
+  const at::Tensor all = at::cat(sums);
+  const double value = all[0].item<double>();
+  if (!std::isfinite(value) || !all.isfinite().all().item<bool>()) {
     throw sdk::Error(sdk::Errc::kInvalidModel,
                      "training diverged at epoch " + std::to_string(epoch + 1) + " step " +
                          std::to_string(step + 1) + ": " +
@@ -171,6 +174,7 @@ void check_finite_step(const std::vector<at::Tensor>& parameters, const at::Tens
                          " (lower --lr, or check the data and the model's weights for NaN/Inf); "
                          "nothing was written");
   }
+  return value;
 }
 
 }  // namespace
@@ -483,14 +487,13 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
                                      std::to_string(step + 1));
       // Before the weights change: a NaN/Inf here would otherwise train to a NaN model and be
       // written. The gradients are the averaged ones, so every rank stops at the same step.
-      check_finite_step(trained, loss, epoch, step);
+      const double value = check_finite_step(trained, loss, epoch, step);
       if (session != nullptr) {
         session->optimizer_step(*optimizer);
         session->step();
       } else {
         optimizer->step();
       }
-      const double value = loss.item<double>();
       loss_sum += value * static_cast<double>(count);
       progress.update(step + 1, value);
     }
