@@ -19,9 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
-#if LITHE_FUZZ_HAVE_ARCHIVE_CHECK
 #include "lithe/host/archive_check.h"
-#endif
 #include "lithe/sdk/error.h"
 
 #if defined(__has_feature)
@@ -223,7 +221,6 @@ void verify_accepted_pickle(const std::string& bytes, const char* what, bool che
   } catch (const std::exception&) {
     return;
   }
-#if LITHE_FUZZ_HAVE_ARCHIVE_CHECK
   if (check_extents) {
     try {
       host::check_tensor_extents(value, "data file", "fuzz-input.pt");
@@ -235,9 +232,6 @@ void verify_accepted_pickle(const std::string& bytes, const char* what, bool che
       return;
     }
   }
-#else
-  (void)check_extents;
-#endif
   verify_ivalue(value, std::string(what) + " (accepted by Lithe)");
 }
 
@@ -251,9 +245,7 @@ void verify_accepted_archive(const std::string& bytes) {
   try {
     std::istringstream in(bytes);
     module = torch::jit::load(in);
-#if LITHE_FUZZ_HAVE_ARCHIVE_CHECK
     host::check_module_tensors(module, "model", "fuzz-input.pt");
-#endif
   } catch (const sdk::Error& e) {
     if (e.code() == sdk::Errc::kInternal) {
       finding(std::string("archive: internal error (a bug in Lithe): ") + e.what());
