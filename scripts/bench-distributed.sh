@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK="${LITHE_BENCH_DIR:-build/bench}"
-MODEL="${LITHE_RECIPE2_MODEL:-../shared/conformance/models/lenet.pt}"
+MODEL="${LITHE_RECIPE2_MODEL:-tests/data/nni/models/lenet.pt}"
 mkdir -p "$WORK"
 lithe=build/bin/lithe
 sgd=(--optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --seed 0)

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lithe/host/dataset.h"
-#include "lithe/host/output_paths.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/io/output_paths.h"
+#include "lithe/host/train/trainer.h"
 #include "onnx_output.h"
 
 namespace lithe::cli {

@@ -9,13 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/export.h"
-#include "lithe/host/model.h"
-#include "lithe/host/output_paths.h"
-#include "lithe/host/staged_file.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/apply_compression_results.h"
+#include "lithe/host/io/mask_file.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/io/output_paths.h"
+#include "lithe/host/io/staged_file.h"
 #include "lithe/sdk/error.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/train/trainer.h"
 #include "training_options.h"
 #include "compress_request.h"
 #include "quantize_compress.h"

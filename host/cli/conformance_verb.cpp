@@ -1,7 +1,7 @@
 // `lithe conformance DIR`: replay NNI golden cases.
 #include <iostream>
 
-#include "lithe/host/conformance.h"
+#include "lithe/conformance/conformance.h"
 #include "verbs.h"
 
 namespace lithe::cli {

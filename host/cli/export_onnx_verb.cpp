@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "input_shape.h"
-#include "lithe/host/model.h"
-#include "lithe/host/onnx_export.h"
-#include "lithe/host/output_paths.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/export/onnx_export.h"
+#include "lithe/host/io/output_paths.h"
 #include "lithe/sdk/error.h"
 #include "onnx_output.h"
 #include "verbs.h"

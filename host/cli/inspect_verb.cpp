@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "lithe/host/model.h"
-#include "lithe/host/threads.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/io/threads.h"
 #include "verbs.h"
 
 namespace lithe::cli {

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <map>
 
-#include "lithe/host/threads.h"
+#include "lithe/host/io/threads.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/version.h"

@@ -5,8 +5,7 @@
 #include <cstdio>
 
 #include "input_shape.h"
-#include "lithe/host/export.h"
-#include "lithe/host/model.h"
+#include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::cli {

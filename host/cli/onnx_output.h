@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lithe/host/onnx_export.h"
-#include "lithe/host/staged_file.h"
+#include "lithe/host/export/onnx_export.h"
+#include "lithe/host/io/staged_file.h"
 
 namespace lithe::cli {
 

@@ -5,12 +5,11 @@
 #include <iostream>
 #include <optional>
 
-#include "lithe/host/export.h"
-#include "lithe/host/model.h"
-#include "lithe/host/quantization_session.h"
-#include "lithe/host/output_paths.h"
-#include "lithe/host/staged_file.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/session/quantization_session.h"
+#include "lithe/host/io/output_paths.h"
+#include "lithe/host/io/staged_file.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::cli {

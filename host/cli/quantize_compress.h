@@ -4,8 +4,8 @@
 // state as buffers, restorable by a later session) and the calibration JSON, atomically.
 
 #include "compress_request.h"
-#include "lithe/host/compressor.h"
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "rank_run.h"
 
 namespace lithe::cli {

@@ -6,8 +6,8 @@
 #include <initializer_list>
 #include <memory>
 
-#include "lithe/host/process_group.h"
-#include "lithe/host/staged_file.h"
+#include "lithe/host/dist/process_group.h"
+#include "lithe/host/io/staged_file.h"
 
 namespace lithe::cli {
 

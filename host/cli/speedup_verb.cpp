@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "input_shape.h"
-#include "lithe/host/export.h"
-#include "lithe/host/flops.h"
-#include "lithe/host/latency.h"
-#include "lithe/host/speedup.h"
-#include "lithe/host/output_paths.h"
-#include "lithe/host/staged_file.h"
-#include "lithe/host/threads.h"
+#include "lithe/host/io/mask_file.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/graph/flops_counter.h"
+#include "lithe/host/speedup/latency.h"
+#include "lithe/host/speedup/speedup.h"
+#include "lithe/host/io/output_paths.h"
+#include "lithe/host/io/staged_file.h"
+#include "lithe/host/io/threads.h"
 #include "lithe/sdk/error.h"
 #include "verbs.h"
 

@@ -4,12 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lithe/host/dataset.h"
-#include "lithe/host/model.h"
-#include "lithe/host/output_paths.h"
-#include "lithe/host/staged_file.h"
-#include "lithe/host/threads.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/io/output_paths.h"
+#include "lithe/host/io/staged_file.h"
+#include "lithe/host/io/threads.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "training_options.h"
 #include "rank_run.h"

@@ -7,8 +7,8 @@
 
 #include <boost/program_options.hpp>
 
-#include "lithe/host/dataset.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/train/trainer.h"
 
 namespace lithe::cli {
 

@@ -9,8 +9,8 @@
 
 #include <boost/program_options.hpp>
 
-#include "lithe/host/plugin_loader.h"
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_loader.h"
+#include "lithe/host/runtime/plugin_registry.h"
 
 namespace lithe::cli {
 

@@ -133,10 +133,8 @@ TEST(CliTest, MissingRequiredOptionIsAUsageError) {
 }
 
 TEST(CliTest, ConformanceRunsAGoldenFolderGivenAsArgument) {
-  const auto golden = shared_dir() / "conformance/golden";
-  if (!std::filesystem::is_directory(golden / "level_lenet_s0.5")) {
-    GTEST_SKIP() << "no golden set at " << golden;
-  }
+  const auto golden = nni_data_dir() / "golden";
+  ASSERT_TRUE(std::filesystem::is_directory(golden / "level_lenet_s0.5")) << "in-repo test data missing: " << golden;
   const CliRun run = run_lithe("conformance " + golden.string() + " --case level_");
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("PASS level_lenet_s0.5\n"));
@@ -152,10 +150,8 @@ namespace lithe::test {
 namespace {
 
 TEST(CliTest, DependencyAwarePruningReportsTheCoupledLayers) {
-  const auto model = shared_dir() / "conformance/models/resblock.pt";
-  if (!std::filesystem::is_regular_file(model)) {
-    GTEST_SKIP() << "no conformance models at " << model;
-  }
+  const auto model = nni_data_dir() / "models/resblock.pt";
+  ASSERT_TRUE(std::filesystem::is_regular_file(model)) << "in-repo test data missing: " << model;
   const auto dir = scratch_dir("cli_dependency_aware");
   write_text(dir / "dep.json", R"({"algorithm": "l1_filter", "options": {"dependency_aware": true},
       "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}]})");

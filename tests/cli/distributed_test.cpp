@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "lithe/host/dataset.h"
-#include "lithe/host/export.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/io/mask_file.h"
 #include "support/cli_run.h"
 #include "support/paths.h"
 

@@ -7,8 +7,8 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include "lithe/host/dataset.h"
-#include "lithe/host/model.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/model/model.h"
 #include "support/cli_run.h"
 #include "support/paths.h"
 

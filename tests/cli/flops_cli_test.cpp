@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "lithe/host/export.h"
+#include "lithe/host/io/mask_file.h"
 #include "support/cli_run.h"
 #include "support/paths.h"
 
@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 std::string lenet_args() {
-  return "flops --model " + (shared_dir() / "conformance/models/lenet.pt").string() +
+  return "flops --model " + (nni_data_dir() / "models/lenet.pt").string() +
          " --input-shape 1,1,28,28";
 }
 
@@ -64,14 +64,14 @@ TEST(FlopsCliTest, MasksReduceTheCountAndLeaveTheModelFileAlone) {
   host::NamedMasks masks;
   masks.emplace_back("conv2", sdk::Masks{conv2, torch::ones({16})});
   host::save_masks(masks, dir / "mask.pth");
-  const std::string model_bytes = read_text(shared_dir() / "conformance/models/lenet.pt");
+  const std::string model_bytes = read_text(nni_data_dir() / "models/lenet.pt");
   const CliRun run = run_lithe(lenet_args() + " --masks " + (dir / "mask.pth").string());
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(
       run.out,
       HasSubstr("    1  conv2  Conv2d  1x6x12x12  1x16x8x8   16x6x5x5      76800     2416"));
   EXPECT_THAT(run.out, HasSubstr("FLOPs total: 204840\n#Params total: 44426\n"));
-  EXPECT_EQ(read_text(shared_dir() / "conformance/models/lenet.pt"), model_bytes);
+  EXPECT_EQ(read_text(nni_data_dir() / "models/lenet.pt"), model_bytes);
 
   // A mask of the wrong shape: the file, the layer and both shapes are named.
   masks[0].second.weight = torch::ones({16, 6, 3, 3});
@@ -88,7 +88,7 @@ TEST(FlopsCliTest, MasksReduceTheCountAndLeaveTheModelFileAlone) {
 TEST(FlopsCliTest, BadOptionsAreNamedWithTheValue) {
   for (const std::string shape : {"1,x,28,28", "1,,28,28", "1,1,28,", "0,1,28,28", "-1,1"}) {
     const CliRun run =
-        run_lithe("flops --model " + (shared_dir() / "conformance/models/lenet.pt").string() +
+        run_lithe("flops --model " + (nni_data_dir() / "models/lenet.pt").string() +
                   " --input-shape=" + shape);
     EXPECT_EQ(run.exit_code, 1) << shape << ": " << run.out;
     EXPECT_THAT(run.out, HasSubstr("--input-shape must be a comma-separated list of positive "
@@ -100,7 +100,7 @@ TEST(FlopsCliTest, BadOptionsAreNamedWithTheValue) {
   EXPECT_EQ(mode.exit_code, 1);
   EXPECT_THAT(mode.out, HasSubstr("--mode must be 'default' or 'full', got 'fast'"));
   const CliRun missing =
-      run_lithe("flops --model " + (shared_dir() / "conformance/models/lenet.pt").string());
+      run_lithe("flops --model " + (nni_data_dir() / "models/lenet.pt").string());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.out, HasSubstr("input-shape"));
   const CliRun not_a_model = run_lithe("flops --model /nonexistent.pt --input-shape 1,1,28,28");

@@ -55,7 +55,7 @@ TEST(SpeedupCliTest, MasksForAMissingLayerFailWithTheLayerNamedAndWriteNothing) 
   const fs::path dir = scratch_dir("speedup_cli_bad_masks");
   const auto [masked, masks] = pruned_lenet(dir);
   // Masks of another model (the MLP's fc1 is 128x64, LeNet's 120x256).
-  const fs::path foreign = shared_dir() / "conformance/golden/export_level_mlp/mask.pth";
+  const fs::path foreign = nni_data_dir() / "golden/export_level_mlp/mask.pth";
   const CliRun run = run_lithe("speedup --model " + masked.string() + " --masks " +
                                foreign.string() + " --input-shape 1,1,28,28 --output " +
                                (dir / "small.pt").string());

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "lithe/host/archive_check.h"
+#include "lithe/host/io/archive_check.h"
 
 namespace {
 

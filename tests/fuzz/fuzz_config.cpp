@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "lithe/host/compressor.h"
-#include "lithe/host/config_list.h"
-#include "lithe/host/model.h"
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/config_list.h"
+#include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk_internal/options_json.h"
 

@@ -12,7 +12,7 @@
 #include <system_error>
 
 #include "fuzz_support.h"
-#include "lithe/host/dataset.h"
+#include "lithe/host/train/dataset.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "lithe/host/export.h"
+#include "lithe/host/io/mask_file.h"
 
 namespace {
 

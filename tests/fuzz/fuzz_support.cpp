@@ -19,7 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "lithe/host/archive_check.h"
+#include "lithe/host/io/archive_check.h"
 #include "lithe/sdk/error.h"
 
 #if defined(__has_feature)

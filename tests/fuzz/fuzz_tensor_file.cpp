@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "lithe/host/dataset.h"
+#include "lithe/host/train/dataset.h"
 
 namespace {
 

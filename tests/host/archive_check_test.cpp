@@ -16,8 +16,9 @@
 #include <random>
 #include <sstream>
 
-#include "lithe/host/archive_check.h"
-#include "lithe/host/export.h"
+#include "lithe/host/io/archive_check.h"
+#include "lithe/host/io/file_io.h"
+#include "lithe/host/io/mask_file.h"
 #include "lithe/sdk/error.h"
 #include "support/paths.h"
 #include "support/zip_archive.h"

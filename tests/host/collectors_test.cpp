@@ -5,9 +5,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/model.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "support/paths.h"
 #include "support/registry.h"

@@ -1,8 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "lithe/host/config_list.h"
-#include "lithe/host/model.h"
+#include "lithe/host/session/config_list.h"
+#include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 #include "support/paths.h"
 

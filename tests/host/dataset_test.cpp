@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "lithe/host/dataset.h"
+#include "lithe/host/train/dataset.h"
 #include "lithe/sdk/error.h"
 #include "support/paths.h"
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/dependency.h"
-#include "lithe/host/model.h"
+#include "lithe/host/graph/layer_dependencies.h"
+#include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"
@@ -53,7 +53,7 @@ struct NniDependencies {
 };
 
 NniDependencies golden_dependencies(const std::string& case_name) {
-  const auto path = test::shared_dir() / "conformance/golden" / case_name / "summary.json";
+  const auto path = test::nni_data_dir() / "golden" / case_name / "summary.json";
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   const nlohmann::json results = nlohmann::json::parse(in).at("results");

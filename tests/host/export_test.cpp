@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/export.h"
-#include "lithe/host/model.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/io/file_io.h"
+#include "lithe/host/model/apply_compression_results.h"
+#include "lithe/host/io/mask_file.h"
+#include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 #include "support/paths.h"
 #include "support/registry.h"

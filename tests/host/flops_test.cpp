@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "lithe/host/export.h"
-#include "lithe/host/flops.h"
+#include "lithe/host/io/mask_file.h"
+#include "lithe/host/graph/flops_counter.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/model.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 #include "support/registry.h"
 

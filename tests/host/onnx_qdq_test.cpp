@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/onnx_export.h"
+#include "lithe/host/export/onnx_export.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"

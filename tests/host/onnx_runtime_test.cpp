@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/onnx_export.h"
-#include "lithe/host/speedup.h"
+#include "lithe/host/export/onnx_export.h"
+#include "lithe/host/speedup/speedup.h"
 #include "support/cli_run.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"

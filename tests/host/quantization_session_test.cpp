@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lithe/host/model.h"
-#include "lithe/host/quantization_session.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/session/quantization_session.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/quantizer.h"
 #include "support/model_snapshot.h"

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/export.h"
-#include "lithe/host/model.h"
-#include "lithe/host/plugin_registry.h"
-#include "lithe/host/speedup.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/io/mask_file.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/speedup/speedup.h"
 #include "lithe/sdk/error.h"
 #include "plugins/filter_norm/filter_norm.h"
 #include "plugins/slim/slim.h"

@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/dataset.h"
-#include "lithe/host/trainer.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "support/paths.h"
 #include "support/registry.h"

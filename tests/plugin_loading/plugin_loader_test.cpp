@@ -2,7 +2,7 @@
 // a text file named like a plugin, a library without entry point, wrong API version, wrong ABI
 // tag, a plugin that throws while registering, two plugins with one name, a plugin registering
 // an algorithm another plugin owns, and good plugins (tiny, level, the acme sample).
-#include "lithe/host/plugin_loader.h"
+#include "lithe/host/runtime/plugin_loader.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/pruner.h"

@@ -1,5 +1,5 @@
 #pragma once
-// The five conformance models (../shared/conformance/models) and masks for them.
+// The five conformance models (tests/data/nni/models) and masks for them.
 
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/export.h"
+#include "lithe/host/io/mask_file.h"
 #include "support/paths.h"
 
 namespace lithe::test {
 
 inline std::filesystem::path conformance_model_file(const std::string& name) {
-  return shared_dir() / "conformance/models" / (name + ".pt");
+  return nni_data_dir() / "models" / (name + ".pt");
 }
 
 /// The scripted conformance model `name`, in eval mode.

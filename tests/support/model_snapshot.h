@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "lithe/host/model.h"
+#include "lithe/host/model/model.h"
 
 namespace lithe::test {
 

@@ -8,8 +8,9 @@ namespace lithe::test {
 
 inline std::filesystem::path source_dir() { return LITHE_SOURCE_DIR; }
 inline std::filesystem::path binary_dir() { return LITHE_BINARY_DIR; }
-/// ../shared next to the repository (present in CI and development checkouts).
-inline std::filesystem::path shared_dir() { return LITHE_SHARED_DIR; }
+/// The NNI v2.0 golden cases and their models, copied into the repository (tests/data/nni,
+/// README there): `golden/<case>/` and `models/<name>.pt`.
+inline std::filesystem::path nni_data_dir() { return source_dir() / "tests/data/nni"; }
 inline std::filesystem::path lenet_model() { return source_dir() / "samples/models/lenet.pt"; }
 inline std::filesystem::path shared_blocks_model() {
   return source_dir() / "tests/data/shared_blocks.pt";

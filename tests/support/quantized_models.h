@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/model.h"
-#include "lithe/host/plugin_registry.h"
-#include "lithe/host/quantization_session.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/session/quantization_session.h"
 #include "plugins/bnn/bnn.h"
 #include "plugins/dorefa/dorefa.h"
 #include "plugins/lsq/lsq.h"

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
 #include "lithe/sdk/registry.h"
@@ -37,13 +37,13 @@ inline std::unique_ptr<sdk::LayerView> quant_layer(const at::Tensor& weight,
 }
 
 /// quant_layer for each of `names`, in order, over the weight "<name>.weight" of the conformance
-/// model `model`'s state dict (shared/conformance/models/<model>_state.pt), all selected by
+/// model `model`'s state dict (tests/data/nni/models/<model>_state.pt), all selected by
 /// `entry`.
 inline GoldenLayers golden_quant_layers(const std::string& model,
                                         const std::vector<std::string>& names,
                                         const nlohmann::ordered_json& entry) {
   const auto state =
-      load_tensor_dict(shared_dir() / "conformance/models" / (model + "_state.pt"));
+      load_tensor_dict(nni_data_dir() / "models" / (model + "_state.pt"));
   GoldenLayers out;
   for (const std::string& name : names) {
     out.owned.push_back(quant_layer(state.at(name + ".weight"), entry, name));

@@ -1,7 +1,7 @@
 #pragma once
 // A registry holding the in-tree level plugin, linked directly (no dlopen).
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "plugins/level/level.h"
 
 namespace lithe::test {

@@ -13,9 +13,9 @@
 #include <tuple>
 #include <vector>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/model.h"
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/filter_pruning.h"
 #include "lithe/sdk/layer.h"
@@ -437,10 +437,8 @@ class ActivationGoldenTest
 
 TEST_P(ActivationGoldenTest, StatisticsAndMasksMatchNni) {
   const auto& [algorithm, model_name] = GetParam();
-  const auto conformance = test::shared_dir() / "conformance";
-  if (!std::filesystem::exists(conformance / "golden")) {
-    GTEST_SKIP() << "no conformance data at " << conformance;
-  }
+  const auto conformance = test::nni_data_dir();
+  ASSERT_TRUE(std::filesystem::exists(conformance / "golden")) << "in-repo test data missing: " << conformance;
   const std::string case_name = algorithm + "_" + model_name + "_s0.5";
   const auto golden = test::load_tensor_dict(conformance / "golden" / case_name / "tensors.pt");
   torch::jit::Module module =

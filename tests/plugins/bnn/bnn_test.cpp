@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
@@ -79,7 +79,7 @@ TEST(BnnQuantizerTest, WeightGradientIsPureStraightThrough) {
 }
 
 TEST(BnnQuantizerTest, MatchesNniGoldenLenetWeightsBitForBit) {
-  const auto conformance = test::shared_dir() / "conformance";
+  const auto conformance = test::nni_data_dir();
   const auto golden = test::load_tensor_dict(conformance / "golden/bnn_lenet/tensors.pt");
   const test::GoldenLayers layers =
       test::golden_quant_layers("lenet", {"conv2", "fc1", "fc2"}, entry_json({"weight", "output"}));

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
@@ -75,7 +75,7 @@ class DorefaGoldenTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(DorefaGoldenTest, MatchesNniGoldenLenetWeightsBitForBit) {
   const int bits = GetParam();
-  const auto conformance = test::shared_dir() / "conformance";
+  const auto conformance = test::nni_data_dir();
   const auto golden = test::load_tensor_dict(
       conformance / "golden" / ("dorefa_lenet_w" + std::to_string(bits)) / "tensors.pt");
   const test::GoldenLayers layers = test::golden_quant_layers(

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
@@ -359,10 +359,8 @@ TEST_F(FilterNormDependencyTest, MixedSparsitiesShareTheCommonChannelOfTheSmalle
 // context: every case here has no tie at a pruning boundary, so Lithe's exact-k rule must give
 // NNI's masks exactly.
 TEST_F(FilterNormTest, DependencyAwareMasksEqualNnisGoldenCases) {
-  const auto conformance = test::shared_dir() / "conformance";
-  if (!std::filesystem::exists(conformance / "golden")) {
-    GTEST_SKIP() << "no conformance data at " << conformance;
-  }
+  const auto conformance = test::nni_data_dir();
+  ASSERT_TRUE(std::filesystem::exists(conformance / "golden")) << "in-repo test data missing: " << conformance;
   for (const auto& [name, algorithm] :
        {std::pair{"l1filter_resblock_dep_s0.5", "l1_filter"},
         {"l2filter_resblock_dep_s0.5", "l2_filter"},
@@ -410,10 +408,8 @@ TEST_F(FilterNormTest, RegistersMaskersAndPrunersUnderTheNamesUsersType) {
 
 
 TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
-  const auto conformance = test::shared_dir() / "conformance";
-  if (!std::filesystem::exists(conformance / "golden")) {
-    GTEST_SKIP() << "no conformance data at " << conformance;
-  }
+  const auto conformance = test::nni_data_dir();
+  ASSERT_TRUE(std::filesystem::exists(conformance / "golden")) << "in-repo test data missing: " << conformance;
   int checked = 0;
   for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
     const auto state = test::load_tensor_dict(conformance / "models" / (std::string(model) + "_state.pt"));

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
@@ -258,11 +258,9 @@ TEST_F(FpgmTest, DependencyAwareAddedLayersPruneTheSameChannels) {
 // NNI's dependency-aware FPGM golden case, replayed with NNI's dependency sets: no tie at a
 // pruning boundary, so Lithe must give NNI's masks exactly.
 TEST_F(FpgmTest, DependencyAwareMasksEqualNnisGoldenCase) {
-  const auto conformance = test::shared_dir() / "conformance";
+  const auto conformance = test::nni_data_dir();
   const auto dir = conformance / "golden" / "fpgm_resblock_dep_s0.5";
-  if (!std::filesystem::exists(dir)) {
-    GTEST_SKIP() << "no conformance data at " << dir;
-  }
+  ASSERT_TRUE(std::filesystem::exists(dir)) << "in-repo test data missing: " << dir;
   std::ifstream summary_file(dir / "summary.json");
   const auto results = nlohmann::ordered_json::parse(summary_file).at("results");
   const auto state = test::load_tensor_dict(conformance / "models" / "resblock_state.pt");
@@ -294,10 +292,8 @@ TEST_F(FpgmTest, RegistersMaskerAndPrunerUnderTheNameUsersType) {
 
 
 TEST(FpgmGoldenTest, DistanceSumsAreBitIdenticalToNnisStatistics) {
-  const auto conformance = test::shared_dir() / "conformance";
-  if (!std::filesystem::exists(conformance / "golden")) {
-    GTEST_SKIP() << "no conformance data at " << conformance;
-  }
+  const auto conformance = test::nni_data_dir();
+  ASSERT_TRUE(std::filesystem::exists(conformance / "golden")) << "in-repo test data missing: " << conformance;
   int checked = 0;
   for (const char* model : {"lenet", "vgg_bn", "mobilenet_tiny"}) {
     const auto state = test::load_tensor_dict(conformance / "models" / (std::string(model) + "_state.pt"));

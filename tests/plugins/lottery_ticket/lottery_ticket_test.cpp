@@ -8,9 +8,9 @@
 
 #include <vector>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/model.h"
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "plugins/level/level.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
@@ -128,7 +128,7 @@ TEST(NaiveQuantizerTest, StraightThroughGradientThroughTheSdkAdapter) {
 }
 
 TEST(NaiveQuantizerTest, MatchesNniGoldenLenetWeightsAndScalesBitForBit) {
-  const auto conformance = test::shared_dir() / "conformance";
+  const auto conformance = test::nni_data_dir();
   const auto golden = test::load_tensor_dict(conformance / "golden/naive_lenet_w8/tensors.pt");
   const test::GoldenLayers layers =
       test::golden_quant_layers("lenet", {"conv1", "conv2", "fc1", "fc2", "fc3"}, weight_entry(8));

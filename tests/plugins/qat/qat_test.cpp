@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
@@ -174,7 +174,7 @@ TEST(QatWeightTest, NniExampleWeight) {
 
 void expect_golden_weights(const std::string& model, const std::string& golden_case,
                            const std::vector<std::string>& names, bool check_params) {
-  const auto conformance = test::shared_dir() / "conformance";
+  const auto conformance = test::nni_data_dir();
   const auto golden = test::load_tensor_dict(conformance / "golden" / golden_case / "tensors.pt");
   const test::GoldenLayers layers = test::golden_quant_layers(model, names, qat_entry({"weight"}));
   test::AttachedQuantizer qat(register_algorithms, "qat", layers.views);

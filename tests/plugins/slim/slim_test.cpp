@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/model.h"
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
@@ -226,7 +226,7 @@ TEST(SlimPrunerConfigTest, RejectsSparsityOutsideHalfOpenUnitInterval) {
 }
 
 TEST(SlimPrunerConfigTest, SessionRejectsConvAndDefaultOpTypesBeforeTouchingTheModel) {
-  auto model = host::load_torchscript_model(test::shared_dir() / "conformance/models/vgg_bn.pt");
+  auto model = host::load_torchscript_model(test::nni_data_dir() / "models/vgg_bn.pt");
   const at::Tensor before = model->find_module("bn1")->weight->detach().clone();
   for (const char* types : {R"(["Conv2d"])", R"(["default"])"}) {
     const std::string list = std::string(R"([{"sparsity": 0.5, "op_types": )") + types + "}]";
@@ -249,12 +249,12 @@ TEST(SlimPrunerTest, RegistersThePrunerOnly) {
 // --- the real conformance model -------------------------------------------------------------
 
 std::map<std::string, at::Tensor> golden_case_tensors(const std::string& case_name) {
-  return test::load_tensor_dict(test::shared_dir() / "conformance/golden" / case_name / "tensors.pt");
+  return test::load_tensor_dict(test::nni_data_dir() / "golden" / case_name / "tensors.pt");
 }
 
 
 TEST(SlimPrunerVggBnTest, MatchesNniGoldenMasksWhereNoTiesExist) {
-  auto model = host::load_torchscript_model(test::shared_dir() / "conformance/models/vgg_bn.pt");
+  auto model = host::load_torchscript_model(test::nni_data_dir() / "models/vgg_bn.pt");
   const auto masks = compress(*model, kHalf);
   const auto golden = golden_case_tensors("slim_vgg_bn_s0.5");
   ASSERT_EQ(masks.size(), 3u);
@@ -269,7 +269,7 @@ TEST(SlimPrunerVggBnTest, MatchesNniGoldenMasksWhereNoTiesExist) {
 }
 
 TEST(SlimPrunerVggBnTest, DefaultBnInitPrunesExactlyHalfInLayerOrder) {
-  auto model = host::load_torchscript_model(test::shared_dir() / "conformance/models/vgg_bn.pt");
+  auto model = host::load_torchscript_model(test::nni_data_dir() / "models/vgg_bn.pt");
   {
     at::NoGradGuard no_grad;
     for (const char* bn : {"bn1", "bn2", "bn3"}) {

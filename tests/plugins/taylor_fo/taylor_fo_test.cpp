@@ -15,9 +15,9 @@
 #include <tuple>
 #include <vector>
 
-#include "lithe/host/compressor.h"
-#include "lithe/host/model.h"
-#include "lithe/host/plugin_registry.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/filter_pruning.h"
 #include "lithe/sdk/layer.h"
@@ -236,10 +236,8 @@ class TaylorFoGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(TaylorFoGoldenTest, ContributionsAndMasksMatchNni) {
   const GoldenCase& c = GetParam();
-  const auto conformance = test::shared_dir() / "conformance";
-  if (!std::filesystem::exists(conformance / "golden")) {
-    GTEST_SKIP() << "no conformance data at " << conformance;
-  }
+  const auto conformance = test::nni_data_dir();
+  ASSERT_TRUE(std::filesystem::exists(conformance / "golden")) << "in-repo test data missing: " << conformance;
   const auto golden = test::load_tensor_dict(conformance / "golden" / c.name / "tensors.pt");
   const auto state = test::load_tensor_dict(conformance / "models" / (c.model + "_state.pt"));
   torch::jit::Module module = torch::jit::load((conformance / "models" / (c.model + ".pt")).string());

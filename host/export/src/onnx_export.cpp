@@ -1,0 +1,737 @@
+// ONNX emitter: walks the inlined forward graph (graph_trace) in order and writes one or a few
+// ONNX nodes per aten op. Shapes and non-tensor arguments must be known when exporting: list
+// and scalar arguments are graph constants, and reshape targets come from the shapes the model
+// produced on the export input (ONNX models exported this way have a static input shape, as
+// NNI's export_model(input_shape=...)).
+#include "lithe/host/export/onnx_export.h"
+
+#include <ATen/ATen.h>
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "lithe/host/graph/graph_trace.h"
+#include "lithe/host/io/file_io.h"
+#include "onnx_quantization.h"
+#include "lithe/sdk/error.h"
+#include "lithe/host/graph/submodule.h"
+
+namespace lithe::host {
+namespace {
+
+namespace jit = torch::jit;
+
+c10::Symbol op(const char* name) { return c10::Symbol::fromQualString(name); }
+
+bool in(c10::Symbol kind, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (kind == op(n)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string where(const jit::Node* node) {
+  std::string text = std::string(node->kind().toQualString()) + " (node %" +
+                     (node->outputs().empty() ? std::string("-") : node->output(0)->debugName()) +
+                     ")";
+  if (const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(node)) {
+    text += " in module '" + scope->module + "' (" + scope->op_type + ")";
+  } else {
+    text += " in the model's own forward";
+  }
+  return text;
+}
+
+[[noreturn]] void unsupported(const jit::Node* node, const std::string& why) {
+  throw sdk::Error(sdk::Errc::kUnsupported,
+                   "cannot export to ONNX: " + where(node) + ": " + why + "; nothing was written");
+}
+
+class Emitter {
+ public:
+  Emitter(const jit::Module& module, const OnnxExportOptions& options)
+      : module_(module), options_(options) {
+    quantized_ = onnx_quantization::read_quantized_layers(module);
+    graph_ = graph_trace::inline_forward(module);
+    values_ = graph_trace::run_and_capture(module, graph_, at::zeros(options.input_shape));
+  }
+
+  onnx::ModelProto run() {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.set_producer_name("lithe");
+    onnx::OperatorSetIdProto* opset = model.add_opset_import();
+    opset->set_domain("");
+    opset->set_version(options_.opset);
+    graph_proto_ = model.mutable_graph();
+    graph_proto_->set_name("lithe");
+
+    LITHE_CHECK(graph_->inputs().size() == 2, sdk::Errc::kUnsupported,
+                "cannot export to ONNX: the model's forward takes ", graph_->inputs().size() - 1,
+                " arguments; Lithe exports forwards of one input tensor; nothing was written");
+    const jit::Value* input = graph_->inputs()[1];
+    names_[input] = "input";
+    add_value_info(graph_proto_->add_input(), "input", tensor_of(input));
+
+    for (const jit::Node* node : graph_->nodes()) {
+      emit(node);
+    }
+    std::vector<const jit::Value*> outputs;
+    for (const jit::Value* v : graph_->outputs()) {
+      flatten_output(v, outputs);
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::string name = i == 0 ? "output" : "output_" + std::to_string(i);
+      node("Identity", {name_of(outputs[i], graph_->return_node())}, name, "output");
+      add_value_info(graph_proto_->add_output(), name, tensor_of(outputs[i]));
+    }
+    summary_.nodes = graph_proto_->node_size();
+    for (const auto& [layer, quantized] : quantized_) {
+      for (const auto& [type, g] : quantized.types) {
+        if (!g) {
+          summary_.not_quantized_yet.push_back(layer + " " + sdk::quant_type_name(type));
+        }
+      }
+    }
+    return model;
+  }
+
+ private:
+  // ---- values -------------------------------------------------------------------------------
+  const at::Tensor& tensor_of(const jit::Value* v) const {
+    const auto it = values_.find(v);
+    LITHE_CHECK(it != values_.end() && it->second.defined(), sdk::Errc::kUnsupported,
+                "cannot export to ONNX: value %", v->debugName(), " made by ",
+                v->node()->kind().toQualString(), " has no tensor on the export input; nothing was written");
+    return it->second;
+  }
+
+  void flatten_output(const jit::Value* v, std::vector<const jit::Value*>& out) const {
+    const jit::Node* maker = v->node();
+    if (maker->kind() == c10::prim::TupleConstruct || maker->kind() == c10::prim::ListConstruct) {
+      for (const jit::Value* part : maker->inputs()) {
+        flatten_output(part, out);
+      }
+      return;
+    }
+    if (v->type()->kind() != c10::TypeKind::TensorType) {
+      unsupported(graph_->return_node(), "the model returns a " + v->type()->str() +
+                                             ", not tensors");
+    }
+    out.push_back(v);
+  }
+
+  void add_value_info(onnx::ValueInfoProto* info, const std::string& name, const at::Tensor& t) {
+    info->set_name(name);
+    onnx::TypeProto_Tensor* type = info->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+    for (const int64_t d : t.sizes()) {
+      type->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  }
+
+  std::string initializer(const std::string& name, const at::Tensor& value) {
+    onnx::TensorProto* t = graph_proto_->add_initializer();
+    t->set_name(name);
+    const at::Tensor c = value.detach().cpu().contiguous();
+    for (const int64_t d : c.sizes()) {
+      t->add_dims(d);
+    }
+    if (c.scalar_type() == at::kLong) {
+      t->set_data_type(onnx::TensorProto_DataType_INT64);
+    } else if (c.scalar_type() == at::kByte) {
+      t->set_data_type(onnx::TensorProto_DataType_UINT8);
+    } else if (c.scalar_type() == at::kChar) {
+      t->set_data_type(onnx::TensorProto_DataType_INT8);
+    } else {
+      LITHE_CHECK(c.is_floating_point(), sdk::Errc::kUnsupported, "cannot export to ONNX: '",
+                  name, "' is a ", c.scalar_type(),
+                  " tensor; Lithe exports float models; nothing was written");
+      t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    }
+    const bool integer = c.scalar_type() == at::kLong || c.scalar_type() == at::kByte ||
+                         c.scalar_type() == at::kChar;
+    const at::Tensor data = integer ? c : c.to(at::kFloat);
+    t->set_raw_data(std::string(static_cast<const char*>(data.data_ptr()),
+                                static_cast<size_t>(data.numel()) * data.element_size()));
+    return name;
+  }
+
+  std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(counter_++); }
+
+  // The ONNX name of tensor value `v` as `user` reads it: its raw name (raw_name_of), through
+  // the QDQ pairs of the quantized module calls it crosses on the way. Leaving calls it was
+  // made in: their output quantization, innermost first; entering calls `user` sits in: their
+  // input quantization, outermost first, for the first outside tensor each call reads (Lithe
+  // quantizes a module's first input at its call site).
+  std::string name_of(const jit::Value* v, const jit::Node* user) {
+    std::string name = raw_name_of(v, user);
+    const jit::Node* maker = v->node();
+    if (quantized_.empty() || v->type()->kind() != c10::TypeKind::TensorType ||
+        maker->kind() == c10::prim::GetAttr || maker->kind() == c10::prim::Constant) {
+      return name;
+    }
+    const std::vector<graph_trace::Scope> from = graph_trace::scopes_of(maker);
+    const std::vector<graph_trace::Scope> to = graph_trace::scopes_of(user);
+    size_t common = 0;
+    while (common < from.size() && common < to.size() && from[common].call == to[common].call) {
+      ++common;
+    }
+    for (size_t i = from.size(); i-- > common;) {
+      name = quantize_activation(name, from[i], sdk::QuantType::kOutput);
+    }
+    for (size_t i = common; i < to.size(); ++i) {
+      const auto first = first_input_.emplace(to[i].call, v).first;
+      if (first->second == v) {
+        name = quantize_activation(name, to[i], sdk::QuantType::kInput);
+      }
+    }
+    return name;
+  }
+
+  // ---- quantization (QDQ) -------------------------------------------------------------------
+  const onnx_quantization::LinearGrid* grid(const std::string& module, sdk::QuantType type) const {
+    const auto layer = quantized_.find(module);
+    if (layer == quantized_.end()) {
+      return nullptr;
+    }
+    const auto found = layer->second.types.find(type);
+    return found == layer->second.types.end() || !found->second ? nullptr : &*found->second;
+  }
+
+  // The scale and zero-point initializers of `grid` (0-d per tensor, 1-d per channel).
+  std::pair<std::string, std::string> grid_initializers(const std::string& stem,
+                                                        const onnx_quantization::LinearGrid& g) {
+    const bool per_tensor = g.scale.numel() == 1;
+    const at::Tensor scale = per_tensor ? g.scale.reshape({}) : g.scale;
+    const at::Tensor zero = (per_tensor ? g.zero_point.reshape({}) : g.zero_point)
+                                .to(g.is_signed() ? at::kChar : at::kByte);
+    return {initializer(stem + "_scale", scale), initializer(stem + "_zero_point", zero)};
+  }
+
+  // QuantizeLinear + DequantizeLinear of activation `name` with `scope`'s grid for `type` (a
+  // Clip first when the grid is narrower than its 8-bit storage); `name` itself when that
+  // type of the module does not quantize. One pair per value, call and type.
+  std::string quantize_activation(const std::string& name, const graph_trace::Scope& scope,
+                                  sdk::QuantType type) {
+    const onnx_quantization::LinearGrid* g = grid(scope.module, type);
+    if (g == nullptr) {
+      return name;
+    }
+    const std::string key = name + "|" + scope.call + "|" + sdk::quant_type_name(type);
+    if (const auto done = qdq_names_.find(key); done != qdq_names_.end()) {
+      return done->second;
+    }
+    const std::string stem = fresh(scope.module + "." + sdk::quant_type_name(type));
+    std::string x = name;
+    if (g->narrower_than_storage()) {
+      const float s = g->scale.item<float>();
+      const float z = g->zero_point.item<float>();
+      x = stem + "_clipped";
+      node("Clip",
+           {name, initializer(stem + "_min", at::scalar_tensor((g->quant_min - z) * s, at::kFloat)),
+            initializer(stem + "_max", at::scalar_tensor((g->quant_max - z) * s, at::kFloat))},
+           x, scope.module);
+    }
+    const auto [scale, zero] = grid_initializers(stem, *g);
+    node("QuantizeLinear", {x, scale, zero}, stem + "_quantized", scope.module);
+    node("DequantizeLinear", {stem + "_quantized", scale, zero}, stem + "_dequantized",
+         scope.module);
+    ++summary_.quantized_activations;
+    return qdq_names_[key] = stem + "_dequantized";
+  }
+
+  // A quantized weight: its integer codes as the initializer, then DequantizeLinear (per
+  // channel along axis 0 when the grid has a scale per output channel). Named like the
+  // state_dict key, as float weights are.
+  std::string quantized_weight(const std::string& key, const std::string& module,
+                               const at::Tensor& weight, const onnx_quantization::LinearGrid& g) {
+    const std::string codes = initializer(key + "_quantized", onnx_quantization::weight_codes(weight, g));
+    const auto [scale, zero] = grid_initializers(key, g);
+    onnx::NodeProto* dq = node("DequantizeLinear", {codes, scale, zero}, key, module);
+    if (g.scale.numel() != 1) {
+      attr(dq, "axis", int64_t{0});
+    }
+    ++summary_.quantized_weights;
+    return key;
+  }
+
+  // The module whose attribute op `n` reads as its weight (input 1), or nullopt.
+  static std::optional<std::string> weight_owner(const jit::Node* n) {
+    const jit::Node* getter = n->input(1)->node();
+    return getter->kind() == c10::prim::GetAttr ? graph_trace::module_path(getter->input())
+                                                : std::nullopt;
+  }
+
+  // Whether attribute read `getter` of module `owner` gives the quantized weight: the runtime
+  // quantizes a weight where its own module's code reads it; a read from elsewhere (a tied
+  // weight) computes with the float tensor.
+  const onnx_quantization::LinearGrid* quantized_read(const jit::Node* getter,
+                                                      const std::string& owner) const {
+    const std::optional<graph_trace::Scope> reader = graph_trace::innermost_scope(getter);
+    return getter->s(c10::attr::name) == "weight" && reader && reader->module == owner
+               ? grid(owner, sdk::QuantType::kWeight)
+               : nullptr;
+  }
+
+  // Whether raw_name_of gives op `n`'s weight as a DequantizeLinear output.
+  bool weight_is_quantized(const jit::Node* n) const {
+    const std::optional<std::string> owner = weight_owner(n);
+    return owner && quantized_read(n->input(1)->node(), *owner) != nullptr;
+  }
+
+  // The ONNX name of a tensor value: an activation already emitted, a module parameter or
+  // buffer (an initializer named like the state_dict key), or a constant.
+  std::string raw_name_of(const jit::Value* v, const jit::Node* user) {
+    if (const auto it = names_.find(v); it != names_.end()) {
+      return it->second;
+    }
+    const jit::Node* maker = v->node();
+    if (maker->kind() == c10::prim::GetAttr) {
+      const std::optional<std::string> owner = graph_trace::module_path(maker->input());
+      if (owner) {
+        const std::string attr = maker->s(c10::attr::name);
+        const c10::IValue value = submodule(module_, *owner).attr(attr);
+        if (value.isTensor()) {
+          const std::string key = owner->empty() ? attr : *owner + "." + attr;
+          const onnx_quantization::LinearGrid* g = quantized_read(maker, *owner);
+          // A float read of a weight quantized elsewhere gets its own name.
+          const bool tied = g == nullptr && attr == "weight" &&
+                            grid(*owner, sdk::QuantType::kWeight) != nullptr;
+          const std::string name = tied ? key + "_float" : key;
+          // One initializer per tensor, however many calls read it.
+          if (const auto done = tensor_names_.find(name); done != tensor_names_.end()) {
+            return names_[v] = done->second;
+          }
+          return names_[v] = tensor_names_[name] =
+                     g != nullptr ? quantized_weight(key, *owner, value.toTensor(), *g)
+                                  : initializer(name, value.toTensor());
+        }
+      }
+    }
+    if (const c10::optional<c10::IValue> constant = jit::toIValue(v)) {
+      if (constant->isTensor()) {
+        return names_[v] = initializer(fresh("constant"), constant->toTensor());
+      }
+      if (constant->isDouble() || constant->isInt()) {
+        return names_[v] = initializer(fresh("scalar"), at::scalar_tensor(constant->toScalar(),
+                                                                         at::kFloat));
+      }
+    }
+    unsupported(user, "its input %" + v->debugName() + " (made by " +
+                          std::string(maker->kind().toQualString()) +
+                          ") is not an exported tensor");
+  }
+
+  // Whether an optional tensor argument (bias: Optional[Tensor]) is given.
+  bool present(const jit::Value* v) const {
+    if (v->type()->kind() == c10::TypeKind::NoneType) {
+      return false;
+    }
+    const c10::optional<c10::IValue> constant = jit::toIValue(v);
+    if (constant && constant->isNone()) {
+      return false;
+    }
+    // A module attribute typed Optional[Tensor] (Conv2d without bias holds None).
+    const jit::Node* maker = v->node();
+    if (maker->kind() == c10::prim::GetAttr) {
+      if (const std::optional<std::string> owner = graph_trace::module_path(maker->input())) {
+        return !submodule(module_, *owner).attr(maker->s(c10::attr::name)).isNone();
+      }
+    }
+    return true;
+  }
+
+  std::vector<int64_t> ints(const jit::Node* node, size_t index) const {
+    const c10::optional<c10::IValue> value = jit::toIValue(node->input(index));
+    if (value && value->isIntList()) {
+      return value->toIntVector();
+    }
+    if (value && value->isInt()) {
+      return {value->toInt()};
+    }
+    const jit::Node* list = node->input(index)->node();
+    if (list->kind() == c10::prim::ListConstruct) {
+      std::vector<int64_t> out;
+      for (const jit::Value* item : list->inputs()) {
+        const c10::optional<c10::IValue> c = jit::toIValue(item);
+        if (!c || !c->isInt()) {
+          break;
+        }
+        out.push_back(c->toInt());
+      }
+      if (out.size() == list->inputs().size()) {
+        return out;
+      }
+    }
+    unsupported(node, "argument " + std::to_string(index) + " is not a constant int list");
+  }
+
+  c10::IValue constant(const jit::Node* node, size_t index) const {
+    const c10::optional<c10::IValue> value = jit::toIValue(node->input(index));
+    if (!value) {
+      unsupported(node, "argument " + std::to_string(index) + " is not a constant");
+    }
+    return *value;
+  }
+
+  onnx::NodeProto* node(const std::string& type, const std::vector<std::string>& inputs,
+                        const std::string& output, const std::string& name) {
+    onnx::NodeProto* n = graph_proto_->add_node();
+    n->set_op_type(type);
+    n->set_name(name + "/" + type + "_" + std::to_string(counter_++));
+    for (const std::string& i : inputs) {
+      n->add_input(i);
+    }
+    n->add_output(output);
+    return n;
+  }
+
+  static void attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto_AttributeType_INTS);
+    for (const int64_t x : v) {
+      a->add_ints(x);
+    }
+  }
+  static void attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto_AttributeType_INT);
+    a->set_i(v);
+  }
+  static void attr_f(onnx::NodeProto* n, const std::string& name, double v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto_AttributeType_FLOAT);
+    a->set_f(static_cast<float>(v));
+  }
+
+  // Emits `type` on the given inputs as the value `out` of `node`.
+  onnx::NodeProto* emit_as(const jit::Node* source, const std::string& type,
+                           const std::vector<std::string>& inputs, const jit::Value* out) {
+    const std::string name = fresh(out->debugName());
+    names_[out] = name;
+    const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(source);
+    return node(type, inputs, name, scope ? scope->module : std::string("model"));
+  }
+
+  // ---- ops ----------------------------------------------------------------------------------
+  void emit(const jit::Node* n) {
+    const c10::Symbol kind = n->kind();
+    bool tensor_output = false;
+    for (const jit::Value* out : n->outputs()) {
+      tensor_output = tensor_output || out->type()->kind() == c10::TypeKind::TensorType;
+    }
+    if (!tensor_output) {
+      return;  // constants, attribute reads, shape checks, list building: read by their users
+    }
+    if (kind == c10::prim::GetAttr || kind == c10::prim::Constant) {
+      return;  // parameters and constants become initializers when something reads them
+    }
+    const jit::Value* y = n->output(0);
+    const jit::Value* x = n->inputs().empty() ? nullptr : n->input(0);
+    if (in(kind, {"aten::conv2d", "aten::_convolution", "aten::convolution"})) {
+      emit_conv(n);
+    } else if (kind == op("aten::linear")) {
+      emit_linear(n);
+    } else if (kind == op("aten::batch_norm")) {
+      emit_batch_norm(n);
+    } else if (in(kind, {"aten::relu", "aten::relu_"})) {
+      emit_as(n, "Relu", {name_of(x, n)}, y);
+    } else if (in(kind, {"aten::sigmoid", "aten::sigmoid_"})) {
+      emit_as(n, "Sigmoid", {name_of(x, n)}, y);
+    } else if (in(kind, {"aten::tanh", "aten::tanh_"})) {
+      emit_as(n, "Tanh", {name_of(x, n)}, y);
+    } else if (in(kind, {"aten::leaky_relu", "aten::leaky_relu_"})) {
+      attr_f(emit_as(n, "LeakyRelu", {name_of(x, n)}, y), "alpha",
+             constant(n, 1).toScalar().toDouble());
+    } else if (in(kind, {"aten::hardtanh", "aten::hardtanh_", "aten::relu6", "aten::relu6_"})) {
+      const bool six = in(kind, {"aten::relu6", "aten::relu6_"});
+      const double lo = six ? 0.0 : constant(n, 1).toScalar().toDouble();
+      const double hi = six ? 6.0 : constant(n, 2).toScalar().toDouble();
+      emit_as(n, "Clip",
+              {name_of(x, n), initializer(fresh("clip_min"), at::scalar_tensor(lo, at::kFloat)),
+               initializer(fresh("clip_max"), at::scalar_tensor(hi, at::kFloat))},
+              y);
+    } else if (kind == op("aten::max_pool2d")) {
+      emit_pool(n, "MaxPool");
+    } else if (kind == op("aten::avg_pool2d")) {
+      emit_pool(n, "AveragePool");
+    } else if (kind == op("aten::adaptive_avg_pool2d")) {
+      emit_adaptive_avg_pool(n);
+    } else if (in(kind, {"aten::flatten", "aten::view", "aten::reshape"})) {
+      emit_reshape(n);
+    } else if (in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul",
+                         "aten::mul_", "aten::div", "aten::div_"})) {
+      emit_binary(n);
+    } else if (in(kind, {"aten::cat", "aten::concat"})) {
+      emit_cat(n);
+    } else if (in(kind, {"aten::softmax", "aten::log_softmax"})) {
+      const int64_t rank = tensor_of(x).dim();
+      const int64_t dim = constant(n, 1).toInt();
+      attr(emit_as(n, kind == op("aten::softmax") ? "Softmax" : "LogSoftmax", {name_of(x, n)}, y),
+           "axis", (dim % rank + rank) % rank);
+    } else if (kind == op("aten::mean")) {
+      onnx::NodeProto* mean = emit_as(n, "ReduceMean", {name_of(x, n)}, y);
+      attr(mean, "axes", ints(n, 1));
+      attr(mean, "keepdims", constant(n, 2).toBool() ? 1 : 0);
+    } else if (in(kind, {"aten::dropout", "aten::dropout_", "aten::feature_dropout",
+                         "aten::detach", "aten::clone", "aten::contiguous"})) {
+      emit_as(n, "Identity", {name_of(x, n)}, y);
+    } else {
+      unsupported(n, "this op is not supported by Lithe's ONNX export");
+    }
+    // An in-place op changed its input: later readers of that value read the new one.
+    const c10::FunctionSchema* schema = n->maybeSchema();
+    // Unless the op read x through an input quantization: the runtime gives the module a
+    // quantized copy, and the caller's x stays as it was.
+    if (schema != nullptr && !schema->arguments().empty() &&
+        schema->arguments()[0].alias_info() != nullptr &&
+        schema->arguments()[0].alias_info()->isWrite() && name_of(x, n) == raw_name_of(x, n)) {
+      names_[x] = names_.at(y);
+    }
+  }
+
+  void emit_conv(const jit::Node* n) {
+    const bool plain = n->kind() == op("aten::conv2d");
+    if (!plain && constant(n, 6).toBool()) {
+      unsupported(n, "transposed convolutions are not supported");
+    }
+    if (plain && n->input(4)->type()->kind() == c10::TypeKind::StringType) {
+      unsupported(n, "padding given as a string is not supported");
+    }
+    const at::Tensor& w = tensor_of_weight(n);
+    if (w.dim() != 4) {
+      unsupported(n, "only 2-d convolutions are supported");
+    }
+    std::vector<std::string> inputs = {name_of(n->input(0), n), name_of(n->input(1), n)};
+    if (present(n->input(2))) {
+      inputs.push_back(name_of(n->input(2), n));
+    }
+    onnx::NodeProto* conv = emit_as(n, "Conv", inputs, n->output());
+    const std::vector<int64_t> padding = ints(n, 4);
+    attr(conv, "kernel_shape", {w.size(2), w.size(3)});
+    attr(conv, "strides", ints(n, 3));
+    attr(conv, "pads", {padding.at(0), padding.at(1), padding.at(0), padding.at(1)});
+    attr(conv, "dilations", ints(n, 5));
+    attr(conv, "group", constant(n, plain ? 6 : 8).toInt());
+  }
+
+  at::Tensor tensor_of_weight(const jit::Node* n) {
+    const std::optional<std::string> owner = weight_owner(n);
+    if (!owner) {
+      unsupported(n, "its weight is not a module parameter");
+    }
+    return submodule(module_, *owner).attr(n->input(1)->node()->s(c10::attr::name)).toTensor();
+  }
+
+  void emit_linear(const jit::Node* n) {
+    const jit::Value* x = n->input(0);
+    const bool has_bias = present(n->input(2));
+    if (tensor_of(x).dim() == 2) {
+      std::vector<std::string> inputs = {name_of(x, n), name_of(n->input(1), n)};
+      if (has_bias) {
+        inputs.push_back(name_of(n->input(2), n));
+      }
+      attr(emit_as(n, "Gemm", inputs, n->output()), "transB", 1);
+      return;
+    }
+    // x @ Wᵀ + b for inputs of any rank (a quantized weight is transposed after dequantizing).
+    std::string transposed;
+    if (weight_is_quantized(n)) {
+      transposed = fresh("weight_t");
+      attr(node("Transpose", {name_of(n->input(1), n)}, transposed, "linear"), "perm",
+           std::vector<int64_t>{1, 0});
+    } else {
+      transposed = initializer(fresh("weight_t"), tensor_of_weight(n).t());
+    }
+    if (!has_bias) {
+      emit_as(n, "MatMul", {name_of(x, n), transposed}, n->output());
+      return;
+    }
+    const std::string product = fresh("matmul");
+    node("MatMul", {name_of(x, n), transposed}, product, "linear");
+    emit_as(n, "Add", {product, name_of(n->input(2), n)}, n->output());
+  }
+
+  void emit_batch_norm(const jit::Node* n) {
+    const int64_t channels = tensor_of(n->input(0)).size(1);
+    std::vector<std::string> inputs = {name_of(n->input(0), n)};
+    const at::Tensor defaults[] = {at::ones({channels}), at::zeros({channels})};
+    for (size_t i = 1; i <= 4; ++i) {
+      if (present(n->input(i))) {
+        inputs.push_back(name_of(n->input(i), n));
+      } else if (i <= 2) {  // affine=False: γ = 1, β = 0
+        inputs.push_back(initializer(fresh(i == 1 ? "bn_scale" : "bn_bias"), defaults[i - 1]));
+      } else {
+        unsupported(n, "BatchNorm without running statistics normalises with batch statistics, "
+                       "which ONNX's BatchNormalization (inference) cannot express");
+      }
+    }
+    attr_f(emit_as(n, "BatchNormalization", inputs, n->output()), "epsilon",
+           constant(n, 7).toDouble());
+  }
+
+  void emit_pool(const jit::Node* n, const char* type) {
+    const std::vector<int64_t> kernel = ints(n, 1);
+    std::vector<int64_t> stride = ints(n, 2);
+    if (stride.empty()) {
+      stride = kernel;
+    }
+    const std::vector<int64_t> padding = ints(n, 3);
+    onnx::NodeProto* pool = emit_as(n, type, {name_of(n->input(0), n)}, n->output());
+    attr(pool, "kernel_shape", kernel);
+    attr(pool, "strides", stride);
+    attr(pool, "pads", {padding.at(0), padding.at(1 % padding.size()), padding.at(0),
+                        padding.at(1 % padding.size())});
+    if (std::string(type) == "MaxPool") {
+      attr(pool, "dilations", ints(n, 4));
+      attr(pool, "ceil_mode", constant(n, 5).toBool() ? 1 : 0);
+    } else {
+      attr(pool, "ceil_mode", constant(n, 4).toBool() ? 1 : 0);
+      attr(pool, "count_include_pad", constant(n, 5).toBool() ? 1 : 0);
+      if (!constant(n, 6).isNone()) {
+        unsupported(n, "avg_pool2d with divisor_override is not supported");
+      }
+    }
+  }
+
+  void emit_adaptive_avg_pool(const jit::Node* n) {
+    const at::Tensor& x = tensor_of(n->input(0));
+    const at::Tensor& y = tensor_of(n->output());
+    if (y.size(2) == 1 && y.size(3) == 1) {
+      emit_as(n, "GlobalAveragePool", {name_of(n->input(0), n)}, n->output());
+      return;
+    }
+    if (x.size(2) % y.size(2) != 0 || x.size(3) % y.size(3) != 0) {
+      unsupported(n, "adaptive average pooling to a size that does not divide the input");
+    }
+    const std::vector<int64_t> k = {x.size(2) / y.size(2), x.size(3) / y.size(3)};
+    onnx::NodeProto* pool = emit_as(n, "AveragePool", {name_of(n->input(0), n)}, n->output());
+    attr(pool, "kernel_shape", k);
+    attr(pool, "strides", k);
+  }
+
+  void emit_reshape(const jit::Node* n) {
+    const at::Tensor& y = tensor_of(n->output());
+    const std::string shape = initializer(fresh("shape"), at::tensor(y.sizes().vec(), at::kLong));
+    emit_as(n, "Reshape", {name_of(n->input(0), n), shape}, n->output());
+  }
+
+  void emit_binary(const jit::Node* n) {
+    const c10::Symbol kind = n->kind();
+    if (in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_"}) &&
+        n->inputs().size() > 2) {
+      const c10::IValue alpha = constant(n, 2);
+      if (!alpha.isScalar() || alpha.toScalar().toDouble() != 1.0) {
+        unsupported(n, "add/sub with alpha != 1 is not supported");
+      }
+    }
+    if (in(kind, {"aten::div", "aten::div_"}) && n->inputs().size() > 2 &&
+        !constant(n, 2).isNone()) {
+      unsupported(n, "div with a rounding mode is not supported");
+    }
+    const char* type = in(kind, {"aten::add", "aten::add_"})   ? "Add"
+                       : in(kind, {"aten::sub", "aten::sub_"}) ? "Sub"
+                       : in(kind, {"aten::mul", "aten::mul_"}) ? "Mul"
+                                                               : "Div";
+    emit_as(n, type, {name_of(n->input(0), n), name_of(n->input(1), n)}, n->output());
+  }
+
+  void emit_cat(const jit::Node* n) {
+    const jit::Node* list = n->input(0)->node();
+    if (list->kind() != c10::prim::ListConstruct) {
+      unsupported(n, "its tensor list is not built in place");
+    }
+    std::vector<std::string> inputs;
+    for (const jit::Value* part : list->inputs()) {
+      inputs.push_back(name_of(part, n));
+    }
+    const int64_t rank = tensor_of(n->output()).dim();
+    attr(emit_as(n, "Concat", inputs, n->output()), "axis",
+         (constant(n, 1).toInt() % rank + rank) % rank);
+  }
+
+  const jit::Module& module_;
+  OnnxExportOptions options_;
+  std::shared_ptr<jit::Graph> graph_;
+  graph_trace::ValueTensors values_;
+  onnx::GraphProto* graph_proto_ = nullptr;
+  std::unordered_map<const jit::Value*, std::string> names_;
+  std::map<std::string, std::string> tensor_names_;  // state_dict key -> ONNX name
+  std::map<std::string, onnx_quantization::QuantizedLayer> quantized_;
+  std::map<std::string, std::string> qdq_names_;  // value|call|type -> dequantized name
+  std::map<std::string, const jit::Value*> first_input_;  // call -> first outside tensor read
+  OnnxExportSummary summary_;
+
+ public:
+  const OnnxExportSummary& summary() const { return summary_; }
+
+ private:
+  int counter_ = 0;
+};
+
+void validate(const onnx::ModelProto& model) {
+  try {
+    onnx::checker::check_model(model);
+    onnx::ModelProto inferred = model;  // shape inference annotates; the written model stays lean
+    onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(/*check_type=*/true,
+                                                                   /*error_mode=*/1));
+  } catch (const std::exception& e) {
+    throw sdk::Error(sdk::Errc::kInternal,
+                     std::string("the exported ONNX model fails the ONNX checker (a Lithe bug; "
+                                 "nothing was written): ") +
+                         e.what());
+  }
+}
+
+}  // namespace
+
+std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
+                        OnnxExportSummary* summary) {
+  LITHE_CHECK(options.opset >= 13 && options.opset <= 17, sdk::Errc::kInvalidConfig,
+              "--opset must be between 13 and 17 (what this ONNX library validates), got ",
+              options.opset);
+  LITHE_CHECK(!options.input_shape.empty(), sdk::Errc::kInvalidConfig,
+              "the ONNX export needs the input shape");
+  onnx::ModelProto model;
+  try {
+    Emitter emitter(module, options);
+    model = emitter.run();
+    if (summary != nullptr) {
+      *summary = emitter.summary();
+    }
+  } catch (const c10::Error& e) {
+    throw sdk::Error(sdk::Errc::kUnsupported, std::string("cannot export to ONNX: ") +
+                                                  e.what_without_backtrace() +
+                                                  "; nothing was written");
+  }
+  validate(model);
+  std::string bytes;
+  LITHE_CHECK(model.SerializeToString(&bytes), sdk::Errc::kInternal,
+              "the ONNX model could not be serialized");
+  return bytes;
+}
+
+void save_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
+               const std::filesystem::path& path, OnnxExportSummary* summary) {
+  write_file_atomic(path, export_onnx(module, options, summary));
+}
+
+}  // namespace lithe::host

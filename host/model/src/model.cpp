@@ -1,0 +1,43 @@
+#include "lithe/host/model/model.h"
+
+#include "lithe/host/io/file_io.h"
+#include "lithe/host/io/staged_file.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host {
+
+Model::~Model() = default;
+
+namespace {
+thread_local int unobserved_depth = 0;
+}  // namespace
+
+UnobservedForwards::UnobservedForwards() { ++unobserved_depth; }
+UnobservedForwards::~UnobservedForwards() { --unobserved_depth; }
+bool UnobservedForwards::active() { return unobserved_depth > 0; }
+
+void Model::save(const std::filesystem::path& path) const {
+  StagedFile staged(path, "model file");
+  staged.write(serialize());
+  staged.commit();
+}
+
+void Model::write(const std::filesystem::path& file) const { write_file(file, serialize()); }
+
+LayerDependencies Model::dependencies() const {
+  throw sdk::Error(sdk::Errc::kUnsupported,
+                   "dependency analysis needs the model's graph, which " + kind() +
+                       " models do not expose; use a TorchScript model (torch.jit.script) or "
+                       "turn dependency_aware off");
+}
+
+const ModuleRecord* Model::find_module(const std::string& name) const {
+  for (const ModuleRecord& record : modules()) {
+    if (record.name == name) {
+      return &record;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace lithe::host

@@ -1,0 +1,416 @@
+#include "lithe/host/runtime/plugin_loader.h"
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <c10/util/Exception.h>
+
+#include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "lithe/sdk/error.h"
+#include "lithe/sdk/plugin.h"
+#include "lithe/sdk/version.h"
+
+namespace lithe::host {
+
+namespace fs = std::filesystem;
+
+struct PluginLoader::Library {
+  boost::dll::shared_library library;
+};
+
+namespace {
+
+// "lithe<major>[.<minor>]<toolchain>": the SDK version a plugin was built against (no minor:
+// SDK <major>.0, written by plugins of SDK 1.0) and the toolchain part.
+struct AbiTag {
+  bool valid = false;
+  long sdk_major = 0;
+  long sdk_minor = 0;
+  std::string toolchain;
+};
+
+AbiTag parse_abi_tag(const std::string& tag) {
+  AbiTag out;
+  const std::string prefix = "lithe";
+  const size_t end = tag.find(';');
+  if (tag.rfind(prefix, 0) != 0 || end == std::string::npos) {
+    return out;
+  }
+  const std::string version = tag.substr(prefix.size(), end - prefix.size());
+  const size_t dot = version.find('.');
+  const std::string major = version.substr(0, dot);
+  const std::string minor = dot == std::string::npos ? "0" : version.substr(dot + 1);
+  auto digits = [](const std::string& text) {
+    return !text.empty() && text.size() < 9 &&
+           text.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(major) || !digits(minor)) {
+    return out;
+  }
+  out.valid = true;
+  out.sdk_major = std::stol(major);
+  out.sdk_minor = std::stol(minor);
+  out.toolchain = tag.substr(end);
+  return out;
+}
+
+// Libraries stay mapped until the process exits: objects, vtables and exception types created
+// by plugin code may outlive any owner we could name (Boost.DLL's documented misuse), and
+// libraries that registered torch ops crash libtorch at exit when unloaded. Deliberately
+// leaked; reachable through this pointer, so leak checkers stay quiet.
+void keep_loaded_forever(std::shared_ptr<PluginLoader::Library> library) {
+  static std::mutex mutex;
+  static auto* libraries = new std::vector<std::shared_ptr<PluginLoader::Library>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  libraries->push_back(std::move(library));
+}
+
+bool insecure_plugins_allowed() {
+  const char* value = std::getenv("LITHE_ALLOW_INSECURE_PLUGINS");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+// Why `path` (a plugin file or directory, canonical) cannot be trusted, or "". Like ssh's
+// StrictModes: code loaded into the process must not be replaceable by anyone but its owner or
+// root, so the file, its directory and every directory above it must be owned by root or by
+// this user and not be writable by group or others. A sticky directory owned by root (/tmp)
+// is accepted above the plugin's own directory: others cannot rename or remove what is in it.
+std::string trust_problem(const fs::path& path, bool is_directory) {
+  const uid_t me = ::geteuid();
+  const auto check = [&](const fs::path& item, bool plugin_dir_or_file) -> std::string {
+    struct stat st {};
+    if (::stat(item.c_str(), &st) != 0) {
+      return "cannot examine '" + item.string() + "': " + std::strerror(errno);
+    }
+    if (st.st_uid != 0 && st.st_uid != me) {
+      return "'" + item.string() + "' is owned by user " + std::to_string(st.st_uid) +
+             ", neither root nor this user";
+    }
+    const bool sticky_root = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (plugin_dir_or_file || !sticky_root)) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return "'" + item.string() + "' is writable by " +
+             ((st.st_mode & S_IWOTH) != 0 ? "others" : "its group") + " (mode " + mode + ")";
+    }
+    return "";
+  };
+  if (std::string problem = check(path, true); !problem.empty()) {
+    return problem;
+  }
+  fs::path dir = path.parent_path();
+  bool own_dir = !is_directory;  // a file's own directory gets the strict rule too
+  for (int depth = 0; depth < 256 && !dir.empty(); ++depth) {
+    if (std::string problem = check(dir, own_dir); !problem.empty()) {
+      return problem;
+    }
+    own_dir = false;
+    if (dir == dir.root_path()) {
+      break;
+    }
+    dir = dir.parent_path();
+  }
+  return "";
+}
+
+std::string untrusted_message(const fs::path& path, const std::string& problem) {
+  return path.string() + ": refused: " + problem +
+         "; anyone who can write there could run code in lithe. Fix the permissions "
+         "(chmod go-w), or set LITHE_ALLOW_INSECURE_PLUGINS=1 for a development tree";
+}
+
+// Why `path` is not a whole ELF shared object for this machine, or "". dlopen maps the file's
+// segments as they are declared: a truncated library (a half-copied plugin) then faults with
+// SIGBUS when its missing pages are touched, so every table and loadable segment must lie within
+// the file before it is opened.
+std::string elf_problem(const fs::path& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) {
+    return "cannot read its size: " + ec.message();
+  }
+  std::ifstream in(path, std::ios::binary);
+  const auto read_at = [&](uint64_t offset, void* out, size_t length) {
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(static_cast<char*>(out), static_cast<std::streamsize>(length));
+    return static_cast<bool>(in);
+  };
+  Elf64_Ehdr header{};
+  if (size < sizeof header || !read_at(0, &header, sizeof header) ||
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0) {
+    return "not an ELF file";
+  }
+#if defined(__x86_64__)
+  constexpr int kMachine = EM_X86_64;
+#elif defined(__aarch64__)
+  constexpr int kMachine = EM_AARCH64;
+#else
+  const int kMachine = header.e_machine;
+#endif
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB ||
+      header.e_type != ET_DYN || header.e_machine != kMachine) {
+    return "not a 64-bit shared object for this machine (ELF class " +
+           std::to_string(header.e_ident[EI_CLASS]) + ", type " + std::to_string(header.e_type) +
+           ", machine " + std::to_string(header.e_machine) + ")";
+  }
+  const auto fits = [&](uint64_t offset, uint64_t count, uint64_t entry) {
+    uint64_t length = 0;
+    uint64_t end = 0;
+    return !__builtin_mul_overflow(count, entry, &length) &&
+           !__builtin_add_overflow(offset, length, &end) && end <= size;
+  };
+  if (header.e_phentsize != sizeof(Elf64_Phdr) ||
+      !fits(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr))) {
+    return "its program header table lies outside the file (truncated?)";
+  }
+  if (header.e_shnum != 0 && !fits(header.e_shoff, header.e_shnum, header.e_shentsize)) {
+    return "its section header table lies outside the file (" + std::to_string(size) +
+           " bytes; truncated?)";
+  }
+  for (uint16_t i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment{};
+    if (!read_at(header.e_phoff + uint64_t{i} * sizeof segment, &segment, sizeof segment)) {
+      return "cannot read program header " + std::to_string(i);
+    }
+    if ((segment.p_type == PT_LOAD || segment.p_type == PT_DYNAMIC) &&
+        !fits(segment.p_offset, 1, segment.p_filesz)) {
+      return "segment " + std::to_string(i) + " ends at byte " +
+             std::to_string(segment.p_offset + segment.p_filesz) + " but the file has " +
+             std::to_string(size) + " (truncated?)";
+    }
+  }
+  return "";
+}
+
+bool looks_like_plugin_file(const fs::path& path) {
+  const std::string name = path.filename().string();
+  const std::string ext = path.extension().string();
+  return name.rfind("lithe_plugin_", 0) == 0 && (ext == ".so" || ext == ".dylib" || ext == ".dll");
+}
+
+}  // namespace
+
+std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) {
+  std::vector<fs::path> dirs = cli_dirs;
+  if (const char* env = std::getenv("LITHE_PLUGIN_PATH"); env != nullptr) {
+    std::stringstream entries(env);
+    std::string entry;
+    while (std::getline(entries, entry, ':')) {
+      if (!entry.empty()) {
+        dirs.emplace_back(entry);
+      }
+    }
+  }
+  std::error_code ec;
+  const fs::path program = boost::dll::program_location(ec);
+  if (!ec) {
+    // Same relative layout in the build tree and the install tree (bin/ -> <libdir>/lithe/plugins).
+    dirs.push_back((program.parent_path() / LITHE_PLUGIN_DIR_FROM_BIN).lexically_normal());
+  }
+  return dirs;
+}
+
+PluginLoader::PluginLoader(PluginRegistry& registry) : registry_(registry) {}
+
+PluginLoader::~PluginLoader() {
+  for (auto& library : libraries_) {
+    keep_loaded_forever(std::move(library));
+  }
+}
+
+void PluginLoader::load_search_path(const std::vector<fs::path>& cli_dirs) {
+  for (const fs::path& dir : plugin_search_path(cli_dirs)) {
+    const bool from_environment =
+        std::find(cli_dirs.begin(), cli_dirs.end(), dir) == cli_dirs.end();
+    if (from_environment && dir.is_relative() && !insecure_plugins_allowed()) {
+      // Relative to whatever directory lithe happens to be started in: refused.
+      LoadReport report;
+      report.path = dir;
+      report.message = "LITHE_PLUGIN_PATH entry '" + dir.string() +
+                       "' is relative (it would depend on the working directory); refused, "
+                       "use an absolute path";
+      reports_.push_back(report);
+      continue;
+    }
+    load_directory(dir);
+  }
+}
+
+void PluginLoader::load_directory(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return;
+  }
+  if (!insecure_plugins_allowed()) {
+    const fs::path real = fs::canonical(dir, ec);
+    const std::string problem = ec ? "cannot resolve it: " + ec.message()
+                                   : trust_problem(real, /*is_directory=*/true);
+    if (!problem.empty()) {
+      LoadReport report;
+      report.path = ec ? dir : real;
+      report.message = untrusted_message(dir, problem + (real != dir && !ec
+                                                             ? " (it resolves to '" +
+                                                                   real.string() + "')"
+                                                             : ""));
+      reports_.push_back(report);
+      return;
+    }
+  }
+  std::vector<fs::path> files;
+  for (const auto& item : fs::directory_iterator(dir, ec)) {
+    if (looks_like_plugin_file(item.path())) {
+      files.push_back(item.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& file : files) {
+    load_file(file);
+  }
+}
+
+LoadReport PluginLoader::load_file(const fs::path& file) {
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(file, ec);
+  if (ec) {
+    canonical = file;
+  }
+  // The same file reached twice (e.g. via --plugin-dir and LITHE_PLUGIN_PATH) is loaded once.
+  for (const LoadReport& report : reports_) {
+    if (report.path == canonical) {
+      return report;
+    }
+  }
+  LoadReport report;
+  report.path = canonical;
+  const std::string where = canonical.string();
+  auto fail = [&](const std::string& message) -> LoadReport {
+    report.status = LoadReport::Status::kFailed;
+    report.message = message;
+    reports_.push_back(report);
+    return reports_.back();
+  };
+
+  if (!insecure_plugins_allowed()) {
+    const fs::path real = fs::canonical(file, ec);
+    const std::string problem = ec ? "cannot resolve it: " + ec.message()
+                                   : trust_problem(real, /*is_directory=*/false);
+    if (!problem.empty()) {
+      return fail(untrusted_message(canonical, problem));
+    }
+    struct stat st {};
+    if (::stat(real.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return fail(where + ": refused: not a regular file");
+    }
+  }
+
+  if (const std::string problem = elf_problem(canonical); !problem.empty()) {
+    return fail(where + ": cannot load shared library: " + problem);
+  }
+
+  auto library = std::make_shared<Library>();
+  try {
+    // rtld_now: unresolved symbols fail here with the linker's message, not later mid-run.
+    library->library.load(canonical, boost::dll::load_mode::rtld_now);
+  } catch (const std::exception& e) {
+    return fail(where + ": cannot load shared library: " + e.what());
+  }
+  libraries_.push_back(library);
+  if (!library->library.has(LITHE_PLUGIN_ENTRY_SYMBOL)) {
+    return fail(where + ": has no entry point " LITHE_PLUGIN_ENTRY_SYMBOL
+                        "; is it a Lithe plugin?");
+  }
+  const lithe_plugin_info* info = nullptr;
+  try {
+    auto& entry = library->library.get<const lithe_plugin_info*()>(LITHE_PLUGIN_ENTRY_SYMBOL);
+    info = entry();
+  } catch (const std::exception& e) {
+    return fail(where + ": calling " LITHE_PLUGIN_ENTRY_SYMBOL " failed: " + e.what());
+  }
+  if (info == nullptr) {
+    return fail(where + ": " LITHE_PLUGIN_ENTRY_SYMBOL " returned no plugin information");
+  }
+  // api_version is the first field in every API version; read it before anything else.
+  if (info->api_version != LITHE_SDK_API_VERSION) {
+    std::ostringstream message;
+    message << where << ": built against Lithe SDK API " << info->api_version
+            << "; this host provides API " << LITHE_SDK_API_VERSION
+            << ". Rebuild the plugin against lithe-sdk " << LITHE_SDK_API_VERSION << ".x";
+    return fail(message.str());
+  }
+  const char* host_tag = LITHE_SDK_ABI_TAG;
+  const std::string plugin_tag = info->abi_tag == nullptr ? "(null)" : info->abi_tag;
+  const AbiTag plugin_abi = parse_abi_tag(plugin_tag);
+  if (!plugin_abi.valid || plugin_abi.toolchain != LITHE_DETAIL_ABI_TOOLCHAIN ||
+      plugin_abi.sdk_major != LITHE_SDK_API_VERSION) {
+    return fail(where + ": ABI tag mismatch: plugin '" + plugin_tag + "', host '" + host_tag +
+                "'. Rebuild the plugin with the same libtorch and compiler as the host");
+  }
+  if (plugin_abi.sdk_minor > LITHE_SDK_MINOR_VERSION) {
+    std::ostringstream message;
+    message << where << ": built against Lithe SDK " << plugin_abi.sdk_major << "."
+            << plugin_abi.sdk_minor << "; this host provides SDK " << LITHE_SDK_API_VERSION << "."
+            << LITHE_SDK_MINOR_VERSION
+            << ", which lacks functions the plugin may call. Update the host, or rebuild the "
+               "plugin against lithe-sdk "
+            << LITHE_SDK_API_VERSION << "." << LITHE_SDK_MINOR_VERSION;
+    return fail(message.str());
+  }
+  if (info->name == nullptr || info->name[0] == '\0' || info->register_algorithms == nullptr) {
+    return fail(where + ": plugin information lacks a name or a registration function");
+  }
+  report.plugin = info->name;
+  report.version = info->version == nullptr ? "" : info->version;
+  auto& names = plugin_files_;
+  if (const auto it = names.find(report.plugin); it != names.end()) {
+    return fail("duplicate plugin '" + report.plugin + "': " + where +
+                " has the same name as the already loaded " + it->second);
+  }
+
+  registry_.set_current_plugin(report.plugin, where, static_cast<int>(plugin_abi.sdk_minor));
+  try {
+    info->register_algorithms(registry_);
+  } catch (const sdk::Error& e) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin + "' failed to register: " + e.what());
+  } catch (const c10::Error& e) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin +
+                "' failed to register: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin + "' failed to register: " + e.what());
+  } catch (...) {
+    registry_.remove_plugin(report.plugin);
+    registry_.set_current_plugin("", "");
+    return fail(where + ": plugin '" + report.plugin +
+                "' failed to register: unknown exception");
+  }
+  registry_.set_current_plugin("", "");
+  names.emplace(report.plugin, where);
+  for (const AlgorithmEntry& entry : registry_.algorithms()) {
+    if (entry.plugin == report.plugin) {
+      report.algorithms.push_back(std::string(algorithm_kind_name(entry.kind)) + " " +
+                                  entry.info.name);
+    }
+  }
+  report.status = LoadReport::Status::kLoaded;
+  reports_.push_back(report);
+  return reports_.back();
+}
+
+}  // namespace lithe::host

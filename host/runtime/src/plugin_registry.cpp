@@ -1,0 +1,144 @@
+#include "lithe/host/runtime/plugin_registry.h"
+
+#include "lithe/host/runtime/invoke_plugin.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host {
+namespace {
+
+std::string owner_text(const AlgorithmEntry& entry) {
+  if (entry.plugin.empty()) {
+    return "the host";
+  }
+  return "plugin '" + entry.plugin + "' (" + (entry.plugin_path.empty() ? "linked in" : entry.plugin_path) + ")";
+}
+
+// Runs a plugin factory: failures name the algorithm and its plugin.
+template <class Fn>
+auto invoke_factory(const AlgorithmEntry& entry, Fn&& fn) -> decltype(fn()) {
+  const std::string context = std::string(algorithm_kind_name(entry.kind)) + " '" +
+                              entry.info.name + "' (" + owner_text(entry) + ")";
+  auto result = detail::invoke_plugin(context, std::forward<Fn>(fn));
+  LITHE_CHECK(result != nullptr, sdk::Errc::kInternal, context, " returned no object");
+  return result;
+}
+
+}  // namespace
+
+const char* algorithm_kind_name(AlgorithmKind kind) {
+  switch (kind) {
+    case AlgorithmKind::kMasker: return "masker";
+    case AlgorithmKind::kPruner: return "pruner";
+    case AlgorithmKind::kQuantizer: return "quantizer";
+  }
+  return "algorithm";
+}
+
+PluginRegistry::PluginRegistry() = default;
+PluginRegistry::~PluginRegistry() = default;
+
+void PluginRegistry::set_current_plugin(std::string name, std::string path, int sdk_minor) {
+  current_plugin_ = std::move(name);
+  current_path_ = std::move(path);
+  current_sdk_minor_ = sdk_minor;
+}
+
+void PluginRegistry::remove_plugin(const std::string& plugin) {
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    it = it->second.entry.plugin == plugin ? slots_.erase(it) : std::next(it);
+  }
+}
+
+void PluginRegistry::add(Slot slot) {
+  const AlgorithmEntry& entry = slot.entry;
+  LITHE_CHECK(!entry.info.name.empty(), sdk::Errc::kPluginLoad, owner_text(entry),
+              " registered a ", algorithm_kind_name(entry.kind), " with an empty name");
+  const auto key = std::make_pair(entry.kind, entry.info.name);
+  const auto existing = slots_.find(key);
+  LITHE_CHECK(existing == slots_.end(), sdk::Errc::kPluginLoad, "duplicate ",
+              algorithm_kind_name(entry.kind), " '", entry.info.name, "': registered by ",
+              existing == slots_.end() ? std::string() : owner_text(existing->second.entry),
+              " and again by ", owner_text(entry));
+  slots_.emplace(key, std::move(slot));
+}
+
+void PluginRegistry::add_masker(sdk::AlgorithmInfo info, sdk::MaskerFactory factory) {
+  Slot slot{{AlgorithmKind::kMasker, std::move(info), current_plugin_, current_path_}, {}, {}, {}};
+  LITHE_CHECK(static_cast<bool>(factory), sdk::Errc::kPluginLoad, owner_text(slot.entry),
+              " registered masker '", slot.entry.info.name, "' without a factory");
+  slot.masker = std::move(factory);
+  add(std::move(slot));
+}
+
+void PluginRegistry::add_pruner(sdk::AlgorithmInfo info, sdk::PrunerFactory factory) {
+  Slot slot{{AlgorithmKind::kPruner, std::move(info), current_plugin_, current_path_}, {}, {}, {}};
+  LITHE_CHECK(static_cast<bool>(factory), sdk::Errc::kPluginLoad, owner_text(slot.entry),
+              " registered pruner '", slot.entry.info.name, "' without a factory");
+  slot.pruner = std::move(factory);
+  add(std::move(slot));
+}
+
+void PluginRegistry::add_quantizer(sdk::AlgorithmInfo info, sdk::QuantizerFactory factory) {
+  Slot slot{{AlgorithmKind::kQuantizer, std::move(info), current_plugin_, current_path_}, {}, {}, {}};
+  LITHE_CHECK(static_cast<bool>(factory), sdk::Errc::kPluginLoad, owner_text(slot.entry),
+              " registered quantizer '", slot.entry.info.name, "' without a factory");
+  // SDK 1.0 and 1.1 declared a preview Quantizer with another vtable; no host drove it, so
+  // such quantizers cannot be called safely: refuse them rather than crash later.
+  LITHE_CHECK(current_sdk_minor_ >= 2, sdk::Errc::kVersionMismatch, owner_text(slot.entry),
+              " registered quantizer '", slot.entry.info.name, "' built against Lithe SDK 1.",
+              current_sdk_minor_, ", whose Quantizer interface was a preview; rebuild the plugin ",
+              "against lithe-sdk 1.2 or newer");
+  slot.quantizer = std::move(factory);
+  add(std::move(slot));
+}
+
+const PluginRegistry::Slot& PluginRegistry::lookup(AlgorithmKind kind,
+                                                   const std::string& name) const {
+  const auto it = slots_.find(std::make_pair(kind, name));
+  if (it == slots_.end()) {
+    std::string known;
+    for (const auto& [key, slot] : slots_) {
+      if (key.first == kind) {
+        known += (known.empty() ? "" : ", ") + key.second;
+      }
+    }
+    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, "unknown ", algorithm_kind_name(kind), " '",
+                name, "'; known ", algorithm_kind_name(kind), "s: ",
+                known.empty() ? std::string("none (were the plugins found? see `lithe plugins`)")
+                              : known);
+  }
+  return it->second;
+}
+
+std::unique_ptr<sdk::WeightMasker> PluginRegistry::make_masker(const std::string& name,
+                                                               const sdk::Options& options) const {
+  const Slot& slot = lookup(AlgorithmKind::kMasker, name);
+  return invoke_factory(slot.entry, [&] { return slot.masker(options, *this); });
+}
+
+std::unique_ptr<sdk::Pruner> PluginRegistry::make_pruner(const std::string& name,
+                                                         const sdk::Options& options) const {
+  const Slot& slot = lookup(AlgorithmKind::kPruner, name);
+  return invoke_factory(slot.entry, [&] { return slot.pruner(options, *this); });
+}
+
+std::unique_ptr<sdk::Quantizer> PluginRegistry::make_quantizer(const std::string& name,
+                                                               const sdk::Options& options) const {
+  const Slot& slot = lookup(AlgorithmKind::kQuantizer, name);
+  return invoke_factory(slot.entry, [&] { return slot.quantizer(options, *this); });
+}
+
+std::vector<AlgorithmEntry> PluginRegistry::algorithms() const {
+  std::vector<AlgorithmEntry> out;
+  for (const auto& [key, slot] : slots_) {
+    out.push_back(slot.entry);
+  }
+  return out;
+}
+
+const AlgorithmEntry* PluginRegistry::find(AlgorithmKind kind, const std::string& name) const {
+  const auto it = slots_.find(std::make_pair(kind, name));
+  return it == slots_.end() ? nullptr : &it->second.entry;
+}
+
+}  // namespace lithe::host

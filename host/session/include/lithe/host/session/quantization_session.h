@@ -1,0 +1,159 @@
+#pragma once
+/// \file
+/// A quantization session over one model (NNI's Quantizer with its module wrappers): resolves
+/// config_list, checks every entry (quant_types, quant_bits, the algorithm's keys) before
+/// touching the model, then on compress() attaches the quantizer and makes every forward
+/// fake-quantize the selected layers' inputs, weights and outputs (Model::set_quantization).
+/// Per-layer state (scales, zero points, ranges) lives in the layers' tensor attributes, which
+/// are buffers of the model's modules (attribute `key` -> buffer `lithe_q_<key>`): saved with
+/// it, and picked up again by a later session with the same algorithm and bits on the saved
+/// model (NNI's save/load flow); a session with another algorithm or other bits refuses it.
+///
+/// Lifetime: autograd graphs built by forwards of a quantized model call back into the session
+/// and its quantizer during backward, so run every backward while the session lives.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/session/config_list.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/session/training_hooks.h"
+#include "lithe/sdk/context.h"
+#include "lithe/sdk/quantizer.h"
+
+namespace lithe::host {
+
+namespace detail {
+class ActivationCollectors;
+class OptimizerStepCallbacks;
+class SavedModelStates;
+}  // namespace detail
+
+/// One quantized tensor of a layer, for reports and the calibration file.
+struct QuantTypeReport {
+  sdk::QuantType type;
+  int64_t bits = 0;
+  /// The layer's state for this type: attribute key without the "<type>_" prefix -> values.
+  std::vector<std::pair<std::string, std::vector<double>>> state;
+};
+
+struct QuantLayerReport {
+  std::string name;
+  std::string op_type;
+  std::vector<QuantTypeReport> types;  ///< in the config's quant_types order
+};
+
+/// Tensor attribute `key` of a quantized layer is saved as buffer `lithe_q_<key>` of its
+/// module; `lithe_q_identity` records the algorithm and bits the state belongs to.
+inline constexpr const char* kStateBufferPrefix = "lithe_q_";
+inline constexpr const char* kIdentityKey = "identity";
+
+/// One quantization as it happened: the tensor the quantizer saw and what the model used.
+struct QuantRecord {
+  at::Tensor input;   ///< detached copy
+  at::Tensor output;  ///< detached copy
+};
+
+class QuantizationSession final : public sdk::CompressionContext, public TrainingHooks {
+ public:
+  /// Validates everything (algorithm, options, config_list, per-entry keys, layers without a
+  /// weight selected for weight quantization, layers whose tensors cannot be reached by the
+  /// rewrite) before touching the model.
+  QuantizationSession(Model& model, const PluginRegistry& registry, const CompressionConfig& config);
+  ~QuantizationSession() override;
+  QuantizationSession(const QuantizationSession&) = delete;
+  QuantizationSession& operator=(const QuantizationSession&) = delete;
+
+  /// NNI's compress(): attaches the quantizer (state restored from the model's buffers where
+  /// present; sdk::Error(kInvalidModel) when they belong to another algorithm or other bits),
+  /// installs the fake quantization and registers the state as model buffers. Once; on error
+  /// the model is unchanged and the session cannot be used any more. update_epoch,
+  /// optimizer_step and extra_parameters throw sdk::Error(kInvalidConfig) before it.
+  void compress();
+  /// Removes the fake quantization from the model's forward (the state buffers stay).
+  void detach();
+  /// While on, quantizers are told `training` on every forward even when the model is in
+  /// evaluation mode: post-training range calibration without changing BatchNorm statistics.
+  void set_calibrating(bool on) { calibrating_ = on; }
+  /// While on, the session keeps a copy of the latest quantization of every (layer, type):
+  /// for conformance checks and debugging (costs a copy per quantized tensor and forward).
+  void set_recording(bool on);
+  /// The latest recorded quantization of `layer`'s `type`, or nullptr.
+  const QuantRecord* last_record(const std::string& layer, sdk::QuantType type) const;
+
+  void update_epoch(int64_t epoch) override;
+  void optimizer_step(torch::optim::Optimizer& optimizer) override;
+  void step() override;
+  std::vector<at::Tensor> extra_parameters() override;
+
+  /// Points the model's buffers at the layers' current state tensors (done by compress();
+  /// call again before saving if a quantizer replaced a state tensor instead of updating it).
+  void store_state_in_model();
+  /// Per layer: quant types, bits and state.
+  std::vector<QuantLayerReport> report() const;
+  /// The calibration file: {"algorithm": ..., "layers": {name: {"type": ..., "<quant type>":
+  /// {"bits": b, "<state>": value, ...}}}}, pretty-printed JSON.
+  std::string calibration_json() const;
+
+  // sdk::CompressionContext
+  std::vector<sdk::LayerView*> layers() override;
+  int64_t add_activation_collector(sdk::ActivationCollector collector) override;
+  void remove_activation_collector(int64_t id) override;
+  const sdk::Registry& registry() const override;
+  int64_t add_optimizer_step_callback(std::function<void()> callback) override;
+  void remove_optimizer_step_callback(int64_t id) override;
+  /// Quantizers have no masks: throws sdk::Error(kUnsupported).
+  void update_masks_now() override;
+  int64_t save_model_state() override;
+  void restore_model_state(int64_t handle) override;
+  std::vector<std::vector<std::string>> channel_dependency_sets() override;
+  std::map<std::string, int64_t> group_dependencies() override;
+  /// Over the process group set with set_process_group; nothing in a single process.
+  void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
+    reduce_with_group(tensors, op);
+  }
+  /// TrainingHooks: the quantization state tensors of every layer.
+  std::vector<at::Tensor> replicated_state() const override;
+
+ private:
+  struct Layer {
+    std::unique_ptr<sdk::LayerView> view;
+    std::vector<sdk::QuantType> types;
+  };
+  at::Tensor quantize(const std::string& module, sdk::QuantType type, const at::Tensor& x);
+  std::vector<QuantSite> sites() const;
+  /// {"algorithm": ..., "quant_bits": {...}} of a layer, as JSON text.
+  std::string identity(const Layer& layer) const;
+  void restore_saved_state();
+  void check_state_names() const;
+  void require_compressed(const char* what) const;
+
+  Model& model_;
+  const PluginRegistry& registry_;
+  std::string algorithm_;
+  std::string owner_;  // "quantizer '<name>'", for messages
+  std::unique_ptr<sdk::Quantizer> quantizer_;
+  ResolvedConfig resolved_;
+  std::vector<Layer> layers_;
+  std::map<std::string, Layer*> by_name_;
+  std::unique_ptr<detail::ActivationCollectors> collectors_;
+  std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
+  std::unique_ptr<detail::SavedModelStates> saved_states_;
+  bool reset_optimizer_state_ = false;
+  std::string attach_failure_;  // why attach failed; the session is then unusable
+  bool installed_ = false;
+  bool calibrating_ = false;
+  bool recording_ = false;
+  std::map<std::pair<std::string, sdk::QuantType>, QuantRecord> records_;
+};
+
+}  // namespace lithe::host

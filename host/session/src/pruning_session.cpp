@@ -1,0 +1,312 @@
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/kernels/masking.h"
+#include "lithe/host/runtime/invoke_plugin.h"
+#include "session_support.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk_internal/options_json.h"
+
+namespace lithe::host {
+namespace {
+
+using detail::invoke_plugin;
+
+// Multiplies the optimizer's per-parameter state for `param` by `mask`, so that momentum and
+// Adam moments cannot push pruned weights away from zero (libtorch-notes §Q6).
+void mask_state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                   const at::Tensor& mask) {
+  auto& state = optimizer.state();
+  const auto it = state.find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+  if (it == state.end()) {
+    return;
+  }
+  const at::Tensor m = mask.to(param.scalar_type());
+  auto mask_if_defined = [&](const at::Tensor& t) {
+    if (t.defined() && t.sizes() == m.sizes()) {
+      t.mul_(m);
+    }
+  };
+  torch::optim::OptimizerParamState* raw = it->second.get();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(raw)) {
+    mask_if_defined(sgd->momentum_buffer());
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(raw)) {
+    mask_if_defined(adam->exp_avg());
+    mask_if_defined(adam->exp_avg_sq());
+    mask_if_defined(adam->max_exp_avg_sq());
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(raw)) {
+    mask_if_defined(adamw->exp_avg());
+    mask_if_defined(adamw->exp_avg_sq());
+    mask_if_defined(adamw->max_exp_avg_sq());
+  } else if (auto* rms = dynamic_cast<torch::optim::RMSpropParamState*>(raw)) {
+    mask_if_defined(rms->square_avg());
+    mask_if_defined(rms->momentum_buffer());
+    mask_if_defined(rms->grad_avg());
+  } else if (auto* adagrad = dynamic_cast<torch::optim::AdagradParamState*>(raw)) {
+    mask_if_defined(adagrad->sum());
+  }
+}
+
+}  // namespace
+
+PruningSession::PruningSession(Model& model, const PluginRegistry& registry,
+                               const CompressionConfig& config)
+    : model_(model),
+      registry_(registry),
+      algorithm_(config.algorithm),
+      collectors_(std::make_unique<detail::ActivationCollectors>(model)),
+      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
+      saved_states_(std::make_unique<detail::SavedModelStates>()) {
+  const std::string owner = "pruner '" + algorithm_ + "'";
+  sdk::Options options =
+      sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
+  pruner_ = registry_.make_pruner(algorithm_, options);
+  detail::reject_unread_options(options, owner);
+
+  resolved_ = resolve_config_list(config.config_list_json, "/config_list", model_);
+  for (const ConfigEntry& entry : resolved_.entries) {
+    if (!entry.exclude) {
+      invoke_plugin(owner, [&] {
+        pruner_->validate_config(entry.options);
+        return 0;
+      });
+    }
+    detail::reject_unread_options(entry.options, owner);
+  }
+  LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
+              "/config_list selects no layer of the model (",
+              model_.modules().size(), " modules; see `lithe inspect`)");
+
+  const auto& modules = model_.modules();
+  for (const SelectedLayer& selected : resolved_.layers) {
+    const ModuleRecord& record = modules[selected.module_index];
+    layers_.push_back(std::make_unique<sdk::LayerView>(
+        static_cast<int64_t>(layers_.size()), record.name, record.op_type, *record.weight,
+        record.bias, resolved_.entries[selected.entry_index].options));
+  }
+  std::vector<const sdk::LayerView*> views;
+  for (const auto& layer : layers_) {
+    views.push_back(layer.get());
+  }
+  collectors_->set_layers(views);
+  register_gradient_hooks();
+}
+
+PruningSession::~PruningSession() {
+  for (auto& [tensor, index] : gradient_hooks_) {
+    tensor.remove_hook(index);
+  }
+}
+
+void PruningSession::register_gradient_hooks() {
+  for (const auto& layer : layers_) {
+    const sdk::LayerView* view = layer.get();
+    at::Tensor weight = view->weight();
+    if (weight.requires_grad()) {
+      const unsigned index = weight.register_hook(
+          [view](const at::Tensor& grad) { return grad * view->masks().weight.to(grad.dtype()); });
+      gradient_hooks_.emplace_back(weight, index);
+    }
+    if (view->bias().has_value() && view->bias()->requires_grad()) {
+      at::Tensor bias = *view->bias();
+      const unsigned index = bias.register_hook(
+          [view](const at::Tensor& grad) { return grad * view->masks().bias->to(grad.dtype()); });
+      gradient_hooks_.emplace_back(bias, index);
+    }
+  }
+}
+
+void PruningSession::compress() { update_masks(); }
+
+void PruningSession::update_masks() {
+  const std::string owner = "pruner '" + algorithm_ + "'";
+  LITHE_CHECK(attach_failure_.empty(), sdk::Errc::kInvalidConfig,
+              "this pruning session cannot continue: ", attach_failure_);
+  LITHE_CHECK(!in_update_, sdk::Errc::kInternal, owner,
+              ": update_masks_now() was called from attach or calc_mask, which would recurse; "
+              "this is a bug in the plugin");
+  in_update_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{in_update_};
+  if (!attached_) {
+    attached_ = true;  // never twice: a second attach would register collectors twice
+    try {
+      invoke_plugin(owner, [&] {
+        pruner_->attach(*this);
+        return 0;
+      });
+    } catch (const std::exception& e) {
+      attach_failure_ = e.what();
+      // Whatever the half-attached pruner registered must not keep running on later forwards
+      // and steps of a session that can no longer be used.
+      collectors_->clear();
+      step_callbacks_->clear();
+      throw;
+    }
+  }
+  for (const auto& layer : layers_) {
+    const std::string context = owner + " on layer '" + layer->name() + "'";
+    std::optional<sdk::Masks> masks =
+        invoke_plugin(context, [&] { return pruner_->calc_mask(*layer); });
+    if (masks.has_value()) {
+      invoke_plugin(context, [&] {
+        layer->set_masks(std::move(*masks));
+        return 0;
+      });
+    }
+  }
+  apply_masks();
+}
+
+void PruningSession::apply_masks() {
+  at::NoGradGuard no_grad;
+  // Masks are float32; weights of other dtypes get a converted copy of the mask.
+  auto apply = [](const at::Tensor& param, const at::Tensor& mask) {
+    kernels::apply_mask_(param, mask.scalar_type() == param.scalar_type()
+                                    ? mask
+                                    : mask.to(param.scalar_type()));
+  };
+  for (const auto& layer : layers_) {
+    apply(layer->weight(), layer->masks().weight);
+    if (layer->bias().has_value() && layer->masks().bias.has_value()) {
+      apply(*layer->bias(), *layer->masks().bias);
+    }
+  }
+}
+
+void PruningSession::update_epoch(int64_t epoch) {
+  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+    pruner_->update_epoch(epoch);
+    return 0;
+  });
+}
+
+void PruningSession::step() {
+  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+    pruner_->step();
+    return 0;
+  });
+}
+
+void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
+  if (reset_optimizer_state_) {
+    // A restored model starts over with a fresh optimizer state, as NNI's LotteryTicket
+    // restores the optimizer's state saved before any step.
+    optimizer.state().clear();
+    reset_optimizer_state_ = false;
+  }
+  optimizer.step();
+  update_masks();
+  mask_optimizer_state(optimizer);
+  const std::string owner = "pruner '" + algorithm_ + "'";
+  invoke_plugin(owner, [&] {
+    pruner_->after_optimizer_step();
+    return 0;
+  });
+  step_callbacks_->run(owner);
+}
+
+void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {
+  at::NoGradGuard no_grad;
+  for (const auto& layer : layers_) {
+    mask_state_of(optimizer, layer->weight(), layer->masks().weight);
+    if (layer->bias().has_value() && layer->masks().bias.has_value()) {
+      mask_state_of(optimizer, *layer->bias(), *layer->masks().bias);
+    }
+  }
+}
+
+std::vector<std::pair<std::string, sdk::Masks>> PruningSession::masks() const {
+  std::vector<std::pair<std::string, sdk::Masks>> out;
+  for (const auto& layer : layers_) {
+    out.emplace_back(layer->name(), layer->masks());
+  }
+  return out;
+}
+
+std::vector<at::Tensor> PruningSession::replicated_state() const {
+  std::vector<at::Tensor> out;
+  for (const auto& layer : layers_) {
+    const sdk::Masks masks = layer->masks();
+    out.push_back(masks.weight);
+    if (masks.bias && masks.bias->defined()) {
+      out.push_back(*masks.bias);
+    }
+  }
+  return out;
+}
+
+std::vector<LayerReport> PruningSession::report() const {
+  std::vector<LayerReport> out;
+  for (const auto& layer : layers_) {
+    LayerReport r;
+    r.name = layer->name();
+    r.op_type = layer->op_type();
+    r.weight_numel = layer->weight().numel();
+    r.weight_zeros = layer->masks().weight.eq(0).sum().item<int64_t>();
+    if (layer->masks().bias.has_value()) {
+      r.bias_numel = layer->masks().bias->numel();
+      r.bias_zeros = layer->masks().bias->eq(0).sum().item<int64_t>();
+    }
+    // One-shot pruners state "sparsity"; schedules (AGP) their final one.
+    const sdk::Options& config = layer->config();
+    r.sparsity_target = config.has("sparsity")         ? config.get_or<double>("sparsity", -1.0)
+                        : config.has("final_sparsity") ? config.get_or<double>("final_sparsity", -1.0)
+                                                       : -1.0;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<sdk::LayerView*> PruningSession::layers() {
+  std::vector<sdk::LayerView*> out;
+  for (const auto& layer : layers_) {
+    out.push_back(layer.get());
+  }
+  return out;
+}
+
+const sdk::Registry& PruningSession::registry() const { return registry_; }
+
+void PruningSession::update_masks_now() { update_masks(); }
+
+int64_t PruningSession::add_activation_collector(sdk::ActivationCollector collector) {
+  return collectors_->add(std::move(collector));
+}
+
+void PruningSession::remove_activation_collector(int64_t id) { collectors_->remove(id); }
+
+int64_t PruningSession::add_optimizer_step_callback(std::function<void()> callback) {
+  return step_callbacks_->add(std::move(callback));
+}
+
+void PruningSession::remove_optimizer_step_callback(int64_t id) { step_callbacks_->remove(id); }
+
+int64_t PruningSession::save_model_state() { return saved_states_->save(model_); }
+
+void PruningSession::restore_model_state(int64_t handle) {
+  saved_states_->restore(model_, handle);
+  apply_masks();
+  reset_optimizer_state_ = true;
+}
+
+const LayerDependencies& PruningSession::dependencies() {
+  if (!dependencies_.has_value()) {
+    dependencies_ = model_.dependencies();
+  }
+  return *dependencies_;
+}
+
+std::vector<std::vector<std::string>> PruningSession::channel_dependency_sets() {
+  return dependencies().channel_sets;
+}
+
+std::map<std::string, int64_t> PruningSession::group_dependencies() {
+  return dependencies().groups;
+}
+
+}  // namespace lithe::host

@@ -1,0 +1,423 @@
+#include "lithe/host/session/quantization_session.h"
+
+#include <cstring>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/runtime/invoke_plugin.h"
+#include "session_support.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk_internal/options_json.h"
+
+namespace lithe::host {
+namespace {
+
+using detail::invoke_plugin;
+
+bool has_type(const std::vector<sdk::QuantType>& types, sdk::QuantType type) {
+  return std::find(types.begin(), types.end(), type) != types.end();
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+std::string state_buffer_name(const std::string& key) { return kStateBufferPrefix + key; }
+
+}  // namespace
+
+
+std::string QuantizationSession::identity(const Layer& layer) const {
+  nlohmann::ordered_json bits = nlohmann::ordered_json::object();
+  for (sdk::QuantType type : layer.types) {
+    bits[sdk::quant_type_name(type)] = sdk::quant_bits(layer.view->config(), type);
+  }
+  return nlohmann::ordered_json{{"algorithm", algorithm_}, {"quant_bits", bits}}.dump();
+}
+
+QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& registry,
+                                         const CompressionConfig& config)
+    : model_(model),
+      registry_(registry),
+      algorithm_(config.algorithm),
+      owner_("quantizer '" + config.algorithm + "'"),
+      collectors_(std::make_unique<detail::ActivationCollectors>(model)),
+      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
+      saved_states_(std::make_unique<detail::SavedModelStates>()) {
+  sdk::Options options =
+      sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
+  quantizer_ = registry_.make_quantizer(algorithm_, options);
+  detail::reject_unread_options(options, owner_);
+
+  // The weight is needed only where it is quantized: output-only entries may select ReLU.
+  const auto needs_weight = [](const ConfigEntry& entry) {
+    if (entry.exclude || !entry.options.has("quant_types")) {
+      return false;  // an exclude entry quantizes nothing; a missing key is reported below
+    }
+    sdk::check_quant_config(entry.options);
+    return has_type(sdk::quant_types(entry.options), sdk::QuantType::kWeight);
+  };
+  resolved_ = resolve_config_list(config.config_list_json, "/config_list", model_, needs_weight,
+                                  "quantize (\"weight\" is in its quant_types)");
+  for (const ConfigEntry& entry : resolved_.entries) {
+    if (!entry.exclude) {
+      sdk::check_quant_config(entry.options);
+      invoke_plugin(owner_, [&] {
+        quantizer_->validate_config(entry.options);
+        return 0;
+      });
+    }
+    detail::reject_unread_options(entry.options, owner_);
+  }
+  LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
+              "/config_list selects no layer of the model (", model_.modules().size(),
+              " modules; see `lithe inspect`)");
+
+  const auto& modules = model_.modules();
+  for (const SelectedLayer& selected : resolved_.layers) {
+    const ModuleRecord& record = modules[selected.module_index];
+    const sdk::Options& entry = resolved_.entries[selected.entry_index].options;
+    Layer layer;
+    layer.types = sdk::quant_types(entry);
+    layer.view = std::make_unique<sdk::LayerView>(
+        static_cast<int64_t>(layers_.size()), record.name, record.op_type,
+        record.weight.value_or(at::Tensor()), record.bias, entry);
+    layers_.push_back(std::move(layer));
+  }
+  std::vector<const sdk::LayerView*> views;
+  for (Layer& layer : layers_) {
+    by_name_[layer.view->name()] = &layer;
+    views.push_back(layer.view.get());
+  }
+  collectors_->set_layers(views);
+  // Install the rewrite once and take it out again, so a layer that cannot be quantized (its
+  // forward never reads self.weight, its parent never calls it, ...) fails here, before any
+  // work; the model's forward is unchanged afterwards.
+  model_.set_quantization(sites(), [](const std::string&, sdk::QuantType, const at::Tensor& x) {
+    return x.clone();
+  });
+  model_.set_quantization({}, {});
+}
+
+std::vector<QuantSite> QuantizationSession::sites() const {
+  std::vector<QuantSite> out;
+  for (const Layer& layer : layers_) {
+    QuantSite site;
+    site.module = layer.view->name();
+    site.input = has_type(layer.types, sdk::QuantType::kInput);
+    site.weight = has_type(layer.types, sdk::QuantType::kWeight);
+    site.output = has_type(layer.types, sdk::QuantType::kOutput);
+    out.push_back(site);
+  }
+  return out;
+}
+
+QuantizationSession::~QuantizationSession() {
+  try {
+    if (installed_) {
+      model_.set_quantization({}, {});
+    }
+  } catch (...) {
+    // Destructors must not throw; the rewrite dies with the model's working copy anyway.
+  }
+}
+
+void QuantizationSession::restore_saved_state() {
+  for (Layer& layer : layers_) {
+    std::optional<std::string> saved_identity;
+    std::vector<std::pair<std::string, at::Tensor>> saved;
+    for (const auto& [name, tensor] : model_.module_buffers(layer.view->name())) {
+      if (!starts_with(name, kStateBufferPrefix) || tensor.numel() == 0) {
+        continue;  // not Lithe's, or the empty slot of an unquantized instance of a shared type
+      }
+      if (name == state_buffer_name(kIdentityKey)) {
+        const at::Tensor bytes = tensor.to(at::kByte).contiguous().cpu();
+        saved_identity = std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                                     static_cast<size_t>(bytes.numel()));
+      } else {
+        saved.emplace_back(name.substr(std::string(kStateBufferPrefix).size()), tensor);
+      }
+    }
+    if (saved.empty()) {
+      continue;
+    }
+    const std::string wanted = identity(layer);
+    LITHE_CHECK(saved_identity == wanted, sdk::Errc::kInvalidModel, "layer '",
+                layer.view->name(), "' carries the quantization state of an earlier session (",
+                saved_identity.value_or("unrecorded algorithm and bits"), "), but this session is ",
+                wanted, "; start from the float model, or use the same algorithm and bits");
+    for (auto& [key, tensor] : saved) {
+      layer.view->set_attribute(key, tensor);
+    }
+  }
+}
+
+void QuantizationSession::compress() {
+  LITHE_CHECK(attach_failure_.empty(), sdk::Errc::kInvalidConfig,
+              "this quantization session cannot continue: ", attach_failure_);
+  if (installed_) {
+    return;
+  }
+  // Everything that can fail comes before the model changes: restoring and attaching only
+  // touch the layer views, installing the rewrite is all-or-nothing, and only then are the
+  // state buffers added to the model.
+  try {
+    restore_saved_state();
+    invoke_plugin(owner_, [&] {
+      quantizer_->attach(*this);
+      return 0;
+    });
+    check_state_names();
+  } catch (const std::exception& e) {
+    attach_failure_ = e.what();  // a half-attached quantizer is never run nor attached twice
+    collectors_->clear();
+    step_callbacks_->clear();
+    throw;
+  }
+  model_.set_quantization(sites(), [this](const std::string& module, sdk::QuantType type,
+                                          const at::Tensor& x) { return quantize(module, type, x); });
+  installed_ = true;
+  store_state_in_model();
+}
+
+void QuantizationSession::require_compressed(const char* what) const {
+  LITHE_CHECK(installed_, sdk::Errc::kInvalidConfig, owner_, ": ", what,
+              " before compress(): the model is not quantized yet");
+}
+
+void QuantizationSession::detach() {
+  if (installed_) {
+    model_.set_quantization({}, {});
+    installed_ = false;
+  }
+}
+
+at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantType type,
+                                         const at::Tensor& x) {
+  const auto it = by_name_.find(module);
+  LITHE_CHECK(it != by_name_.end(), sdk::Errc::kInternal, "no quantized layer named '", module,
+              "'");
+  sdk::LayerView& view = *it->second->view;
+  const bool training = model_.is_training() || calibrating_;
+  LITHE_CHECK(x.is_floating_point(), sdk::Errc::kUnsupportedLayer, owner_, " on layer '",
+              module, "': its ", sdk::quant_type_name(type), " is a ", x.scalar_type(),
+              " tensor; only floating-point tensors can be fake-quantized");
+  at::Tensor out;
+  try {
+    if (!quantizer_->records_autograd()) {
+      out = sdk::apply_quant_grad(*quantizer_, x, type, view, training);
+    } else if (type == sdk::QuantType::kInput) {
+      out = quantizer_->quantize_input(x, view, training);
+    } else if (type == sdk::QuantType::kWeight) {
+      out = quantizer_->quantize_weight(x, view, training);
+    } else {
+      out = quantizer_->quantize_output(x, view, training);
+    }
+  } catch (...) {
+    // The message context is built only on failure: this runs for every quantized tensor of
+    // every forward.
+    const std::exception_ptr error = std::current_exception();
+    invoke_plugin(owner_ + " on layer '" + module + "' (" + sdk::quant_type_name(type) + ")",
+                  [&]() -> int { std::rethrow_exception(error); });
+  }
+  LITHE_CHECK(out.defined() && out.sizes() == x.sizes() && out.scalar_type() == x.scalar_type() &&
+                  out.device() == x.device(),
+              sdk::Errc::kInternal, owner_, " on layer '", module, "': quantize_",
+              sdk::quant_type_name(type), " returned ",
+              out.defined() ? c10::str(out.scalar_type(), out.sizes(), " on ", out.device())
+                            : std::string("an undefined tensor"),
+              " for a ", x.scalar_type(), x.sizes(), " on ", x.device(),
+              "; it must return the same shape, dtype and device");
+  if (recording_) {
+    records_[{module, type}] = {x.detach().clone(), out.detach().clone()};
+  }
+  return out;
+}
+
+void QuantizationSession::set_recording(bool on) {
+  recording_ = on;
+  if (!on) {
+    records_.clear();
+  }
+}
+
+const QuantRecord* QuantizationSession::last_record(const std::string& layer,
+                                                    sdk::QuantType type) const {
+  const auto it = records_.find({layer, type});
+  return it == records_.end() ? nullptr : &it->second;
+}
+
+void QuantizationSession::check_state_names() const {
+  for (const Layer& layer : layers_) {
+    for (const std::string& key : layer.view->attribute_keys()) {
+      LITHE_CHECK(!key.empty() && key != kIdentityKey &&
+                      key.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+                          std::string::npos,
+                  sdk::Errc::kInvalidConfig, owner_, " on layer '", layer.view->name(),
+                  "': state attribute '", key, "' must be a non-empty identifier (letters, ",
+                  "digits, _) other than '", kIdentityKey, "' to be saved as a buffer");
+    }
+  }
+}
+
+void QuantizationSession::store_state_in_model() {
+  for (const Layer& layer : layers_) {
+    for (const std::string& key : layer.view->attribute_keys()) {
+      const auto* tensor = std::get_if<at::Tensor>(layer.view->attribute(key));
+      if (tensor == nullptr || !tensor->defined()) {
+        continue;
+      }
+      model_.set_module_buffer(layer.view->name(), state_buffer_name(key), *tensor);
+    }
+    // Which algorithm and bits quantized the layer (bytes of a JSON text: buffers are
+    // tensors), also for quantizers without state: a later session refuses to continue another
+    // configuration's state, and the ONNX export refuses layers it cannot express instead of
+    // writing them as float.
+    const std::string id = identity(layer);
+    const at::Tensor bytes = at::empty({static_cast<int64_t>(id.size())}, at::kByte);
+    std::memcpy(bytes.data_ptr<uint8_t>(), id.data(), id.size());
+    model_.set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey), bytes);
+  }
+}
+
+void QuantizationSession::update_epoch(int64_t epoch) {
+  require_compressed("update_epoch()");
+  invoke_plugin(owner_, [&] {
+    quantizer_->update_epoch(epoch);
+    return 0;
+  });
+}
+
+void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
+  require_compressed("optimizer_step()");
+  if (reset_optimizer_state_) {
+    optimizer.state().clear();
+    reset_optimizer_state_ = false;
+  }
+  optimizer.step();
+  invoke_plugin(owner_, [&] {
+    quantizer_->step();
+    return 0;
+  });
+  step_callbacks_->run(owner_);
+}
+
+void QuantizationSession::step() {}
+
+std::vector<at::Tensor> QuantizationSession::extra_parameters() {
+  require_compressed("extra_parameters()");
+  return invoke_plugin(owner_, [&] { return quantizer_->parameters(); });
+}
+
+std::vector<at::Tensor> QuantizationSession::replicated_state() const {
+  std::vector<at::Tensor> out;
+  for (const Layer& layer : layers_) {
+    for (const std::string& key : layer.view->attribute_keys()) {
+      const auto* tensor = std::get_if<at::Tensor>(layer.view->attribute(key));
+      if (tensor != nullptr && tensor->defined()) {
+        out.push_back(*tensor);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<QuantLayerReport> QuantizationSession::report() const {
+  std::vector<QuantLayerReport> out;
+  for (const Layer& layer : layers_) {
+    QuantLayerReport r;
+    r.name = layer.view->name();
+    r.op_type = layer.view->op_type();
+    for (sdk::QuantType type : layer.types) {
+      QuantTypeReport t;
+      t.type = type;
+      t.bits = sdk::quant_bits(layer.view->config(), type);
+      const std::string prefix = std::string(sdk::quant_type_name(type)) + "_";
+      for (const std::string& key : layer.view->attribute_keys()) {
+        const auto* tensor = std::get_if<at::Tensor>(layer.view->attribute(key));
+        if (tensor == nullptr || !tensor->defined() || !starts_with(key, prefix)) {
+          continue;
+        }
+        const at::Tensor values = tensor->detach().to(at::kDouble).contiguous().cpu().flatten();
+        std::vector<double> list(values.data_ptr<double>(),
+                                 values.data_ptr<double>() + values.numel());
+        t.state.emplace_back(key.substr(prefix.size()), std::move(list));
+      }
+      r.types.push_back(std::move(t));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string QuantizationSession::calibration_json() const {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::object();
+  for (const QuantLayerReport& r : report()) {
+    nlohmann::ordered_json layer;
+    layer["type"] = r.op_type;
+    for (const QuantTypeReport& t : r.types) {
+      nlohmann::ordered_json entry;
+      entry["bits"] = t.bits;
+      for (const auto& [key, values] : t.state) {
+        entry[key] = values.size() == 1 ? nlohmann::ordered_json(values[0])
+                                        : nlohmann::ordered_json(values);
+      }
+      layer[sdk::quant_type_name(t.type)] = std::move(entry);
+    }
+    layers[r.name] = std::move(layer);
+  }
+  nlohmann::ordered_json out;
+  out["algorithm"] = algorithm_;
+  out["layers"] = std::move(layers);
+  return out.dump(2) + "\n";
+}
+
+std::vector<sdk::LayerView*> QuantizationSession::layers() {
+  std::vector<sdk::LayerView*> out;
+  for (const Layer& layer : layers_) {
+    out.push_back(layer.view.get());
+  }
+  return out;
+}
+
+const sdk::Registry& QuantizationSession::registry() const { return registry_; }
+
+int64_t QuantizationSession::add_activation_collector(sdk::ActivationCollector collector) {
+  return collectors_->add(std::move(collector));
+}
+
+void QuantizationSession::remove_activation_collector(int64_t id) { collectors_->remove(id); }
+
+int64_t QuantizationSession::add_optimizer_step_callback(std::function<void()> callback) {
+  return step_callbacks_->add(std::move(callback));
+}
+
+void QuantizationSession::remove_optimizer_step_callback(int64_t id) {
+  step_callbacks_->remove(id);
+}
+
+int64_t QuantizationSession::save_model_state() { return saved_states_->save(model_); }
+
+void QuantizationSession::restore_model_state(int64_t handle) {
+  saved_states_->restore(model_, handle);
+  reset_optimizer_state_ = true;
+}
+
+void QuantizationSession::update_masks_now() {
+  LITHE_CHECK(false, sdk::Errc::kUnsupported, owner_,
+              ": update_masks_now() is for pruners; a quantization session has no masks");
+}
+
+std::vector<std::vector<std::string>> QuantizationSession::channel_dependency_sets() {
+  return model_.dependencies().channel_sets;
+}
+
+std::map<std::string, int64_t> QuantizationSession::group_dependencies() {
+  return model_.dependencies().groups;
+}
+
+}  // namespace lithe::host

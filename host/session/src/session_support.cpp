@@ -1,0 +1,140 @@
+#include "session_support.h"
+
+#include <ATen/ATen.h>
+
+#include "lithe/host/runtime/invoke_plugin.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk_internal/options_json.h"
+
+namespace lithe::host::detail {
+
+void reject_unread_options(const sdk::Options& options, const std::string& owner) {
+  const std::vector<std::string> unread = sdk::unread_option_paths(options);
+  if (!unread.empty()) {
+    std::string list;
+    for (const std::string& path : unread) {
+      list += (list.empty() ? "" : ", ") + path;
+    }
+    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, list, ": unknown key",
+                unread.size() > 1 ? "s" : "", " for ", owner, " (misspelled?)");
+  }
+}
+
+
+ActivationCollectors::~ActivationCollectors() {
+  if (!collectors_.empty()) {
+    clear();
+  }
+}
+
+void ActivationCollectors::set_layers(const std::vector<const sdk::LayerView*>& layers) {
+  layers_.clear();
+  for (const sdk::LayerView* layer : layers) {
+    layers_[layer->name()] = layer;
+  }
+}
+
+int64_t ActivationCollectors::add(sdk::ActivationCollector collector) {
+  LITHE_CHECK(static_cast<bool>(collector), sdk::Errc::kInvalidConfig,
+              "add_activation_collector: the collector is empty");
+  const int64_t id = next_id_++;
+  collectors_[id] = std::move(collector);
+  try {
+    refresh();
+  } catch (...) {
+    collectors_.erase(id);
+    throw;
+  }
+  return id;
+}
+
+void ActivationCollectors::remove(int64_t id) {
+  LITHE_CHECK(collectors_.erase(id) == 1, sdk::Errc::kInvalidConfig,
+              "remove_activation_collector: no activation collector with id ", id);
+  refresh();
+}
+
+void ActivationCollectors::clear() noexcept {
+  collectors_.clear();
+  try {
+    model_.set_taps({}, {});
+  } catch (...) {
+    // Best effort; the taps die with the model's working copy anyway.
+  }
+}
+
+void ActivationCollectors::refresh() {
+  if (collectors_.empty()) {
+    model_.set_taps({}, {});
+    return;
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, layer] : layers_) {
+    names.push_back(name);
+  }
+  model_.set_taps(names, [this](const std::string& name, const at::Tensor& output) {
+    const auto it = layers_.find(name);
+    if (it == layers_.end()) {
+      return;
+    }
+    const auto collectors = collectors_;  // a collector may add or remove collectors
+    for (const auto& [id, collector] : collectors) {
+      if (collectors_.count(id) != 0) {  // not removed by an earlier collector of this forward
+        collector(*it->second, output);
+      }
+    }
+  });
+}
+
+int64_t OptimizerStepCallbacks::add(std::function<void()> callback) {
+  LITHE_CHECK(static_cast<bool>(callback), sdk::Errc::kInvalidConfig,
+              "add_optimizer_step_callback: the callback is empty");
+  const int64_t id = next_id_++;
+  callbacks_[id] = std::move(callback);
+  return id;
+}
+
+void OptimizerStepCallbacks::remove(int64_t id) {
+  LITHE_CHECK(callbacks_.erase(id) == 1, sdk::Errc::kInvalidConfig,
+              "remove_optimizer_step_callback: no optimizer-step callback with id ", id);
+}
+
+void OptimizerStepCallbacks::run(const std::string& owner) {
+  const auto callbacks = callbacks_;  // a callback may add or remove callbacks
+  for (const auto& [id, callback] : callbacks) {
+    if (callbacks_.count(id) == 0) {
+      continue;  // removed by an earlier callback of this step
+    }
+    invoke_plugin(owner + " (optimizer-step callback)", [&] {
+      callback();
+      return 0;
+    });
+  }
+}
+
+int64_t SavedModelStates::save(const Model& model) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> copies;
+  for (const at::Tensor& t : model.state_tensors()) {
+    copies.push_back(t.detach().clone());
+  }
+  const int64_t handle = static_cast<int64_t>(states_.size()) + 1;
+  states_[handle] = std::move(copies);
+  return handle;
+}
+
+void SavedModelStates::restore(Model& model, int64_t handle) const {
+  const auto it = states_.find(handle);
+  LITHE_CHECK(it != states_.end(), sdk::Errc::kInvalidConfig,
+              "restore_model_state: no saved model state with handle ", handle);
+  const std::vector<at::Tensor> live = model.state_tensors();
+  LITHE_CHECK(live.size() == it->second.size(), sdk::Errc::kInternal,
+              "restore_model_state: the model has ", live.size(), " state tensors, the saved "
+              "state ", it->second.size());
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < live.size(); ++i) {
+    live[i].copy_(it->second[i]);
+  }
+}
+
+}  // namespace lithe::host::detail

@@ -1,0 +1,84 @@
+#pragma once
+// What the pruning and the quantization sessions offer plugins alike through
+// sdk::CompressionContext: activation collectors (observed through Model::set_taps), optimizer-
+// step callbacks and saved model states. Internal to liblithe_host.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lithe/host/model/model.h"
+#include "lithe/sdk/context.h"
+#include "lithe/sdk/layer.h"
+#include "lithe/sdk/options.h"
+
+namespace lithe::host::detail {
+
+/// Throws sdk::Error(kInvalidConfig) listing the JSON paths of every key of `options` that no
+/// algorithm read (misspelled or unknown keys), naming `owner` (e.g. "pruner 'level'").
+void reject_unread_options(const sdk::Options& options, const std::string& owner);
+
+/// The activation collectors of one session. Taps are installed on the session's layers only
+/// while at least one collector exists.
+class ActivationCollectors {
+ public:
+  explicit ActivationCollectors(Model& model) : model_(model) {}
+  /// Removes the taps (never throws).
+  ~ActivationCollectors();
+  ActivationCollectors(const ActivationCollectors&) = delete;
+  ActivationCollectors& operator=(const ActivationCollectors&) = delete;
+
+  /// The layers collectors observe; set once, before the first add().
+  void set_layers(const std::vector<const sdk::LayerView*>& layers);
+  /// Same contract as sdk::CompressionContext::add_activation_collector; on error nothing changes.
+  int64_t add(sdk::ActivationCollector collector);
+  /// Same contract as sdk::CompressionContext::remove_activation_collector.
+  void remove(int64_t id);
+  /// Drops every collector and its taps (best effort: a failure to restore the graph is
+  /// ignored, the caller is already reporting an error).
+  void clear() noexcept;
+
+ private:
+  void refresh();
+
+  Model& model_;
+  std::map<std::string, const sdk::LayerView*> layers_;
+  std::map<int64_t, sdk::ActivationCollector> collectors_;
+  int64_t next_id_ = 1;
+};
+
+/// Callbacks run after every optimizer step, in registration order.
+class OptimizerStepCallbacks {
+ public:
+  /// Same contract as sdk::CompressionContext::add_optimizer_step_callback.
+  int64_t add(std::function<void()> callback);
+  /// Same contract as sdk::CompressionContext::remove_optimizer_step_callback.
+  void remove(int64_t id);
+  void clear() { callbacks_.clear(); }
+  /// Runs every callback; a callback may add or remove callbacks (removed ones do not run).
+  /// Plugin errors are reported as coming from `owner`.
+  void run(const std::string& owner);
+
+ private:
+  std::map<int64_t, std::function<void()>> callbacks_;
+  int64_t next_id_ = 1;
+};
+
+/// Copies of every parameter and buffer of a model (sdk::CompressionContext::save_model_state).
+class SavedModelStates {
+ public:
+  /// Copies the model's state; returns its handle (handles start at 1).
+  int64_t save(const Model& model);
+  /// Copies saved state `handle` back into the model; sdk::Error(kInvalidConfig) for an
+  /// unknown handle.
+  void restore(Model& model, int64_t handle) const;
+
+ private:
+  std::map<int64_t, std::vector<at::Tensor>> states_;
+};
+
+}  // namespace lithe::host::detail

@@ -1,0 +1,1191 @@
+// Channel spaces over the inlined forward graph (see channel_flow.h for the model). The walk
+// visits the top-level nodes once, in order: every op it knows assigns spaces to its outputs and
+// "zero sets" (channels known to be exactly zero) to the values it produces; every use of a space
+// by a layer records a constraint (only channels zero there may go); everything else blocks the
+// spaces it touches. Index maps (flatten, cat along channels) are settled by a fixed point.
+#include "channel_flow.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "lithe/host/graph/graph_trace.h"
+#include "lithe/sdk/error.h"
+#include "lithe/host/graph/submodule.h"
+
+namespace lithe::host::speedup_detail {
+
+bool LayerPlan::changed() const { return !keep_in.empty() || !keep_out.empty(); }
+
+namespace {
+
+namespace jit = torch::jit;
+using Bits = std::vector<bool>;
+
+c10::Symbol op(const char* name) { return c10::Symbol::fromQualString(name); }
+
+bool in(const c10::Symbol kind, std::initializer_list<const char*> names) {
+  return std::any_of(names.begin(), names.end(), [&](const char* n) { return kind == op(n); });
+}
+
+// Ops that keep channels aligned and map zero to zero.
+bool zero_preserving_unary(c10::Symbol kind) {
+  return in(kind, {"aten::relu", "aten::relu_", "aten::relu6", "aten::relu6_", "aten::leaky_relu",
+                   "aten::leaky_relu_", "aten::hardtanh", "aten::hardtanh_", "aten::elu",
+                   "aten::elu_", "aten::gelu", "aten::silu", "aten::silu_", "aten::hardswish",
+                   "aten::hardswish_", "aten::tanh", "aten::tanh_", "aten::dropout",
+                   "aten::dropout_", "aten::feature_dropout", "aten::feature_dropout_",
+                   "aten::alpha_dropout", "aten::detach", "aten::clone", "aten::contiguous",
+                   "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d",
+                   "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d",
+                   "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+                   "aten::adaptive_max_pool2d", "aten::max_pool2d_with_indices",
+                   "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::mean",
+                   "aten::sum", "aten::amax", "aten::squeeze", "aten::unsqueeze",
+                   "aten::dropout2d", "aten::feature_alpha_dropout"});
+}
+
+// Ops that keep channels aligned but not zero (a removed channel would not be zero after them).
+bool other_unary(c10::Symbol kind) {
+  return in(kind, {"aten::sigmoid", "aten::sigmoid_", "aten::hardsigmoid", "aten::hardsigmoid_",
+                   "aten::exp", "aten::softplus", "aten::log_softmax", "aten::softmax"});
+}
+
+bool binary(c10::Symbol kind) {
+  return in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul",
+                   "aten::mul_", "aten::div", "aten::div_", "aten::maximum", "aten::minimum"});
+}
+
+// Ops that only read shapes.
+bool shape_query(c10::Symbol kind) {
+  return in(kind, {"aten::size", "aten::dim", "prim::shape", "aten::len", "aten::numel",
+                   "prim::device", "prim::dtype", "aten::__isnot__", "aten::__is__"});
+}
+
+// An int list known before running: a constant, or a list built from constants ((2, 3)).
+std::optional<std::vector<int64_t>> constant_ints(const jit::Value* value) {
+  if (const c10::optional<c10::IValue> constant = jit::toIValue(value)) {
+    if (constant->isIntList()) {
+      return constant->toIntVector();
+    }
+    if (constant->isInt()) {
+      return std::vector<int64_t>{constant->toInt()};
+    }
+    return std::nullopt;
+  }
+  const jit::Node* list = value->node();
+  if (list->kind() != c10::prim::ListConstruct) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  for (const jit::Value* item : list->inputs()) {
+    const c10::optional<c10::IValue> constant = jit::toIValue(item);
+    if (!constant || !constant->isInt()) {
+      return std::nullopt;
+    }
+    out.push_back(constant->toInt());
+  }
+  return out;
+}
+
+std::string describe(const jit::Node* node) {
+  std::string where;
+  if (const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(node)) {
+    where = scope->module + " (" + scope->op_type + "): ";
+  }
+  return where + node->kind().toQualString();
+}
+
+struct Space {
+  int64_t size = 0;
+  int parent = -1;
+  Bits removable;   // constraints so far
+  Bits candidates;  // zero somewhere in the space
+  std::vector<SpeedupBlock> blocks;
+};
+
+// How a module's tensors sit in the spaces.
+struct LayerUse {
+  LayerKind kind;
+  std::string op_type;
+  int in_space = -1;
+  int out_space = -1;
+  int64_t in_channels = 0;
+  int64_t out_channels = 0;
+  int64_t groups = 1;
+};
+
+// A space whose removals must be spread evenly over `groups` contiguous groups.
+struct GroupBalance {
+  int space;
+  int64_t groups;
+};
+
+struct FlattenLink {
+  int channels;  // space of [N, C, H, W]
+  int flat;      // space of [N, C*H*W]
+  int64_t inner;  // H*W
+};
+
+struct CatLink {
+  std::vector<int> parts;
+  std::vector<int64_t> sizes;
+  int whole;
+};
+
+class ChannelFlow {
+ public:
+  ChannelFlow(const jit::Module& module, const NamedMasks& masks, const at::Tensor& input)
+      : module_(module) {
+    for (const auto& [name, m] : masks) {
+      masks_.emplace(name, &m);
+    }
+    graph_ = graph_trace::inline_forward(module);
+    values_ = graph_trace::run_and_capture(module, graph_, input);
+  }
+
+  ChannelPlan run() {
+    const auto graph_inputs = graph_->inputs();
+    for (size_t i = 1; i < graph_inputs.size(); ++i) {
+      if (const std::optional<int> s = space_of(graph_inputs[i])) {
+        block(*s, "model input", "the model's input keeps every channel");
+      }
+    }
+    find_tied_tensors(graph_->block());
+    for (jit::Node* node : graph_->nodes()) {
+      visit(node);
+    }
+    for (jit::Value* output : graph_->outputs()) {
+      block_value(output, "model output", "the model's output keeps every channel");
+    }
+    block_tied_layers();
+    settle_links();
+    for (;;) {
+      const bool balanced = balance_groups();
+      const bool kept = keep_one_channel();
+      if (!balanced && !kept) {
+        break;
+      }
+      settle_links();
+    }
+    return plan();
+  }
+
+ private:
+  // ---- tensors of a layer read elsewhere ----------------------------------------------------
+  // A layer's weight, bias or running statistics read by anything but the layer's own op (a tied
+  // decoder's x @ fc1.weight, a regulariser in forward) would keep the old size there.
+  void find_tied_tensors(const jit::Block* block) {
+    for (const jit::Node* node : block->nodes()) {
+      for (const jit::Block* sub : node->blocks()) {
+        find_tied_tensors(sub);
+      }
+      if (node->kind() != c10::prim::GetAttr || node->output()->type()->kind() != c10::TypeKind::TensorType) {
+        continue;
+      }
+      const std::string& name = node->s(c10::attr::name);
+      if (name != "weight" && name != "bias" && name != "running_mean" && name != "running_var") {
+        continue;
+      }
+      const std::optional<std::string> owner = graph_trace::module_path(node->input());
+      if (!owner) {
+        continue;
+      }
+      for (const jit::Use& use : node->output()->uses()) {
+        const c10::Symbol kind = use.user->kind();
+        const bool own_op = in(kind, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
+                                      "aten::_convolution", "aten::convolution", "aten::linear",
+                                      "aten::batch_norm"}) &&
+                            use.offset > 0;
+        if (!own_op && tied_.count(*owner) == 0) {
+          tied_[*owner] = name + " is also read by " + describe(use.user);
+        }
+      }
+    }
+  }
+
+  void block_tied_layers() {
+    for (const auto& [module, reason] : tied_) {
+      const auto use = uses_.find(module);
+      if (use == uses_.end()) {
+        continue;
+      }
+      for (const int s : {use->second.in_space, use->second.out_space}) {
+        if (s >= 0) {
+          block(s, module, reason);
+        }
+      }
+    }
+  }
+
+  // A space that would lose every channel keeps its first: a layer needs a shape. Returns
+  // whether anything changed.
+  bool keep_one_channel() {
+    bool changed = false;
+    for (size_t i = 0; i < spaces_.size(); ++i) {
+      Space& space = spaces_[i];
+      if (space.parent >= 0 || space.size == 0) {
+        continue;
+      }
+      bool all = true;
+      for (int64_t c = 0; c < space.size && all; ++c) {
+        all = space.removable[static_cast<size_t>(c)] && space.candidates[static_cast<size_t>(c)];
+      }
+      if (all) {
+        space.removable[0] = false;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  // ---- spaces -------------------------------------------------------------------------------
+  int find(int s) {
+    while (spaces_[static_cast<size_t>(s)].parent >= 0) {
+      s = spaces_[static_cast<size_t>(s)].parent;
+    }
+    return s;
+  }
+
+  Space& at(int s) { return spaces_[static_cast<size_t>(find(s))]; }
+
+  int new_space(int64_t size) {
+    Space space;
+    space.size = size;
+    space.removable.assign(static_cast<size_t>(size), true);
+    space.candidates.assign(static_cast<size_t>(size), false);
+    spaces_.push_back(std::move(space));
+    return static_cast<int>(spaces_.size() - 1);
+  }
+
+  // Returns false (and changes nothing) when the sizes differ.
+  bool unite(int a, int b) {
+    a = find(a);
+    b = find(b);
+    if (a == b) {
+      return true;
+    }
+    Space& x = spaces_[static_cast<size_t>(a)];
+    Space& y = spaces_[static_cast<size_t>(b)];
+    if (x.size != y.size) {
+      return false;
+    }
+    for (size_t i = 0; i < x.removable.size(); ++i) {
+      x.removable[i] = x.removable[i] && y.removable[i];
+      x.candidates[i] = x.candidates[i] || y.candidates[i];
+    }
+    x.blocks.insert(x.blocks.end(), y.blocks.begin(), y.blocks.end());
+    y.parent = a;
+    return true;
+  }
+
+  void block(int s, const std::string& where, const std::string& reason) {
+    Space& space = at(s);
+    std::fill(space.removable.begin(), space.removable.end(), false);
+    for (const SpeedupBlock& b : space.blocks) {
+      if (b.where == where && b.reason == reason) {
+        return;
+      }
+    }
+    space.blocks.push_back({where, reason, 0});
+  }
+
+  void constrain(int s, const Bits& zero) {
+    Space& space = at(s);
+    for (size_t i = 0; i < space.removable.size(); ++i) {
+      space.removable[i] = space.removable[i] && zero[i];
+    }
+  }
+
+  // ---- values ---------------------------------------------------------------------------------
+  const at::Tensor* tensor_of(const jit::Value* v) const {
+    const auto it = values_.find(v);
+    return it == values_.end() || !it->second.defined() ? nullptr : &it->second;
+  }
+
+  bool channelled(const jit::Value* v) const {
+    const at::Tensor* t = tensor_of(v);
+    return t != nullptr && t->dim() >= 2;
+  }
+
+  int64_t channels(const jit::Value* v) const { return tensor_of(v)->size(1); }
+
+  // The space of a tensor value; a value no known op made gets a blocked space of its own.
+  std::optional<int> space_of(const jit::Value* v) {
+    if (!channelled(v)) {
+      return std::nullopt;
+    }
+    if (const auto it = space_of_value_.find(v); it != space_of_value_.end()) {
+      return it->second;
+    }
+    const int s = new_space(channels(v));
+    space_of_value_[v] = s;
+    const jit::Node* maker = v->node();
+    if (maker->kind() != c10::prim::Param) {
+      block(s, describe(maker), "Lithe cannot resize the tensor this op makes");
+    }
+    return s;
+  }
+
+  void set_space(const jit::Value* v, int s) { space_of_value_[v] = s; }
+
+  const Bits& zeros_of(const jit::Value* v) {
+    static const Bits none;
+    const auto it = zeros_.find(v);
+    return it == zeros_.end() ? none : it->second;
+  }
+
+  Bits zeros_or_empty(const jit::Value* v, int64_t size) {
+    Bits z = zeros_of(v);
+    if (z.empty()) {
+      z.assign(static_cast<size_t>(size), false);
+    }
+    return z;
+  }
+
+  void set_zeros(const jit::Value* v, Bits z, int s) {
+    Space& space = at(s);
+    if (z.size() != space.candidates.size()) {
+      return;
+    }
+    for (size_t i = 0; i < z.size(); ++i) {
+      space.candidates[i] = space.candidates[i] || z[i];
+    }
+    zeros_[v] = std::move(z);
+  }
+
+  void block_value(const jit::Value* v, const std::string& where, const std::string& reason) {
+    if (const std::optional<int> s = space_of(v)) {
+      block(*s, where, reason);
+    }
+    // A list or tuple of tensors: block what went into it.
+    const jit::Node* maker = v->node();
+    if (maker->kind() == c10::prim::ListConstruct || maker->kind() == c10::prim::TupleConstruct) {
+      for (const jit::Value* part : maker->inputs()) {
+        block_value(part, where, reason);
+      }
+    }
+  }
+
+  // ---- the walk -------------------------------------------------------------------------------
+  void visit(jit::Node* node) {
+    const c10::Symbol kind = node->kind();
+    if (shape_query(kind)) {
+      visit_shape_query(node);
+      return;
+    }
+    const bool tensor_result = std::any_of(
+        node->outputs().begin(), node->outputs().end(),
+        [](const jit::Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; });
+    if (kind == c10::prim::Constant || kind == c10::prim::GetAttr ||
+        kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct ||
+        kind == c10::prim::RaiseException || kind == op("aten::warn") ||
+        kind == op("aten::_assert_int_or_pair") || kind == op("aten::format") ||
+        kind == op("prim::unchecked_cast") || kind == op("aten::__not__") ||
+        (in(kind, {"aten::eq", "aten::ne", "aten::__getitem__"}) && !tensor_result)) {
+      return;  // containers are handled by their readers; the rest does not touch activations
+    }
+    bool handled = false;
+    if (in(kind, {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+                  "aten::convolution"})) {
+      handled = visit_conv(node);
+    } else if (kind == op("aten::linear")) {
+      handled = visit_linear(node);
+    } else if (kind == op("aten::batch_norm")) {
+      handled = visit_batch_norm(node);
+    } else if (zero_preserving_unary(kind) || other_unary(kind)) {
+      handled = visit_unary(node, zero_preserving_unary(kind));
+    } else if (binary(kind)) {
+      handled = visit_binary(node);
+    } else if (in(kind, {"aten::cat", "aten::concat"})) {
+      handled = visit_cat(node);
+    } else if (in(kind, {"aten::flatten", "aten::view", "aten::reshape"})) {
+      handled = visit_reshape(node);
+    }
+    if (!handled) {
+      block_unknown(node);
+    } else {
+      follow_mutation(node);
+    }
+  }
+
+  // x.add_(1) changes what x holds: later readers of x (or of what x is a view of) must see the
+  // new zero set, not the one x had when it was made.
+  void follow_mutation(const jit::Node* node) {
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (schema == nullptr || schema->arguments().empty() || node->outputs().empty()) {
+      return;
+    }
+    const c10::AliasInfo* alias = schema->arguments()[0].alias_info();
+    if (alias == nullptr || !alias->isWrite()) {
+      return;
+    }
+    const jit::Value* written = node->input(0);
+    const auto now = zeros_.find(node->output(0));
+    if (now == zeros_.end()) {
+      zeros_.erase(written);
+    } else {
+      zeros_[written] = now->second;
+    }
+    // Through views the mapping of channels is not tracked: forget what was zero there.
+    for (const jit::Node* maker = written->node(); view_like(maker->kind());
+         maker = maker->input(0)->node()) {
+      zeros_.erase(maker->input(0));
+    }
+  }
+
+  static bool view_like(c10::Symbol kind) {
+    return in(kind, {"aten::view", "aten::reshape", "aten::flatten", "aten::squeeze",
+                     "aten::unsqueeze", "aten::detach", "aten::select", "aten::slice",
+                     "aten::transpose", "aten::permute", "aten::expand", "aten::narrow",
+                     "aten::view_as", "aten::reshape_as", "aten::as_strided", "aten::t",
+                     "aten::contiguous"});
+  }
+
+  // size(x, d) for d = 1 (or unknown), size(x) read at index 1, shape and numel expose the
+  // channel count: code computing with it (asserts, divisions, views of other tensors) would
+  // not follow a smaller count.
+  void visit_shape_query(const jit::Node* node) {
+    const c10::Symbol kind = node->kind();
+    if (in(kind, {"aten::dim", "aten::len", "prim::device", "prim::dtype", "aten::__isnot__",
+                  "aten::__is__"}) ||
+        node->inputs().empty() || !channelled(node->input(0))) {
+      return;
+    }
+    // torch.nn's own modules check shapes (BatchNorm's batch size, adaptive pooling's rank)
+    // without depending on the channel count; their layers are rebuilt to match.
+    const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(node);
+    if (scope && scope->qualified_type.rfind("__torch__.torch.nn.modules.", 0) == 0) {
+      return;
+    }
+    const jit::Value* x = node->input(0);
+    const int64_t rank = tensor_of(x)->dim();
+    const auto is_channel = [rank](const c10::optional<c10::IValue>& d) {
+      return !d || !d->isInt() || ((d->toInt() % rank + rank) % rank) == 1;
+    };
+    bool reads_channels = false;
+    if (kind == op("aten::size") && node->inputs().size() >= 2) {
+      reads_channels = is_channel(jit::toIValue(node->input(1)));
+    } else if (kind == op("aten::size") || kind == op("prim::shape")) {
+      for (const jit::Use& use : node->output()->uses()) {
+        // Adaptive pooling checks len(input.size()) and passes input.size() as the default of
+        // its output size, reading only its spatial end.
+        if (use.user->kind() == op("aten::_list_with_default") ||
+            use.user->kind() == op("aten::len")) {
+          continue;
+        }
+        const bool indexed = use.user->kind() == op("aten::__getitem__") && use.offset == 0;
+        reads_channels = reads_channels || !indexed || is_channel(jit::toIValue(use.user->input(1)));
+      }
+    } else {
+      reads_channels = true;  // numel
+    }
+    if (reads_channels) {
+      block_value(x, describe(node), "the channel count is read here");
+    }
+  }
+
+  void block_unknown(const jit::Node* node) {
+    const std::string where = describe(node);
+    const std::string reason = node->blocks().empty()
+                                   ? "Lithe does not know how this op uses channels"
+                                   : "control flow: Lithe does not shrink through it";
+    for (const jit::Value* input : node->inputs()) {
+      block_value(input, where, reason);
+    }
+    // Values read inside nested blocks come from outside too.
+    std::vector<const jit::Block*> pending(node->blocks().begin(), node->blocks().end());
+    while (!pending.empty()) {
+      const jit::Block* b = pending.back();
+      pending.pop_back();
+      for (const jit::Node* inner : b->nodes()) {
+        if (shape_query(inner->kind())) {
+          continue;  // e.g. BatchNorm's input.dim() check: it reads no channel
+        }
+        for (const jit::Value* input : inner->inputs()) {
+          if (input->node()->owningBlock() == graph_->block()) {
+            block_value(input, where, reason);
+          }
+        }
+        pending.insert(pending.end(), inner->blocks().begin(), inner->blocks().end());
+      }
+      for (const jit::Value* output : b->outputs()) {
+        if (output->node()->owningBlock() == graph_->block()) {
+          block_value(output, where, reason);
+        }
+      }
+    }
+    for (const jit::Value* output : node->outputs()) {
+      block_value(output, where, reason);  // a fresh, blocked space
+    }
+  }
+
+  // The module whose "weight" (or other attribute) feeds input `index`, when it is a standard
+  // torch.nn layer of one of `types`.
+  std::optional<std::string> layer_module(const jit::Node* node, size_t index,
+                                          std::initializer_list<const char*> types) const {
+    if (node->inputs().size() <= index) {
+      return std::nullopt;
+    }
+    const jit::Node* getter = node->input(index)->node();
+    if (getter->kind() != c10::prim::GetAttr) {
+      return std::nullopt;
+    }
+    const auto cls = getter->input()->type()->cast<c10::ClassType>();
+    if (!cls || !cls->is_module() || !cls->name()) {
+      return std::nullopt;
+    }
+    // Only torch.nn's own classes: their forward is known to use nothing but these tensors.
+    const std::string qualified = cls->name()->qualifiedName();
+    if (qualified.rfind("__torch__.torch.nn.modules.", 0) != 0) {
+      return std::nullopt;
+    }
+    const std::string name = cls->name()->name();
+    if (std::none_of(types.begin(), types.end(), [&](const char* t) { return name == t; })) {
+      return std::nullopt;
+    }
+    return graph_trace::module_path(getter->input());
+  }
+
+  // The class name of the module whose attribute feeds input `index` (after layer_module).
+  static std::string class_of(const jit::Node* node, size_t index) {
+    return node->input(index)->node()->input()->type()->expect<c10::ClassType>()->name()->name();
+  }
+
+  const sdk::Masks* masks_of(const std::string& module) const {
+    const auto it = masks_.find(module);
+    return it == masks_.end() ? nullptr : it->second;
+  }
+
+  at::Tensor attribute(const std::string& module, const std::string& name) const {
+    const c10::IValue value = submodule(module_, module).attr(name, c10::IValue());
+    return value.isTensor() ? value.toTensor() : at::Tensor();
+  }
+
+
+  // Channels whose bias is zero (all of them without a bias).
+  Bits zero_bias(const std::string& module, int64_t count) const {
+    Bits z(static_cast<size_t>(count), true);
+    const at::Tensor bias = attribute(module, "bias");
+    if (bias.defined() && bias.numel() == count) {
+      const at::Tensor zero = bias.detach().eq(0).cpu();
+      const auto acc = zero.accessor<bool, 1>();
+      for (int64_t i = 0; i < count; ++i) {
+        z[static_cast<size_t>(i)] = acc[i];
+      }
+    }
+    return z;
+  }
+
+  // Filters (rows) whose weight mask is all zero and whose bias is zero in the masked model.
+  Bits zero_filters(const std::string& module, int64_t count) const {
+    Bits z(static_cast<size_t>(count), false);
+    const sdk::Masks* m = masks_of(module);
+    if (m == nullptr || !m->weight.defined() || m->weight.dim() < 1 ||
+        m->weight.size(0) != count) {
+      return z;
+    }
+    const at::Tensor any_kept = m->weight.reshape({count, -1}).ne(0).any(1).cpu();
+    const at::Tensor bias = attribute(module, "bias");
+    const at::Tensor bias_zero =
+        bias.defined() ? bias.detach().eq(0).cpu() : at::ones({count}, at::kBool);
+    const auto kept = any_kept.accessor<bool, 1>();
+    const auto bz = bias_zero.accessor<bool, 1>();
+    for (int64_t i = 0; i < count; ++i) {
+      z[static_cast<size_t>(i)] = !kept[i] && bz[i];
+    }
+    return z;
+  }
+
+  LayerUse& use_of(const std::string& module, LayerKind kind, const std::string& op_type) {
+    auto [it, inserted] = uses_.try_emplace(module, LayerUse{kind, op_type});
+    if (inserted) {
+      order_.push_back(module);
+    }
+    return it->second;
+  }
+
+  // Joins a later call's space with the first call's (a module called twice keeps one shape).
+  void join(const std::string& module, int& recorded, int s) {
+    if (recorded < 0) {
+      recorded = s;
+    } else if (!unite(recorded, s)) {
+      const std::string where = module + " (called more than once)";
+      block(recorded, where, "called on tensors of different channel counts");
+      block(s, where, "called on tensors of different channel counts");
+    }
+  }
+
+  bool visit_conv(const jit::Node* node) {
+    const std::optional<std::string> module = layer_module(node, 1, {"Conv2d"});
+    const jit::Value* x = node->input(0);
+    const jit::Value* y = node->output();
+    if (!module || !channelled(x) || !channelled(y) || tensor_of(x)->dim() != 4) {
+      return false;
+    }
+    const size_t groups_index = node->kind() == op("aten::conv2d") ? 6 : 8;
+    const c10::optional<c10::IValue> groups_value = jit::toIValue(node->input(groups_index));
+    if (!groups_value || !groups_value->isInt()) {
+      return false;
+    }
+    const int64_t groups = groups_value->toInt();
+    const int64_t cin = channels(x);
+    const int64_t cout = channels(y);
+    if (groups == 1) {
+      read_and_make(*module, LayerKind::kConv, "Conv2d", x, y);
+      return true;
+    }
+    if (groups == cin && cin == cout) {
+      // Depthwise: channel c in gives channel c out, so both sides are one space.
+      const int space = pass_through(*module, LayerKind::kDepthwiseConv, "Conv2d", x, y);
+      // Out channel c is zero when its filter and bias are, or when its input is and its bias is
+      // zero (a bias would make a zero input channel non-zero).
+      Bits z = zeros_or_empty(x, cin);
+      const Bits own = zero_filters(*module, cout);
+      const Bits bias_zero = zero_bias(*module, cout);
+      for (size_t i = 0; i < z.size(); ++i) {
+        z[i] = (z[i] && bias_zero[i]) || own[i];
+      }
+      set_zeros(y, std::move(z), space);
+      return true;
+    }
+    if (groups < 1 || cin % groups != 0 || cout % groups != 0) {
+      return false;
+    }
+    // Grouped: like an ordinary convolution on each side, but every group must keep as many
+    // channels as the others (NNI's GroupMaskConflict), settled after the walk.
+    LayerUse& use = read_and_make(*module, LayerKind::kGroupedConv, "Conv2d", x, y);
+    use.groups = groups;
+    balances_.push_back({use.in_space, groups});
+    balances_.push_back({use.out_space, groups});
+    return true;
+  }
+
+  bool visit_linear(const jit::Node* node) {
+    const std::optional<std::string> module = layer_module(node, 1, {"Linear"});
+    const jit::Value* x = node->input(0);
+    const jit::Value* y = node->output();
+    if (!module || !channelled(x) || !channelled(y) || tensor_of(x)->dim() != 2) {
+      return false;
+    }
+    read_and_make(*module, LayerKind::kLinear, "Linear", x, y);
+    return true;
+  }
+
+  // A layer whose output channel c comes from input channel c only (depthwise convolution,
+  // BatchNorm): x and y share one space. Returns it.
+  int pass_through(const std::string& module, LayerKind kind, const std::string& op_type,
+                   const jit::Value* x, const jit::Value* y) {
+    LayerUse& use = use_of(module, kind, op_type);
+    use.in_channels = channels(x);
+    use.out_channels = channels(y);
+    const int s = *space_of(x);
+    set_space(y, s);
+    join(module, use.in_space, s);
+    join(module, use.out_space, s);
+    return s;
+  }
+
+  // A layer that reads every channel of x through its weight's columns (only channels zero in
+  // x may go) and makes y's channels from its rows (a new space; zero where a row is pruned).
+  LayerUse& read_and_make(const std::string& module, LayerKind kind, const char* op_type,
+                          const jit::Value* x, const jit::Value* y) {
+    const int64_t in = channels(x);
+    const int64_t out = channels(y);
+    LayerUse& use = use_of(module, kind, op_type);
+    use.in_channels = in;
+    use.out_channels = out;
+    const int in_space = *space_of(x);
+    constrain(in_space, zeros_or_empty(x, in));
+    join(module, use.in_space, in_space);
+    const int out_space = new_space(out);
+    set_space(y, out_space);
+    join(module, use.out_space, out_space);
+    set_zeros(y, zero_filters(module, out), use.out_space);
+    return use;
+  }
+
+
+  bool visit_batch_norm(const jit::Node* node) {
+    size_t found_at = 1;
+    std::optional<std::string> module =
+        layer_module(node, 1, {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"});
+    if (!module) {
+      found_at = 3;
+      module = layer_module(node, 3, {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"});
+    }
+    const jit::Value* x = node->input(0);
+    const jit::Value* y = node->output();
+    if (!module || !channelled(x) || !channelled(y)) {
+      return false;
+    }
+    const int64_t c = channels(x);
+    const int s = pass_through(*module, LayerKind::kBatchNorm, class_of(node, found_at), x, y);
+    // γ = β = 0 makes the output exactly zero; a zero input stays "zero" (NNI's rule; the
+    // β − μ·γ/√(σ²+ε) it really gives is what speedup reports as the BatchNorm shift).
+    Bits z = zeros_or_empty(x, c);
+    const at::Tensor gamma = attribute(*module, "weight");
+    const at::Tensor beta = attribute(*module, "bias");
+    if (gamma.defined() && beta.defined()) {
+      const at::Tensor both = (gamma.detach().eq(0) & beta.detach().eq(0)).cpu();
+      const auto acc = both.accessor<bool, 1>();
+      for (int64_t i = 0; i < c; ++i) {
+        z[static_cast<size_t>(i)] = z[static_cast<size_t>(i)] || acc[i];
+      }
+    }
+    set_zeros(y, std::move(z), s);
+    return true;
+  }
+
+  bool visit_unary(const jit::Node* node, bool keeps_zero) {
+    const jit::Value* x = node->input(0);
+    const jit::Value* y = node->outputs().at(0);
+    if (!channelled(x) || !channelled(y) || channels(x) != channels(y)) {
+      return false;
+    }
+    // A second result (max pooling's indices) would keep the old channel count.
+    for (size_t i = 1; i < node->outputs().size(); ++i) {
+      if (node->output(i)->hasUses()) {
+        return false;
+      }
+    }
+    const int64_t rank_x = tensor_of(x)->dim();
+    if (in(node->kind(), {"aten::softmax", "aten::log_softmax"})) {
+      // Normalising over channels mixes them.
+      const c10::optional<c10::IValue> dim = jit::toIValue(node->input(1));
+      if (!dim || !dim->isInt() || (dim->toInt() % rank_x + rank_x) % rank_x == 1) {
+        return false;
+      }
+    }
+    if (in(node->kind(), {"aten::hardtanh", "aten::hardtanh_"}) && node->inputs().size() >= 3) {
+      const c10::optional<c10::IValue> lo = jit::toIValue(node->input(1));
+      const c10::optional<c10::IValue> hi = jit::toIValue(node->input(2));
+      keeps_zero = lo && hi && lo->isScalar() && hi->isScalar() && lo->toScalar().toDouble() <= 0 &&
+                   hi->toScalar().toDouble() >= 0;
+    }
+    // mean / sum / amax over the channel dim would mix channels: the shape check above lets
+    // through only reductions that keep dim 1 at its size, and a keepdim reduction over dim 1
+    // of a one-channel tensor is harmless.
+    if (in(node->kind(), {"aten::mean", "aten::sum", "aten::amax"})) {
+      const std::optional<std::vector<int64_t>> dims = constant_ints(node->input(1));
+      if (!dims) {
+        return false;
+      }
+      const int64_t rank = tensor_of(x)->dim();
+      for (const int64_t d : *dims) {
+        if ((d % rank + rank) % rank == 1) {
+          return false;
+        }
+      }
+    }
+    if (in(node->kind(), {"aten::squeeze", "aten::unsqueeze"})) {
+      const int64_t rank_in = tensor_of(x)->dim();
+      const int64_t rank_out = tensor_of(y)->dim();
+      const c10::optional<c10::IValue> dim =
+          node->inputs().size() > 1 ? jit::toIValue(node->input(1)) : c10::nullopt;
+      if (!dim || !dim->isInt()) {
+        return false;
+      }
+      const int64_t rank = std::max(rank_in, rank_out);
+      if ((dim->toInt() % rank + rank) % rank <= 1) {
+        return false;
+      }
+    }
+    const int s = *space_of(x);
+    set_space(y, s);
+    if (keeps_zero) {
+      set_zeros(y, zeros_or_empty(x, channels(x)), s);
+    }
+    return true;
+  }
+
+  // The other operand of a binary op may be a scalar or a tensor that broadcasts over channels.
+  bool broadcasts_over_channels(const jit::Value* v, int64_t rank) const {
+    if (v->type()->kind() != c10::TypeKind::TensorType) {
+      return true;
+    }
+    const at::Tensor* t = tensor_of(v);
+    if (t == nullptr) {
+      return false;
+    }
+    return t->numel() == 1 || (t->dim() == rank && t->size(1) == 1);
+  }
+
+  bool visit_binary(const jit::Node* node) {
+    const jit::Value* a = node->input(0);
+    const jit::Value* b = node->input(1);
+    const jit::Value* y = node->output();
+    if (!channelled(y)) {
+      return false;
+    }
+    const c10::Symbol kind = node->kind();
+    const bool is_add = in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_"});
+    const bool is_mul = in(kind, {"aten::mul", "aten::mul_"});
+    const bool is_div = in(kind, {"aten::div", "aten::div_"});
+    const int64_t c = channels(y);
+    const int64_t rank = tensor_of(y)->dim();
+    const bool a_space = channelled(a) && tensor_of(a)->dim() == rank && channels(a) == c;
+    const bool b_space = channelled(b) && tensor_of(b)->dim() == rank && channels(b) == c;
+    if (a_space && b_space) {
+      const int s = *space_of(a);
+      if (!unite(s, *space_of(b))) {
+        return false;
+      }
+      set_space(y, s);
+      const Bits za = zeros_or_empty(a, c);
+      const Bits zb = zeros_or_empty(b, c);
+      Bits z(static_cast<size_t>(c), false);
+      for (size_t i = 0; i < z.size(); ++i) {
+        if (is_mul) {
+          z[i] = za[i] || zb[i];
+        } else if (is_div) {
+          z[i] = za[i];
+        } else {  // add, sub, maximum, minimum of two zeros
+          z[i] = za[i] && zb[i];
+        }
+      }
+      set_zeros(y, std::move(z), s);
+      return true;
+    }
+    const jit::Value* spaced = a_space ? a : (b_space ? b : nullptr);
+    const jit::Value* other = a_space ? b : a;
+    if (spaced == nullptr || !broadcasts_over_channels(other, rank)) {
+      return false;
+    }
+    const int s = *space_of(spaced);
+    set_space(y, s);
+    // x·k and x/k keep zeros (k on the right for div); x + k does not.
+    if (is_mul || (is_div && spaced == a)) {
+      set_zeros(y, zeros_or_empty(spaced, c), s);
+    } else if (!is_add && !is_div) {
+      // maximum / minimum with a scalar: zero only if the scalar keeps it; do not assume.
+    }
+    return true;
+  }
+
+  bool visit_cat(const jit::Node* node) {
+    const jit::Node* list = node->input(0)->node();
+    const jit::Value* y = node->output();
+    if (list->kind() != c10::prim::ListConstruct || list->inputs().empty() || !channelled(y) ||
+        node->inputs().size() < 2) {
+      return false;
+    }
+    // A list filled later (parts.append(x)) is not what its construction shows.
+    for (const jit::Use& use : list->output()->uses()) {
+      if (use.user != node && use.user->kind() != op("aten::cat") &&
+          use.user->kind() != op("aten::concat")) {
+        return false;
+      }
+    }
+    const c10::optional<c10::IValue> dim_value = jit::toIValue(node->input(1));
+    if (!dim_value || !dim_value->isInt()) {
+      return false;
+    }
+    const int64_t rank = tensor_of(y)->dim();
+    const int64_t dim = (dim_value->toInt() % rank + rank) % rank;
+    std::vector<int> parts;
+    std::vector<int64_t> sizes;
+    for (const jit::Value* part : list->inputs()) {
+      if (!channelled(part) || tensor_of(part)->dim() != rank) {
+        return false;
+      }
+      parts.push_back(*space_of(part));
+      sizes.push_back(channels(part));
+    }
+    if (dim != 1) {
+      // Channels stay aligned: every part and the result are one space.
+      for (size_t i = 1; i < parts.size(); ++i) {
+        if (!unite(parts[0], parts[i])) {
+          return false;
+        }
+      }
+      set_space(y, parts[0]);
+      Bits z(static_cast<size_t>(channels(y)), true);
+      for (const jit::Value* part : list->inputs()) {
+        const Bits zp = zeros_or_empty(part, channels(part));
+        for (size_t i = 0; i < z.size(); ++i) {
+          z[i] = z[i] && zp[i];
+        }
+      }
+      set_zeros(y, std::move(z), parts[0]);
+      return true;
+    }
+    const int whole = new_space(channels(y));
+    set_space(y, whole);
+    Bits z;
+    for (const jit::Value* part : list->inputs()) {
+      const Bits zp = zeros_or_empty(part, channels(part));
+      z.insert(z.end(), zp.begin(), zp.end());
+    }
+    set_zeros(y, std::move(z), whole);
+    cats_.push_back({parts, sizes, whole});
+    return true;
+  }
+
+  // flatten(1) / view / reshape of [N, C, H, W] into [N, C·H·W] (or keeping [N, C, ...]).
+  bool visit_reshape(const jit::Node* node) {
+    const jit::Value* x = node->input(0);
+    const jit::Value* y = node->output();
+    if (!channelled(x) || !channelled(y)) {
+      return false;
+    }
+    const at::Tensor& in = *tensor_of(x);
+    const at::Tensor& out = *tensor_of(y);
+    if (in.size(0) != out.size(0)) {
+      return false;
+    }
+    if (node->kind() != op("aten::flatten")) {
+      // A constant channel size in the target shape would not follow the new channel count.
+      const jit::Node* shape = node->input(1)->node();
+      if (shape->kind() == c10::prim::ListConstruct && shape->inputs().size() >= 2) {
+        const c10::optional<c10::IValue> size1 = jit::toIValue(shape->input(1));
+        if (size1 && size1->isInt() && size1->toInt() != -1) {
+          const std::string where = describe(node);
+          block_value(x, where, "its target shape has the constant size " +
+                                    std::to_string(size1->toInt()) +
+                                    " at dim 1 (write x.flatten(1) or x.view(x.size(0), -1))");
+          block_value(y, where, "its target shape is a constant");
+          return true;
+        }
+      } else if (const c10::optional<c10::IValue> sizes = jit::toIValue(node->input(1))) {
+        const std::string where = describe(node);
+        block_value(x, where, "its target shape is a constant");
+        block_value(y, where, "its target shape is a constant");
+        return true;
+      }
+    } else {
+      const c10::optional<c10::IValue> start = jit::toIValue(node->input(1));
+      if (!start || !start->isInt() || start->toInt() != 1) {
+        if (start && start->isInt() && start->toInt() >= 2 && channels(x) == channels(y)) {
+          const int s = *space_of(x);
+          set_space(y, s);
+          set_zeros(y, zeros_or_empty(x, channels(x)), s);
+          return true;
+        }
+        return false;
+      }
+    }
+    const int64_t c = in.size(1);
+    if (out.size(1) == c) {  // [N, C, 1, 1] -> [N, C], or [N, C, H, W] -> [N, C, H·W]
+      const int s = *space_of(x);
+      set_space(y, s);
+      set_zeros(y, zeros_or_empty(x, c), s);
+      return true;
+    }
+    if (out.dim() != 2 || in.numel() != out.numel() || out.size(1) % c != 0) {
+      return false;
+    }
+    const int64_t inner = out.size(1) / c;
+    const int flat = new_space(out.size(1));
+    set_space(y, flat);
+    const Bits zc = zeros_or_empty(x, c);
+    Bits z(static_cast<size_t>(out.size(1)), false);
+    for (int64_t i = 0; i < out.size(1); ++i) {
+      z[static_cast<size_t>(i)] = zc[static_cast<size_t>(i / inner)];
+    }
+    set_zeros(y, std::move(z), flat);
+    flattens_.push_back({*space_of(x), flat, inner});
+    return true;
+  }
+
+  // ---- index maps -----------------------------------------------------------------------------
+  void settle_links() {
+    bool changed = true;
+    const auto restrict_to = [&changed](Space& target, size_t i, bool allowed) {
+      if (target.removable[i] && !allowed) {
+        target.removable[i] = false;
+        changed = true;
+      }
+    };
+    const auto mark = [&changed](Space& target, size_t i, bool candidate) {
+      if (candidate && !target.candidates[i]) {
+        target.candidates[i] = true;
+        changed = true;
+      }
+    };
+    while (changed) {
+      changed = false;
+      for (const FlattenLink& link : flattens_) {
+        Space& c = at(link.channels);
+        Space& f = at(link.flat);
+        for (int64_t ch = 0; ch < c.size; ++ch) {
+          bool all = true;
+          for (int64_t i = 0; i < link.inner; ++i) {
+            all = all && f.removable[static_cast<size_t>(ch * link.inner + i)];
+          }
+          restrict_to(c, static_cast<size_t>(ch), all);
+          for (int64_t i = 0; i < link.inner; ++i) {
+            restrict_to(f, static_cast<size_t>(ch * link.inner + i),
+                        c.removable[static_cast<size_t>(ch)]);
+          }
+          // Removable on both sides: zero on one side is reason enough to remove on both.
+          if (c.removable[static_cast<size_t>(ch)]) {
+            bool candidate = c.candidates[static_cast<size_t>(ch)];
+            for (int64_t i = 0; i < link.inner; ++i) {
+              candidate = candidate || f.candidates[static_cast<size_t>(ch * link.inner + i)];
+            }
+            mark(c, static_cast<size_t>(ch), candidate);
+            for (int64_t i = 0; i < link.inner; ++i) {
+              mark(f, static_cast<size_t>(ch * link.inner + i), candidate);
+            }
+          }
+        }
+      }
+      for (const CatLink& link : cats_) {
+        Space& whole = at(link.whole);
+        int64_t offset = 0;
+        for (size_t p = 0; p < link.parts.size(); ++p) {
+          Space& part = at(link.parts[p]);
+          for (int64_t i = 0; i < link.sizes[p]; ++i) {
+            const auto wi = static_cast<size_t>(offset + i);
+            const auto pi = static_cast<size_t>(i);
+            const bool both = whole.removable[wi] && part.removable[pi];
+            restrict_to(whole, wi, both);
+            restrict_to(part, pi, both);
+            if (both) {
+              const bool candidate = whole.candidates[wi] || part.candidates[pi];
+              mark(whole, wi, candidate);
+              mark(part, pi, candidate);
+            }
+          }
+          offset += link.sizes[p];
+        }
+      }
+    }
+  }
+
+  // Every group of a grouped convolution's side removes as many channels as the group that
+  // removes fewest: the first ones (lowest index) stay removed, the rest are kept; a group never
+  // loses all its channels. Returns whether anything changed.
+  bool balance_groups() {
+    bool changed = false;
+    for (const GroupBalance& b : balances_) {
+      Space& space = at(b.space);
+      const int64_t per_group = space.size / b.groups;
+      const auto removed = [&space](int64_t i) {
+        return space.removable[static_cast<size_t>(i)] && space.candidates[static_cast<size_t>(i)];
+      };
+      int64_t fewest = per_group - 1;
+      for (int64_t g = 0; g < b.groups; ++g) {
+        int64_t count = 0;
+        for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) {
+          count += removed(i) ? 1 : 0;
+        }
+        fewest = std::min(fewest, count);
+      }
+      for (int64_t g = 0; g < b.groups; ++g) {
+        int64_t taken = 0;
+        for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) {
+          if (!removed(i)) {
+            continue;
+          }
+          if (taken < fewest) {
+            ++taken;
+          } else {
+            space.removable[static_cast<size_t>(i)] = false;
+            changed = true;
+          }
+        }
+      }
+    }
+    return changed;
+  }
+
+  // ---- the plan -------------------------------------------------------------------------------
+  // Channels to remove from a space: zero somewhere, allowed everywhere. Never all of them.
+  std::vector<int64_t> keep(int s) {
+    Space& space = at(s);
+    std::vector<int64_t> kept;
+    for (int64_t i = 0; i < space.size; ++i) {
+      const auto u = static_cast<size_t>(i);
+      if (!(space.removable[u] && space.candidates[u])) {
+        kept.push_back(i);
+      }
+    }
+    if (kept.empty() && space.size > 0) {
+      kept.push_back(0);  // a layer needs at least one channel to have a shape
+    }
+    if (static_cast<int64_t>(kept.size()) == space.size) {
+      kept.clear();  // unchanged
+    }
+    return kept;
+  }
+
+  ChannelPlan plan() {
+    ChannelPlan out;
+    for (const std::string& module : order_) {
+      const LayerUse& use = uses_.at(module);
+      LayerPlan p{use.kind, use.op_type, use.in_channels, use.out_channels, use.groups, {}, {}};
+      if (use.in_space >= 0 && use.kind != LayerKind::kBatchNorm &&
+          use.kind != LayerKind::kDepthwiseConv) {
+        p.keep_in = keep(use.in_space);
+      }
+      if (use.out_space >= 0) {
+        p.keep_out = keep(use.out_space);
+      }
+      if (use.kind == LayerKind::kBatchNorm || use.kind == LayerKind::kDepthwiseConv) {
+        p.keep_in = p.keep_out;
+      }
+      out.layers.emplace(module, std::move(p));
+      out.layer_order.push_back(module);
+    }
+    // Blocks that cost something: zero channels that stay because of them.
+    std::set<int> roots;
+    for (size_t s = 0; s < spaces_.size(); ++s) {
+      roots.insert(find(static_cast<int>(s)));
+    }
+    for (const int r : roots) {
+      Space& space = spaces_[static_cast<size_t>(r)];
+      const int64_t stuck = std::count(space.candidates.begin(), space.candidates.end(), true);
+      if (stuck == 0 || space.blocks.empty()) {
+        continue;
+      }
+      for (SpeedupBlock b : space.blocks) {
+        const auto same = std::find_if(out.blocked.begin(), out.blocked.end(),
+                                       [&b](const SpeedupBlock& seen) {
+                                         return seen.where == b.where && seen.reason == b.reason;
+                                       });
+        if (same != out.blocked.end()) {
+          same->channels += stuck;  // e.g. several outputs of the model
+          continue;
+        }
+        b.channels = stuck;
+        out.blocked.push_back(std::move(b));
+      }
+    }
+    return out;
+  }
+
+  const jit::Module& module_;
+  std::unordered_map<std::string, const sdk::Masks*> masks_;
+  std::shared_ptr<jit::Graph> graph_;
+  graph_trace::ValueTensors values_;
+  std::vector<Space> spaces_;
+  std::unordered_map<const jit::Value*, int> space_of_value_;
+  std::unordered_map<const jit::Value*, Bits> zeros_;
+  std::map<std::string, LayerUse> uses_;
+  std::vector<std::string> order_;
+  std::vector<FlattenLink> flattens_;
+  std::vector<CatLink> cats_;
+  std::vector<GroupBalance> balances_;
+  std::map<std::string, std::string> tied_;  // module -> what else reads its tensors
+};
+
+}  // namespace
+
+ChannelPlan plan_channels(const jit::Module& masked, const NamedMasks& masks,
+                          const at::Tensor& input) {
+  return ChannelFlow(masked, masks, input).run();
+}
+
+}  // namespace lithe::host::speedup_detail
