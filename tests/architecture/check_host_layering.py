@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The host's layering rules (ARCHITECTURE.md), checked on the sources.
 
-  check_host_layering.py SOURCE_DIR AREAS_JSON LITHE_CLI
+  check_host_layering.py SOURCE_DIR AREAS_FILE LITHE_CLI
 
-AREAS_JSON is written by host/CMakeLists.txt: [[area, [areas it depends on]], ...] in
+AREAS_FILE is written by host/CMakeLists.txt: one line per area, "<area> <dependency>...", in
 dependency order. Fails (exit 1, one line per violation: file:line, the rule, what was seen) when
   1. an area includes a header of an area it does not depend on (directly or through others),
      or the conformance harness, or a 1.3 compat header name (lithe/host/<name>.h);
@@ -37,8 +37,11 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     root = pathlib.Path(sys.argv[1])
-    areas = json.loads(pathlib.Path(sys.argv[2]).read_text())
-    deps = {name: d for name, d in areas}
+    deps = {}
+    for line in pathlib.Path(sys.argv[2]).read_text().splitlines():
+        if line.strip():
+            name, *depends = line.split()
+            deps[name] = depends
     host = root / "host"
     problems = []
 
