@@ -78,7 +78,7 @@ Verdict replay_expected_error(const CaseContext& c, const PluginRegistry& regist
 }
 
 Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
-                        const std::string& algorithm) {
+                        const std::string& algorithm, bool global_k) {
   torch::jit::Module module = load_case_model(c);
   auto model = make_torchscript_model(module);
   const std::map<std::string, at::Tensor> weights_before = snapshot_weights(*model);
@@ -86,7 +86,7 @@ Verdict replay_one_shot(const CaseContext& c, const PluginRegistry& registry,
   session.compress();
 
   const std::string deviation =
-      final_masks_deviation(c, session.masks(), weights_before, /*global_k=*/algorithm == "slim");
+      final_masks_deviation(c, session.masks(), weights_before, global_k);
   std::string detail;
   model->train(false);
   if (deviation.empty() && c.tensors.count("output") != 0) {
@@ -176,39 +176,48 @@ Verdict replay_case(const CaseContext& c, const PluginRegistry& registry) {
       unsupported("NNI API '" + api + "' has no Lithe replay yet");
     }
   }
-  const std::string nni_algorithm = c.config.value("algorithm", "");
-  const std::string algorithm = lithe_algorithm_for(nni_algorithm);
-  if (algorithm.empty()) {
-    unsupported("NNI algorithm '" + nni_algorithm + "' has no Lithe counterpart yet");
+  // Which algorithm reproduces the case's NNI class, and how to replay it, is declared by the
+  // plugin (sdk::Registry::add_nni_counterpart): this runner knows procedures, not plugins.
+  const std::string nni_class = c.config.value("algorithm", "");
+  const NniCounterpartEntry* entry = registry.find_nni_counterpart(nni_class);
+  if (entry == nullptr) {
+    unsupported("no loaded plugin declares NNI class '" + nni_class + "'");
   }
-  // NNI's quantizer classes all end in "Quantizer" (NaiveQuantizer, QAT_Quantizer, ...).
-  const bool quantizer = nni_algorithm.size() >= 9 &&
-                         nni_algorithm.compare(nni_algorithm.size() - 9, 9, "Quantizer") == 0;
-  const AlgorithmKind kind = quantizer ? AlgorithmKind::kQuantizer : AlgorithmKind::kPruner;
-  if (registry.find(kind, algorithm) == nullptr) {
-    unsupported(std::string("no loaded plugin provides ") + algorithm_kind_name(kind) + " '" +
-                algorithm + "' (for " + nni_algorithm + ")");
+  const std::string& algorithm = entry->counterpart.algorithm;
+  const std::string& replay = entry->counterpart.replay;
+  const bool quantizer = entry->kind == AlgorithmKind::kQuantizer;
+  if (quantizer && replay == "eval_forwards") {
+    return replay_eval_forwards(c, registry, algorithm);
   }
-  if (quantizer) {
-    return replay_quantizer(c, registry, algorithm);
+  if (quantizer && replay == "training_steps") {
+    return replay_qat(c, registry, algorithm);
   }
-  if (procedure_mentions(c.config, "must raise")) {
+  if (!quantizer && procedure_mentions(c.config, "must raise")) {
     return replay_expected_error(c, registry, algorithm);
   }
-  if (algorithm == "agp" || algorithm == "lottery_ticket") {
-    return replay_schedule(c, registry, algorithm);
+  if (!quantizer && replay == "epoch_schedule") {
+    return replay_agp(c, registry, algorithm);
   }
-  if (algorithm == "taylor_fo" || algorithm == "apoz" || algorithm == "mean_activation") {
-    return replay_data_driven(c, registry, algorithm);
+  if (!quantizer && replay == "rewind_rounds") {
+    return replay_lottery_ticket(c, registry, algorithm);
   }
-  const bool one_shot = procedure_mentions(c.config, ".compress()") &&
-                        !procedure_mentions(c.config, "update_epoch") &&
-                        !procedure_mentions(c.config, "optimizer") &&
-                        !procedure_mentions(c.config, "statistics");
-  if (!one_shot) {
-    unsupported("no replay for this procedure: " + c.config.value("procedure", json::array()).dump().substr(0, 160));
+  if (!quantizer && (replay == "activation_statistics" || replay == "gradient_statistics")) {
+    return replay_data_driven(c, registry, algorithm, replay == "gradient_statistics");
   }
-  return replay_one_shot(c, registry, algorithm);
+  if (!quantizer && (replay == "one_shot" || replay == "one_shot_global")) {
+    const bool one_shot = procedure_mentions(c.config, ".compress()") &&
+                          !procedure_mentions(c.config, "update_epoch") &&
+                          !procedure_mentions(c.config, "optimizer") &&
+                          !procedure_mentions(c.config, "statistics");
+    if (!one_shot) {
+      unsupported("no replay for this procedure: " +
+                  c.config.value("procedure", json::array()).dump().substr(0, 160));
+    }
+    return replay_one_shot(c, registry, algorithm, /*global_k=*/replay == "one_shot_global");
+  }
+  unsupported(std::string(algorithm_kind_name(entry->kind)) + " '" + algorithm +
+              "' (plugin '" + entry->plugin + "') declares replay '" + replay + "' for " +
+              nni_class + ", which this runner does not know");
 }
 
 }  // namespace
@@ -221,28 +230,6 @@ const char* outcome_name(CaseResult::Outcome outcome) {
     case Outcome::kUnsupported: return "UNSUPPORTED";
   }
   return "FAIL";
-}
-
-std::string lithe_algorithm_for(const std::string& nni_algorithm) {
-  static const std::map<std::string, std::string> names = {
-      {"LevelPruner", "level"},
-      {"L1FilterPruner", "l1_filter"},
-      {"L2FilterPruner", "l2_filter"},
-      {"FPGMPruner", "fpgm"},
-      {"SlimPruner", "slim"},
-      {"TaylorFOWeightFilterPruner", "taylor_fo"},
-      {"ActivationAPoZRankFilterPruner", "apoz"},
-      {"ActivationMeanRankFilterPruner", "mean_activation"},
-      {"AGPPruner", "agp"},
-      {"LotteryTicketPruner", "lottery_ticket"},
-      {"NaiveQuantizer", "naive"},
-      {"DoReFaQuantizer", "dorefa"},
-      {"BNNQuantizer", "bnn"},
-      {"QAT_Quantizer", "qat"},
-      {"LsqQuantizer", "lsq"},
-  };
-  const auto it = names.find(nni_algorithm);
-  return it == names.end() ? std::string() : it->second;
 }
 
 ConformanceSummary run_conformance(const fs::path& golden_dir, const PluginRegistry& registry,

@@ -129,15 +129,22 @@ const QuantRecord& record_of(const QuantizationSession& session, const std::stri
 /// Where two tensors that must be bit-identical differ: "k of n values differ, max |diff| d".
 std::string bitwise_difference(const at::Tensor& actual, const at::Tensor& expected);
 
-// Replay families (one file each).
-Verdict replay_schedule(const CaseContext& c, const PluginRegistry& registry,
-                        const std::string& algorithm);
+// Replay procedures, one per sdk::NniCounterpart::replay value (conformance.cpp dispatches).
+/// "epoch_schedule" (conformance_schedules.cpp): masks and targets at every epoch.
+Verdict replay_agp(const CaseContext& c, const PluginRegistry& registry,
+                   const std::string& algorithm);
+/// "rewind_rounds" (conformance_schedules.cpp): masks of each stored round, weights rewound.
+Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& registry,
+                              const std::string& algorithm);
+/// "activation_statistics" / "gradient_statistics" (conformance_data_driven.cpp).
 Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
-                           const std::string& algorithm);
-/// Quantizer cases: Naive, DoReFa and BNN eval forwards; QAT (replay_qat) training steps.
-Verdict replay_quantizer(const CaseContext& c, const PluginRegistry& registry,
-                         const std::string& algorithm);
-Verdict replay_qat(const CaseContext& c, const PluginRegistry& registry);
+                           const std::string& algorithm, bool gradients);
+/// "eval_forwards" (conformance_quantizers.cpp): quantized weights and outputs of eval forwards.
+Verdict replay_eval_forwards(const CaseContext& c, const PluginRegistry& registry,
+                             const std::string& algorithm);
+/// "training_steps" (conformance_qat.cpp): weights, scales and outputs over training steps.
+Verdict replay_qat(const CaseContext& c, const PluginRegistry& registry,
+                   const std::string& algorithm);
 /// count_flops_params cases (conformance_flops.cpp): per-layer counts in both modes, with the
 /// case's recorded masks for the masked ones.
 Verdict replay_flops(const CaseContext& c, const PluginRegistry& registry);

@@ -80,12 +80,12 @@ void replay_taylor_steps(const CaseContext& c, Model& model, PruningSession& ses
 }  // namespace
 
 Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
-                           const std::string& algorithm) {
+                           const std::string& algorithm, bool gradients) {
   torch::jit::Module module = load_case_model(c);
   auto model = make_torchscript_model(module);
   const auto weights_before = snapshot_weights(*model);
   PruningSession session(*model, registry, case_compression_config(c, algorithm));
-  if (algorithm == "taylor_fo") {
+  if (gradients) {
     replay_taylor_steps(c, *model, session);
   } else {
     replay_activation_statistics(c, *model, session);

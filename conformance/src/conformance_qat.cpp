@@ -127,8 +127,8 @@ struct Findings {
 
 class QatReplay {
  public:
-  QatReplay(const CaseContext& c, const PluginRegistry& registry)
-      : c_(c), q_(start_quantized_case(c, registry, "qat")) {
+  QatReplay(const CaseContext& c, const PluginRegistry& registry, const std::string& algorithm)
+      : c_(c), q_(start_quantized_case(c, registry, algorithm)) {
     const json& wrappers = c.summary.at("results").at("wrappers");
     for (const QuantLayerReport& report : q_.session->report()) {
       LayerReplay l;
@@ -520,12 +520,13 @@ class QatReplay {
 
 }  // namespace
 
-Verdict replay_qat(const CaseContext& c, const PluginRegistry& registry) {
+Verdict replay_qat(const CaseContext& c, const PluginRegistry& registry,
+                   const std::string& algorithm) {
   if (!procedure_mentions(c.config, "model.train()") || c.tensors.count("eval_input") == 0) {
     unsupported("no QAT replay for this procedure: " +
                 c.config.value("procedure", json::array()).dump().substr(0, 160));
   }
-  QatReplay replay(c, registry);
+  QatReplay replay(c, registry, algorithm);
   return replay.run();
 }
 

@@ -110,6 +110,8 @@ void compare_forward_tensor(QuantizationSession& session, const std::string& key
   ++*states;
 }
 
+}  // namespace
+
 Verdict replay_eval_forwards(const CaseContext& c, const PluginRegistry& registry,
                              const std::string& algorithm) {
   if (!procedure_mentions(c.config, "model.eval()") || c.tensors.count("input.0") == 0) {
@@ -153,19 +155,6 @@ Verdict replay_eval_forwards(const CaseContext& c, const PluginRegistry& registr
               " quantized weights" +
               (states > 0 ? " and " + std::to_string(states) + " layer scales" : "") +
               " bit-identical to NNI, outputs " + outputs};
-}
-
-}  // namespace
-
-Verdict replay_quantizer(const CaseContext& c, const PluginRegistry& registry,
-                         const std::string& algorithm) {
-  if (algorithm == "qat") {
-    return replay_qat(c, registry);
-  }
-  if (algorithm == "naive" || algorithm == "dorefa" || algorithm == "bnn") {
-    return replay_eval_forwards(c, registry, algorithm);
-  }
-  unsupported("no quantizer replay for '" + algorithm + "'");
 }
 
 }  // namespace lithe::host::conformance_detail

@@ -66,16 +66,21 @@ SparsityOf agp_target(double target) {
   return [target](const std::string&, const json&) { return target; };
 }
 
-Verdict replay_agp(const CaseContext& c, const PluginRegistry& registry) {
+}  // namespace
+
+Verdict replay_agp(const CaseContext& c, const PluginRegistry& registry,
+                   const std::string& algorithm) {
   torch::jit::Module module = load_case_model(c);
   auto model = make_torchscript_model(module);
   const auto weights_before = snapshot_weights(*model);
-  PruningSession session(*model, registry, case_compression_config(c, "agp"));
+  PruningSession session(*model, registry, case_compression_config(c, algorithm));
   auto params = model->parameters();
   torch::optim::SGD optimizer(params, torch::optim::SGDOptions(0.0));
   const json& results = c.summary.at("results");
-  const bool filters =
-      c.config.value("kwargs", json::object()).value("pruning_algorithm", "level") != "level";
+  // NNI's AGPPruner option (its value names an NNI masker, default "level"), not a Lithe plugin.
+  const std::string nni_masker =
+      c.config.value("kwargs", json::object()).value("pruning_algorithm", "level");  // nni-name
+  const bool filters = nni_masker != "level";  // nni-name
   std::map<std::string, int64_t> exact;  // Lithe's count since the last pruning event
   for (const auto& [name, masks] : session.masks()) {
     exact[name] = 0;
@@ -136,11 +141,12 @@ Verdict replay_agp(const CaseContext& c, const PluginRegistry& registry) {
                               std::to_string(snapshots) + " mask snapshots match NNI"};
 }
 
-Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& registry) {
+Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& registry,
+                              const std::string& algorithm) {
   torch::jit::Module module = load_case_model(c);
   auto model = make_torchscript_model(module);
   const auto initial = snapshot_weights(*model);
-  PruningSession session(*model, registry, case_compression_config(c, "lottery_ticket"));
+  PruningSession session(*model, registry, case_compression_config(c, algorithm));
   session.compress();
   const json& results = c.summary.at("results");
   const json& rounds = results.at("prune_iterations");
@@ -202,19 +208,6 @@ Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& regist
   return {Outcome::kPass, std::to_string(rounds.size()) + " rounds (masks of " +
                               std::to_string(compared_rounds) +
                               " stored and compared): masks match NNI, weights rewound each round"};
-}
-
-}  // namespace
-
-Verdict replay_schedule(const CaseContext& c, const PluginRegistry& registry,
-                        const std::string& algorithm) {
-  if (algorithm == "agp") {
-    return replay_agp(c, registry);
-  }
-  if (algorithm == "lottery_ticket") {
-    return replay_lottery_ticket(c, registry);
-  }
-  unsupported("no schedule replay for '" + algorithm + "'");
 }
 
 }  // namespace lithe::host::conformance_detail

@@ -1,11 +1,8 @@
 #include "onnx_output.h"
 
-#include <torch/script.h>
-
 #include <cstdio>
 
 #include "input_shape.h"
-#include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::cli {
@@ -22,30 +19,6 @@ void check_onnx_request(const OnnxRequest& request) {
   LITHE_CHECK(request.opset >= 13 && request.opset <= 17, sdk::Errc::kInvalidConfig,
               "--onnx-opset must be between 13 and 17 (what this ONNX library validates), got ",
               request.opset);
-}
-
-namespace {
-
-std::string export_bytes(const std::filesystem::path& saved_model, const OnnxRequest& request,
-                         host::OnnxExportSummary* summary) {
-  torch::jit::Module module = host::load_torchscript_module(saved_model);
-  module.eval();
-  return host::export_onnx(module, {parse_input_shape(request.input_shape), request.opset},
-                           summary);
-}
-
-}  // namespace
-
-void check_exportable(const std::filesystem::path& saved_model, const OnnxRequest& request) {
-  export_bytes(saved_model, request, nullptr);
-}
-
-host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,
-                                           const OnnxRequest& request,
-                                           host::StagedFile& onnx_file) {
-  host::OnnxExportSummary summary;
-  onnx_file.write(export_bytes(saved_model, request, &summary));
-  return summary;
 }
 
 void print_onnx_summary(const std::string& path, int64_t opset, const std::string& input_shape,

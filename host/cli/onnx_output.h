@@ -1,6 +1,6 @@
 #pragma once
-// The ONNX file the verbs write: `lithe compress --onnx` (the compressed model exported as it
-// was saved, QDQ for quantizers) and the report line `lithe export-onnx` prints too.
+// The ONNX options of `lithe compress` (--onnx, --input-shape, --onnx-opset) and the report
+// line it and `lithe export-onnx` print for an ONNX file.
 
 #include <cstdint>
 #include <filesystem>
@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "lithe/host/export/onnx_export.h"
-#include "lithe/host/io/staged_file.h"
 
 namespace lithe::cli {
 
@@ -26,16 +25,6 @@ struct OnnxRequest {
 /// opset is in 13..17 (the ONNX file's path follows the verb's check_output_paths).
 /// sdk::Error(kInvalidConfig) naming the option and the value.
 void check_onnx_request(const OnnxRequest& request);
-
-/// Throws the error export_saved_model would, writing nothing: the check `lithe compress` runs
-/// before any training.
-void check_exportable(const std::filesystem::path& saved_model, const OnnxRequest& request);
-
-/// Exports the TorchScript model saved at `saved_model` (what the verb just wrote, so the ONNX
-/// file is exactly that model) into `onnx_file` (written, not committed).
-host::OnnxExportSummary export_saved_model(const std::filesystem::path& saved_model,
-                                           const OnnxRequest& request,
-                                           host::StagedFile& onnx_file);
 
 /// "wrote M.onnx (opset 13, input 1,3,32,32, 14 nodes; QDQ: 5 weights, 5 activations;
 /// checked by the ONNX checker)", then a note naming quantized types exported unquantized.

@@ -20,6 +20,16 @@ int run_plugins(const std::vector<std::string>& args) {
   host::PluginLoader loader(registry);
   prepare(common, loader, /*warn_failed_plugins=*/false);
 
+  // NNI classes each plugin declared it reproduces (SDK 1.4 plugins; none for older ones).
+  const auto counterparts_of = [&registry](const std::string& plugin) {
+    std::vector<sdk::NniCounterpart> out;
+    for (const host::NniCounterpartEntry& entry : registry.nni_counterparts()) {
+      if (entry.plugin == plugin) {
+        out.push_back(entry.counterpart);
+      }
+    }
+    return out;
+  };
   std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
   if (json) {
     nlohmann::ordered_json out;
@@ -29,11 +39,19 @@ int run_plugins(const std::vector<std::string>& args) {
     }
     out["plugins"] = nlohmann::ordered_json::array();
     for (const host::LoadReport& r : loader.reports()) {
+      const bool loaded = r.status == host::LoadReport::Status::kLoaded;
+      nlohmann::ordered_json counterparts = nlohmann::ordered_json::array();
+      for (const sdk::NniCounterpart& c : loaded ? counterparts_of(r.plugin)
+                                                 : std::vector<sdk::NniCounterpart>()) {
+        counterparts.push_back(
+            {{"algorithm", c.algorithm}, {"nni_class", c.nni_class}, {"replay", c.replay}});
+      }
       out["plugins"].push_back({{"path", r.path.string()},
-                                {"status", r.status == host::LoadReport::Status::kLoaded ? "loaded" : "failed"},
+                                {"status", loaded ? "loaded" : "failed"},
                                 {"name", r.plugin},
                                 {"version", r.version},
                                 {"algorithms", r.algorithms},
+                                {"nni_counterparts", counterparts},
                                 {"message", r.message}});
     }
     std::cout << out.dump(2) << "\n";
@@ -54,6 +72,10 @@ int run_plugins(const std::vector<std::string>& args) {
       std::cout << "  loaded  " << r.plugin << " " << r.version << "  " << r.path.string() << "\n";
       for (const std::string& algorithm : r.algorithms) {
         std::cout << "          " << algorithm << "\n";
+      }
+      for (const sdk::NniCounterpart& c : counterparts_of(r.plugin)) {
+        std::cout << "          " << c.algorithm << " reproduces NNI v2.0 " << c.nni_class
+                  << " (conformance replay: " << c.replay << ")\n";
       }
     } else {
       std::cout << "  FAILED  " << r.message << "\n";

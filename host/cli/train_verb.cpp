@@ -16,14 +16,6 @@
 #include "verbs.h"
 
 namespace lithe::cli {
-namespace {
-
-nlohmann::ordered_json eval_json(const host::EvalResult& r) {
-  return {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}};
-}
-
-}  // namespace
-
 int run_train(const std::vector<std::string>& args) {
   std::string model_path;
   std::string data = host::kDefaultDataDir;
@@ -53,8 +45,8 @@ int run_train(const std::vector<std::string>& args) {
   o.process_group = ranks.group();
   o.progress = ranks.writer();
   const auto model = host::load_torchscript_model(model_path);
-  const host::Dataset train_data = load_data(data, "train");
-  const host::Dataset test_data = load_test_data(data, test_path);
+  const host::Dataset train_data = host::load_dataset(data, "train");
+  const host::Dataset test_data = host::load_test_dataset(data, test_path);
   const bool has_test = test_data.size() > 0;
   const auto results = host::train(*model, train_data, has_test ? &test_data : nullptr, o);
   if (ranks.writer()) {
@@ -97,7 +89,7 @@ int run_eval(const std::vector<std::string>& args) {
   }
   host::configure_threads(threads);
   const auto model = host::load_torchscript_model(model_path);
-  const host::Dataset dataset = load_data(data, split);
+  const host::Dataset dataset = host::load_dataset(data, split);
   host::check_dataset_fits_model(*model, dataset);
   const host::EvalResult r = host::evaluate(*model, dataset);
   if (json) {

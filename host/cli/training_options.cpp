@@ -42,20 +42,8 @@ const std::vector<std::string>& training_option_names() {
   return names;
 }
 
-host::Dataset load_data(const std::string& data, const std::string& split) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(data, ec)) {
-    return host::load_mnist_directory(data, split);
-  }
-  return host::load_tensor_file(data);
-}
-
-host::Dataset load_test_data(const std::string& data, const std::string& test_data) {
-  if (!test_data.empty()) {
-    return load_data(test_data, "test");
-  }
-  std::error_code ec;
-  return std::filesystem::is_directory(data, ec) ? load_data(data, "test") : host::Dataset{};
+nlohmann::ordered_json eval_json(const host::EvalResult& r) {
+  return {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}};
 }
 
 }  // namespace lithe::cli

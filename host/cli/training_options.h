@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/train/trainer.h"
@@ -22,12 +23,7 @@ void add_training_options(boost::program_options::options_description& desc,
 /// The flags add_training_options adds, for checks such as "given without --epochs".
 const std::vector<std::string>& training_option_names();
 
-/// --data as a dataset: an MNIST-layout directory (the split is chosen) or a tensor file (used
-/// as is, whatever the split).
-host::Dataset load_data(const std::string& data, const std::string& split);
-
-/// The held-out set: --test-data when given, else the test split of a --data directory; an
-/// empty Dataset (size 0) when there is none (a --data tensor file without --test-data).
-host::Dataset load_test_data(const std::string& data, const std::string& test_data);
+/// {"accuracy", "loss", "samples"} of an evaluation, for --json summaries.
+nlohmann::ordered_json eval_json(const host::EvalResult& r);
 
 }  // namespace lithe::cli

@@ -163,7 +163,7 @@ int64_t ActivationRankScorer::batches_seen(const std::string& layer) const {
 
 namespace {
 
-void register_criterion(sdk::Registry& registry, Criterion criterion,
+void register_criterion(sdk::Registry& registry, Criterion criterion, const char* nni_class,
                         const char* masker_description, const char* pruner_description) {
   const char* name = algorithm_name(criterion);
   // The masker reads the same options (AGP and other schedules pass their algorithm options
@@ -182,17 +182,18 @@ void register_criterion(sdk::Registry& registry, Criterion criterion,
                                                                    read_options(options)),
                             name, options);
                       });
+  registry.add_nni_counterpart({name, nni_class, "activation_statistics"});
 }
 
 }  // namespace
 
 void register_algorithms(sdk::Registry& registry) {
   register_criterion(
-      registry, Criterion::kApoz,
+      registry, Criterion::kApoz, "ActivationAPoZRankFilterPruner",
       "the Conv2d filters whose activations are most often zero (highest APoZ)",
       "one-shot pruning of the Conv2d filters with the highest average percentage of zero "
       "activations");
-  register_criterion(registry, Criterion::kMean,
+  register_criterion(registry, Criterion::kMean, "ActivationMeanRankFilterPruner",
                      "the Conv2d filters with the smallest mean activation",
                      "one-shot pruning of the Conv2d filters with the smallest mean activation");
 }

@@ -92,6 +92,7 @@ void register_algorithms(sdk::Registry& registry) {
                                          "': " + e.what());
         }
       });
+  registry.add_nni_counterpart({"agp", "AGPPruner", "epoch_schedule"});
 }
 
 }  // namespace lithe::plugins::agp

@@ -63,6 +63,7 @@ void register_algorithms(sdk::Registry& registry) {
                          [](const sdk::Options&, const sdk::Registry&) {
                            return std::make_unique<BnnQuantizer>();
                          });
+  registry.add_nni_counterpart({"bnn", "BNNQuantizer", "eval_forwards"});
 }
 
 }  // namespace lithe::plugins::bnn

@@ -51,6 +51,7 @@ void register_algorithms(sdk::Registry& registry) {
                          [](const sdk::Options&, const sdk::Registry&) {
                            return std::make_unique<DorefaQuantizer>();
                          });
+  registry.add_nni_counterpart({"dorefa", "DoReFaQuantizer", "eval_forwards"});
 }
 
 }  // namespace lithe::plugins::dorefa

@@ -34,8 +34,8 @@ class FilterNormScorer final : public sdk::FilterScorer {
   Norm norm_;
 };
 
-void register_norm(sdk::Registry& registry, Norm norm, const char* masker_description,
-                   const char* pruner_description) {
+void register_norm(sdk::Registry& registry, Norm norm, const char* nni_class,
+                   const char* masker_description, const char* pruner_description) {
   registry.add_masker({algorithm_name(norm), masker_description},
                       [norm](const sdk::Options&, const sdk::Registry&) {
                         return sdk::make_filter_masker(std::make_shared<FilterNormScorer>(norm),
@@ -46,6 +46,7 @@ void register_norm(sdk::Registry& registry, Norm norm, const char* masker_descri
                         return sdk::make_filter_pruner(std::make_shared<FilterNormScorer>(norm),
                                                        algorithm_name(norm), options);
                       });
+  registry.add_nni_counterpart({algorithm_name(norm), nni_class, "one_shot"});
 }
 
 }  // namespace
@@ -59,10 +60,10 @@ at::Tensor filter_importance(const at::Tensor& weight, Norm norm) {
 }
 
 void register_algorithms(sdk::Registry& registry) {
-  register_norm(registry, Norm::kL1, "the Conv2d filters with the smallest L1 norm",
+  register_norm(registry, Norm::kL1, "L1FilterPruner", "the Conv2d filters with the smallest L1 norm",
                 "one-shot pruning of the Conv2d filters with the smallest L1 norm "
                 "(option dependency_aware)");
-  register_norm(registry, Norm::kL2, "the Conv2d filters with the smallest L2 norm",
+  register_norm(registry, Norm::kL2, "L2FilterPruner", "the Conv2d filters with the smallest L2 norm",
                 "one-shot pruning of the Conv2d filters with the smallest L2 norm "
                 "(option dependency_aware)");
 }

@@ -60,6 +60,7 @@ void register_algorithms(sdk::Registry& registry) {
                         return sdk::make_filter_pruner(std::make_shared<FpgmScorer>(), kAlgorithm,
                                                        options);
                       });
+  registry.add_nni_counterpart({kAlgorithm, "FPGMPruner", "one_shot"});
 }
 
 }  // namespace lithe::plugins::fpgm

@@ -48,6 +48,7 @@ void register_algorithms(sdk::Registry& registry) {
       [](const sdk::Options&, const sdk::Registry&) {
         return sdk::make_one_shot_pruner(std::make_unique<LevelMasker>());
       });
+  registry.add_nni_counterpart({"level", "LevelPruner", "one_shot"});
 }
 
 }  // namespace lithe::plugins::level

@@ -135,6 +135,7 @@ void register_algorithms(sdk::Registry& registry) {
         return std::make_unique<LotteryTicketPruner>(algorithms.make_masker(kMasker, sdk::Options()),
                                                      reset_weights, epochs);
       });
+  registry.add_nni_counterpart({"lottery_ticket", "LotteryTicketPruner", "rewind_rounds"});
 }
 
 }  // namespace lithe::plugins::lottery_ticket

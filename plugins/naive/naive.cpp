@@ -67,6 +67,7 @@ void register_algorithms(sdk::Registry& registry) {
       [](const sdk::Options&, const sdk::Registry&) {
         return std::make_unique<NaiveQuantizer>();
       });
+  registry.add_nni_counterpart({"naive", "NaiveQuantizer", "eval_forwards"});
 }
 
 }  // namespace lithe::plugins::naive

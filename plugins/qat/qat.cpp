@@ -414,6 +414,7 @@ void register_algorithms(sdk::Registry& registry) {
   registry.add_quantizer(
       {"qat", "quantization-aware training: asymmetric fake quantization, EMA activation ranges"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<QatQuantizer>(); });
+  registry.add_nni_counterpart({"qat", "QAT_Quantizer", "training_steps"});
 }
 
 }  // namespace lithe::plugins::qat

@@ -152,6 +152,7 @@ void register_algorithms(sdk::Registry& registry) {
   registry.add_pruner(
       {"slim", "one-shot BatchNorm2d channel pruning by a global |gamma| ranking (network slimming)"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<SlimPruner>(); });
+  registry.add_nni_counterpart({"slim", "SlimPruner", "one_shot_global"});
 }
 
 }  // namespace lithe::plugins::slim

@@ -132,6 +132,7 @@ void register_algorithms(sdk::Registry& registry) {
             std::make_shared<TaylorFoScorer>(read_statistics_batch_num(options)), kAlgorithm,
             options);
       });
+  registry.add_nni_counterpart({kAlgorithm, "TaylorFOWeightFilterPruner", "gradient_statistics"});
 }
 
 }  // namespace lithe::plugins::taylor_fo

@@ -21,5 +21,8 @@ void Pruner::step() {}
 void Pruner::after_optimizer_step() {}
 
 Registry::~Registry() = default;
+// Not pure: registries that other code implements (test doubles, embedders' own) keep
+// compiling, and a registry with no use for NNI counterparts ignores them.
+void Registry::add_nni_counterpart(NniCounterpart /*counterpart*/) {}
 
 }  // namespace lithe::sdk

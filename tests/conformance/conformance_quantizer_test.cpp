@@ -107,8 +107,9 @@ class RoundingNaive final : public sdk::Quantizer {
 TEST_F(ConformanceQuantizerTest, RoundingNaiveFails) {
   PluginRegistry registry;
   registry.add_quantizer(
-      {"naive", "rounds instead of truncating"},
+      {"rounding_naive", "rounds instead of truncating"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<RoundingNaive>(); });
+  registry.add_nni_counterpart({"rounding_naive", "NaiveQuantizer", "eval_forwards"});
   const CaseResult result = run_case("naive_lenet_w8", registry);
   EXPECT_EQ(result.outcome, Outcome::kFail) << result.reason;
   EXPECT_THAT(result.reason, HasSubstr("quantized weight differs from NNI's"));
@@ -147,9 +148,10 @@ TEST_F(ConformanceQuantizerTest, QatWithNnisRangeFromZeroFails) {
   }
   PluginRegistry registry;
   registry.add_quantizer(
-      {"qat", "ranges from 0"}, [](const sdk::Options& options, const sdk::Registry&) {
+      {"qat_from_zero", "ranges from 0"}, [](const sdk::Options& options, const sdk::Registry&) {
         return std::make_unique<RangeFromZeroQat>(real.make_quantizer("qat", options));
       });
+  registry.add_nni_counterpart({"qat_from_zero", "QAT_Quantizer", "training_steps"});
   const CaseResult result = run_case("qat_lenet_w8_o8", registry);
   EXPECT_EQ(result.outcome, Outcome::kFail) << result.reason;
   EXPECT_THAT(result.reason, HasSubstr("Lithe's rule"));
@@ -158,7 +160,7 @@ TEST_F(ConformanceQuantizerTest, QatWithNnisRangeFromZeroFails) {
 TEST_F(ConformanceQuantizerTest, QuantizerWithoutPluginIsUnsupported) {
   const CaseResult result = run_case("bnn_lenet", PluginRegistry());
   EXPECT_EQ(result.outcome, Outcome::kUnsupported);
-  EXPECT_THAT(result.reason, HasSubstr("no loaded plugin provides quantizer 'bnn'"));
+  EXPECT_THAT(result.reason, HasSubstr("no loaded plugin declares NNI class 'BNNQuantizer'"));
 }
 
 }  // namespace

@@ -133,6 +133,24 @@ TEST_F(PluginLoaderTest, LoadsAPluginOfAnOlderSdkMinor) {
   EXPECT_EQ(report.plugin, "older_sdk");
 }
 
+TEST_F(PluginLoaderTest, LoadsAnSdk13PluginAndRunsItsPrunerWithoutNniCounterparts) {
+  const LoadReport report = loader_.load_file(LITHE_FIXTURE_SDK13);
+  ASSERT_EQ(report.status, Status::kLoaded) << report.message;
+  EXPECT_EQ(report.plugin, "sdk13");
+  EXPECT_THAT(registry_.nni_counterparts(), IsEmpty());
+
+  auto pruner = registry_.make_pruner("sdk13", sdk::Options());
+  ASSERT_NE(pruner, nullptr);
+  // The pruner built through the 1.3 Registry functions prunes: the first 3 of 8 weights.
+  sdk::LayerView layer(0, "fc", "Linear", at::arange(1, 9, at::kFloat).reshape({2, 4}),
+                       std::nullopt, sparsity_entry(0.375));
+  pruner->validate_config(layer.config());
+  const std::optional<sdk::Masks> masks = pruner->calc_mask(layer);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_TRUE(masks->weight.equal(
+      at::tensor({0.F, 0.F, 0.F, 1.F, 1.F, 1.F, 1.F, 1.F}).reshape({2, 4})));
+}
+
 TEST_F(PluginLoaderTest, WithdrawsAlgorithmsOfPluginWhoseRegistrationThrows) {
   const LoadReport report = loader_.load_file(LITHE_FIXTURE_THROWS_IN_REGISTER);
 
@@ -144,6 +162,8 @@ TEST_F(PluginLoaderTest, WithdrawsAlgorithmsOfPluginWhoseRegistrationThrows) {
   EXPECT_EQ(registry_.find(AlgorithmKind::kMasker, "faulty"), nullptr);
   EXPECT_EQ(registry_.find(AlgorithmKind::kPruner, "faulty"), nullptr);
   EXPECT_THAT(registry_.algorithms(), IsEmpty());
+  EXPECT_EQ(registry_.find_nni_counterpart("FaultyPruner"), nullptr);
+  EXPECT_THAT(registry_.nni_counterparts(), IsEmpty());
   EXPECT_THAT([&] { (void)registry_.make_pruner("faulty", sdk::Options()); },
               ThrowsMessage<sdk::Error>(HasSubstr("unknown pruner 'faulty'")));
 }

@@ -47,6 +47,9 @@ void PluginRegistry::remove_plugin(const std::string& plugin) {
   for (auto it = slots_.begin(); it != slots_.end();) {
     it = it->second.entry.plugin == plugin ? slots_.erase(it) : std::next(it);
   }
+  for (auto it = counterparts_.begin(); it != counterparts_.end();) {
+    it = it->second.plugin == plugin ? counterparts_.erase(it) : std::next(it);
+  }
 }
 
 void PluginRegistry::add(Slot slot) {
@@ -126,6 +129,59 @@ std::unique_ptr<sdk::Quantizer> PluginRegistry::make_quantizer(const std::string
                                                                const sdk::Options& options) const {
   const Slot& slot = lookup(AlgorithmKind::kQuantizer, name);
   return invoke_factory(slot.entry, [&] { return slot.quantizer(options, *this); });
+}
+
+void PluginRegistry::add_nni_counterpart(sdk::NniCounterpart counterpart) {
+  const std::string owner = current_plugin_.empty()
+                                ? std::string("the host")
+                                : "plugin '" + current_plugin_ + "' (" +
+                                      (current_path_.empty() ? "linked in" : current_path_) + ")";
+  LITHE_CHECK(!counterpart.algorithm.empty() && !counterpart.nni_class.empty() &&
+                  !counterpart.replay.empty(),
+              sdk::Errc::kPluginLoad, owner,
+              " declared an NNI counterpart with an empty field (algorithm '",
+              counterpart.algorithm, "', nni_class '", counterpart.nni_class, "', replay '",
+              counterpart.replay, "')");
+  // The algorithm must be one this plugin registered: a counterpart may not point at another
+  // plugin's algorithm, whose behaviour it does not control.
+  const AlgorithmEntry* entry = nullptr;
+  for (const AlgorithmKind kind : {AlgorithmKind::kPruner, AlgorithmKind::kQuantizer}) {
+    const AlgorithmEntry* found = find(kind, counterpart.algorithm);
+    if (found != nullptr && found->plugin == current_plugin_) {
+      entry = found;
+      break;
+    }
+  }
+  LITHE_CHECK(entry != nullptr, sdk::Errc::kPluginLoad, owner, " declared NNI class '",
+              counterpart.nni_class, "' for '", counterpart.algorithm,
+              "', which is not a pruner or quantizer it registered (register it first)");
+  const auto existing = counterparts_.find(counterpart.nni_class);
+  LITHE_CHECK(existing == counterparts_.end(), sdk::Errc::kPluginLoad, "NNI class '",
+              counterpart.nni_class, "' declared twice: for '",
+              existing == counterparts_.end() ? std::string()
+                                              : existing->second.counterpart.algorithm,
+              "' by ",
+              existing == counterparts_.end() || existing->second.plugin.empty()
+                  ? std::string("the host")
+                  : "plugin '" + existing->second.plugin + "'",
+              " and for '", counterpart.algorithm, "' by ", owner);
+  const std::string key = counterpart.nni_class;
+  counterparts_.emplace(key, NniCounterpartEntry{std::move(counterpart), entry->kind,
+                                                 current_plugin_});
+}
+
+const NniCounterpartEntry* PluginRegistry::find_nni_counterpart(
+    const std::string& nni_class) const {
+  const auto it = counterparts_.find(nni_class);
+  return it == counterparts_.end() ? nullptr : &it->second;
+}
+
+std::vector<NniCounterpartEntry> PluginRegistry::nni_counterparts() const {
+  std::vector<NniCounterpartEntry> out;
+  for (const auto& [nni_class, entry] : counterparts_) {
+    out.push_back(entry);
+  }
+  return out;
 }
 
 std::vector<AlgorithmEntry> PluginRegistry::algorithms() const {

@@ -212,4 +212,20 @@ void save_tensor_file(const Dataset& data, const fs::path& file) {
   write_file_atomic(file, std::string(bytes.begin(), bytes.end()));
 }
 
+Dataset load_dataset(const fs::path& data, const std::string& split) {
+  std::error_code ec;
+  if (fs::is_directory(data, ec)) {
+    return load_mnist_directory(data, split);
+  }
+  return load_tensor_file(data);
+}
+
+Dataset load_test_dataset(const fs::path& data, const fs::path& test_data) {
+  if (!test_data.empty()) {
+    return load_dataset(test_data, "test");
+  }
+  std::error_code ec;
+  return fs::is_directory(data, ec) ? load_dataset(data, "test") : Dataset{};
+}
+
 }  // namespace lithe::host

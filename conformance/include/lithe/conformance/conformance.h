@@ -32,10 +32,6 @@ struct ConformanceSummary {
   int skipped = 0;    ///< UNSUPPORTED
 };
 
-/// NNI class name -> Lithe algorithm name ("LevelPruner" -> "level", "QAT_Quantizer" -> "qat");
-/// empty when unknown.
-std::string lithe_algorithm_for(const std::string& nni_algorithm);
-
 /// Runs every case folder under `golden_dir` (a folder with config.json, or a folder of them),
 /// sorted by name, whose name contains `filter`. Model paths in config.json are resolved
 /// against golden_dir's parent, golden_dir and the case folder. `on_case` sees each result as

@@ -23,6 +23,25 @@ struct AlgorithmInfo {
   std::string description;
 };
 
+/// Names the class of Microsoft NNI v2.0 that an algorithm reproduces, and how a conformance
+/// harness replays NNI's recorded cases of that class against it (SDK 1.4). Declaring it lets
+/// `lithe conformance` and the test suite cover a new plugin without any table outside the
+/// plugin's folder. `replay` is one of the procedures the harness knows:
+///   "one_shot"              one compress() call; masks compared layer by layer
+///   "one_shot_global"       the same, with one sparsity target ranked across all layers
+///   "epoch_schedule"        compress() then update_epoch() per epoch; masks at every epoch
+///   "rewind_rounds"         pruning rounds that rewind weights; masks of each stored round
+///   "activation_statistics" masks computed from activations collected over training steps
+///   "gradient_statistics"   masks computed from weight gradients collected over training steps
+///   "eval_forwards"         quantizer: quantized weights and outputs of evaluation forwards
+///   "training_steps"        quantizer: weights, scales and outputs over training steps
+/// A harness reports a case whose replay it does not know as unsupported, never as passed.
+struct NniCounterpart {
+  std::string algorithm;  ///< a pruner or quantizer this plugin registered, e.g. "agp"
+  std::string nni_class;  ///< e.g. "AGPPruner"; unique across loaded plugins
+  std::string replay;     ///< see above, e.g. "epoch_schedule"
+};
+
 /// Factories receive the algorithm's "options" object; they read every key they accept and
 /// throw sdk::Error(kInvalidConfig) with options.path() for bad values.
 using MaskerFactory =
@@ -49,6 +68,15 @@ class LITHE_SDK_API Registry {
   /// Builds a registered quantizer; throws sdk::Error(kInvalidConfig) for an unknown name.
   virtual std::unique_ptr<Quantizer> make_quantizer(const std::string& name,
                                                     const Options& options) const = 0;
+
+  // ---- SDK 1.4 (appended: plugins built against 1.0-1.3 never call it) ----
+
+  /// Declares the NNI class an algorithm registered above reproduces. Call it after
+  /// add_pruner/add_quantizer. Throws sdk::Error(kPluginLoad) when the algorithm is not a pruner
+  /// or quantizer of the calling plugin, a field is empty, or another plugin already declared
+  /// the same NNI class (Lithe's host does; the default implementation ignores the call, so
+  /// registries written for SDK 1.3 keep compiling).
+  virtual void add_nni_counterpart(NniCounterpart counterpart);
 };
 
 }  // namespace lithe::sdk

@@ -26,6 +26,13 @@ struct AlgorithmEntry {
   std::string plugin_path;  ///< file the plugin came from ("" when linked in)
 };
 
+/// One declared NNI counterpart (SDK 1.4), with the kind of the algorithm it names.
+struct NniCounterpartEntry {
+  sdk::NniCounterpart counterpart;
+  AlgorithmKind kind;       ///< kPruner or kQuantizer
+  std::string plugin;       ///< plugin that declared it ("" when the host did)
+};
+
 class PluginRegistry final : public sdk::Registry {
  public:
   static constexpr int kHostSdkMinor = LITHE_SDK_MINOR_VERSION;
@@ -36,7 +43,8 @@ class PluginRegistry final : public sdk::Registry {
   /// `sdk_minor` is the SDK minor version the plugin was built against: quantizers need 1.2,
   /// the first SDK whose Quantizer interface a host drives (1.0/1.1 declared a preview).
   void set_current_plugin(std::string name, std::string path, int sdk_minor = kHostSdkMinor);
-  /// Withdraws every algorithm attributed to `plugin` (used when its registration throws).
+  /// Withdraws every algorithm and NNI counterpart attributed to `plugin` (used when its
+  /// registration throws).
   void remove_plugin(const std::string& plugin);
 
   void add_masker(sdk::AlgorithmInfo info, sdk::MaskerFactory factory) override;
@@ -48,11 +56,16 @@ class PluginRegistry final : public sdk::Registry {
                                            const sdk::Options& options) const override;
   std::unique_ptr<sdk::Quantizer> make_quantizer(const std::string& name,
                                                  const sdk::Options& options) const override;
+  void add_nni_counterpart(sdk::NniCounterpart counterpart) override;
 
   /// Every algorithm, sorted by kind then name.
   std::vector<AlgorithmEntry> algorithms() const;
   /// The entry for (kind, name), or nullptr.
   const AlgorithmEntry* find(AlgorithmKind kind, const std::string& name) const;
+  /// The counterpart declared for an NNI class ("AGPPruner"), or nullptr.
+  const NniCounterpartEntry* find_nni_counterpart(const std::string& nni_class) const;
+  /// Every declared counterpart, sorted by NNI class.
+  std::vector<NniCounterpartEntry> nni_counterparts() const;
 
  private:
   struct Slot {
@@ -65,6 +78,7 @@ class PluginRegistry final : public sdk::Registry {
   const Slot& lookup(AlgorithmKind kind, const std::string& name) const;
 
   std::map<std::pair<AlgorithmKind, std::string>, Slot> slots_;
+  std::map<std::string, NniCounterpartEntry> counterparts_;  // by NNI class
   std::string current_plugin_;
   std::string current_path_;
   int current_sdk_minor_ = kHostSdkMinor;

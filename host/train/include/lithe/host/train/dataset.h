@@ -42,6 +42,15 @@ Dataset load_mnist_directory(const std::filesystem::path& dir, const std::string
 /// A torch pickle of {"images": float N x ..., "labels": integer N} (used as is).
 Dataset load_tensor_file(const std::filesystem::path& file);
 
+/// `data` as the tools take it: a directory in MNIST layout (its `split`, "train" or "test") or
+/// a tensor file (used whatever the split).
+Dataset load_dataset(const std::filesystem::path& data, const std::string& split);
+
+/// The test data of a run: `test_data` when given, else the "test" split of a `data`
+/// directory, else none (an empty Dataset: a tensor file has no test split).
+Dataset load_test_dataset(const std::filesystem::path& data,
+                          const std::filesystem::path& test_data);
+
 /// Writes `data` as a tensor file readable by load_tensor_file and Python's torch.load.
 void save_tensor_file(const Dataset& data, const std::filesystem::path& file);
 

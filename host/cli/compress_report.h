@@ -1,0 +1,16 @@
+#pragma once
+// What `lithe compress` prints once the job ran: the per-layer table and the timing lines, or
+// the same as one JSON document (--json).
+
+#include <string>
+
+#include "lithe/host/pipeline/compression_job.h"
+
+namespace lithe::cli {
+
+/// Prints `result` of `request` to standard output; `input_shape` is --input-shape as given.
+void print_compress_result(const host::CompressionRequest& request,
+                           const host::CompressionResult& result, const std::string& input_shape,
+                           bool json);
+
+}  // namespace lithe::cli

@@ -1,0 +1,93 @@
+#pragma once
+/// \file
+/// One compression job, for pruners and quantizers alike: what `lithe compress` runs and what an
+/// embedder calls. run_compression() stages the outputs, loads the model, builds the session
+/// (validating the whole config), checks that the ONNX export can express the model, reads the
+/// data, evaluates, compresses, calibrates, fine-tunes, and writes the model, the masks or the
+/// calibration, and the ONNX file, which replace existing files only once all were written.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lithe/host/dist/process_group.h"
+#include "lithe/host/export/onnx_export.h"
+#include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/host/session/quantization_session.h"
+#include "lithe/host/train/trainer.h"
+
+namespace lithe::host {
+
+/// What to compress, with what, and where the results go. Errors about a path name it by the
+/// `lithe compress` option that sets it ("--output", "--masks", ...).
+struct CompressionRequest {
+  std::filesystem::path model_path;   ///< the TorchScript model (read, never written)
+  CompressionConfig config;           ///< parsed and checked once, e.g. read_compression_config()
+  std::filesystem::path config_path;  ///< where `config` came from ("" if built in memory)
+  std::filesystem::path output_path;  ///< the compressed TorchScript model (required)
+  /// Pruners: also write the masks (NNI mask.pth layout); "" = no mask file.
+  std::filesystem::path masks_path;
+  /// Quantizers: the per-layer calibration JSON; "" = OUTPUT with extension .calibration.json.
+  std::filesystem::path calibration_path;
+  /// Also write the model as saved in ONNX (QDQ for quantizers); "" = no ONNX file.
+  std::filesystem::path onnx_path;
+  OnnxExportOptions onnx;  ///< input shape and opset of the ONNX file
+  /// Training data: a directory of MNIST-layout IDX files or a tensor file. Read only when
+  /// fine-tuning or calibrating.
+  std::filesystem::path data_path;
+  /// Test data ("" = the test split of a data_path directory, none for a tensor file).
+  std::filesystem::path test_data_path;
+  /// Before any fine-tuning, run this many batches without changing the weights (pruners:
+  /// forward and backward for data-driven masks; quantizers: forward to track ranges).
+  int64_t calibration_batches = 0;
+  /// Fine-tune while compressing (quantization-aware training for quantizers) with
+  /// train_options; without it only train_options' batch sizes are read.
+  bool fine_tune = false;
+  TrainOptions train_options;  ///< process_group is taken from `process_group` below
+  /// Data parallel: every rank runs the job on the same request; only rank 0 writes the files.
+  ProcessGroup* process_group = nullptr;
+
+  /// Whether data is read (fine-tuning or calibration).
+  bool needs_data() const { return fine_tune || calibration_batches > 0; }
+};
+
+/// What a caller may want to hear while the job runs.
+struct CompressionCallbacks {
+  /// Advice that is not an error (e.g. "pruned nothing without data"), one sentence.
+  std::function<void(const std::string&)> on_note;
+};
+
+/// What the job did.
+struct CompressionResult {
+  AlgorithmKind kind = AlgorithmKind::kPruner;   ///< kPruner or kQuantizer
+  std::vector<LayerReport> pruning;              ///< pruners: per-layer sparsity
+  std::vector<QuantLayerReport> quantization;    ///< quantizers: per-layer grids
+  std::string calibration_json;                  ///< quantizers: what the calibration file holds
+  std::filesystem::path calibration_path;        ///< quantizers: where it was written
+  std::optional<EvalResult> before;              ///< test accuracy before compression
+  std::optional<EvalResult> after;               ///< and after (fine-tuning included)
+  std::vector<EpochResult> epochs;               ///< fine-tuning epochs
+  std::optional<OnnxExportSummary> onnx;         ///< when an ONNX file was written
+  bool wrote_files = false;                      ///< false on ranks other than 0
+  double load_seconds = 0;                       ///< staging, model, session, data
+  double compress_seconds = 0;                   ///< evaluation, compression, calibration, training
+  double save_seconds = 0;                       ///< writing and committing the files
+};
+
+/// Runs the job. Checks the request before any work (no output may be an input, another output
+/// or a special file; masks are for pruners, calibration for quantizers; the ONNX options), then
+/// runs it as described in the file comment. Throws sdk::Error naming the file, option or layer;
+/// on any error no existing file is changed.
+CompressionResult run_compression(const CompressionRequest& request,
+                                  const PluginRegistry& registry,
+                                  const CompressionCallbacks& callbacks = {});
+
+/// `OUT.pt` -> `OUT.calibration.json`: the default calibration file of quantizers.
+std::filesystem::path default_calibration_path(const std::filesystem::path& output_path);
+
+}  // namespace lithe::host

@@ -1,0 +1,320 @@
+#include "lithe/host/pipeline/compression_job.h"
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <torch/script.h>
+
+#include "lithe/host/io/mask_file.h"
+#include "lithe/host/io/output_paths.h"
+#include "lithe/host/io/staged_file.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The ONNX bytes of the TorchScript model saved at `saved` (the file the job just staged, so
+// the ONNX model is exactly the model written).
+std::string export_saved(const std::filesystem::path& saved, const OnnxExportOptions& options,
+                         OnnxExportSummary* summary) {
+  torch::jit::Module module = load_torchscript_module(saved);
+  module.eval();
+  return export_onnx(module, options, summary);
+}
+
+// Whether an entry of the config quantizes inputs or outputs (ranges that need data).
+bool quantizes_activations(const CompressionConfig& config) {
+  const auto list = nlohmann::ordered_json::parse(config.config_list_json);
+  for (const auto& entry : list) {
+    if (entry.is_object() && entry.contains("quant_types") && entry["quant_types"].is_array()) {
+      for (const auto& type : entry["quant_types"]) {
+        if (type == "input" || type == "output") {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+int64_t pruned_weights(const std::vector<LayerReport>& report) {
+  int64_t pruned = 0;
+  for (const LayerReport& r : report) {
+    pruned += r.weight_zeros;
+  }
+  return pruned;
+}
+
+void note(const CompressionCallbacks& callbacks, const std::string& text) {
+  if (callbacks.on_note) {
+    callbacks.on_note(text);
+  }
+}
+
+// The files of one job, staged before any work so that a bad output directory fails first;
+// they replace existing files only in commit(), once every one was written.
+struct StagedOutputs {
+  std::unique_ptr<StagedFile> model;
+  std::unique_ptr<StagedFile> masks;        // pruners, when asked for
+  std::unique_ptr<StagedFile> calibration;  // quantizers
+  std::unique_ptr<StagedFile> onnx;         // when asked for
+
+  void commit() {
+    for (StagedFile* file : {model.get(), masks.get(), calibration.get(), onnx.get()}) {
+      if (file != nullptr) {
+        file->commit();
+      }
+    }
+  }
+};
+
+// What differs between pruners and quantizers, behind one interface so that the job's order
+// of steps is written once.
+class JobSession {
+ public:
+  virtual ~JobSession() = default;
+  virtual void compress() = 0;
+  virtual void calibrate(Model& model, const Dataset& data, int64_t batches,
+                         int64_t batch_size) = 0;
+  virtual PruningSession* pruning() { return nullptr; }
+  virtual QuantizationSession* quantization() { return nullptr; }
+};
+
+class PruningJob final : public JobSession {
+ public:
+  PruningJob(Model& model, const PluginRegistry& registry, const CompressionConfig& config)
+      : session_(model, registry, config) {}
+  void compress() override { session_.compress(); }
+  void calibrate(Model& model, const Dataset& data, int64_t batches,
+                 int64_t batch_size) override {
+    host::calibrate(model, data, session_, batches, batch_size);
+  }
+  PruningSession* pruning() override { return &session_; }
+
+ private:
+  PruningSession session_;
+};
+
+class QuantizationJob final : public JobSession {
+ public:
+  QuantizationJob(Model& model, const PluginRegistry& registry, const CompressionConfig& config,
+                  ProcessGroup* group)
+      : session_(model, registry, config), group_(group) {}
+  void compress() override { session_.compress(); }
+  void calibrate(Model& model, const Dataset& data, int64_t batches,
+                 int64_t batch_size) override {
+    // Every rank calibrates on the same batches: the ranges they combine are then the same as
+    // one process's, and the state stays identical.
+    session_.set_process_group(group_);
+    host::calibrate(model, data, session_, batches, batch_size);
+  }
+  QuantizationSession* quantization() override { return &session_; }
+
+ private:
+  QuantizationSession session_;
+  ProcessGroup* group_;
+};
+
+// The checks that need no model: option combinations and output paths.
+void check_request(const CompressionRequest& request, bool quantizer,
+                   const std::filesystem::path& calibration_path) {
+  const std::string& algorithm = request.config.algorithm;
+  LITHE_CHECK(!request.output_path.empty(), sdk::Errc::kInvalidConfig,
+              "--output: no output model path given");
+  LITHE_CHECK(!quantizer || request.masks_path.empty(), sdk::Errc::kInvalidConfig, "--masks: '",
+              algorithm, "' is a quantizer, which computes no masks");
+  LITHE_CHECK(quantizer || request.calibration_path.empty(), sdk::Errc::kInvalidConfig,
+              "--calibration: '", algorithm,
+              "' is not a quantizer, so there is no calibration to write");
+  LITHE_CHECK(request.calibration_batches >= 0, sdk::Errc::kInvalidConfig,
+              "--calibration-batches must be > 0, got ", request.calibration_batches);
+  if (request.fine_tune) {
+    validate_train_options(request.train_options);  // epochs <= 0, lr, ... before any work
+  }
+  LITHE_CHECK(request.train_options.batch_size > 0, sdk::Errc::kInvalidConfig,
+              "batch size must be > 0, got ", request.train_options.batch_size);
+  if (!request.onnx_path.empty()) {
+    LITHE_CHECK(!request.onnx.input_shape.empty(), sdk::Errc::kInvalidConfig,
+                "--onnx needs --input-shape (the exported input's static shape, batch first, "
+                "e.g. 1,1,28,28)");
+    LITHE_CHECK(request.onnx.opset >= 13 && request.onnx.opset <= 17, sdk::Errc::kInvalidConfig,
+                "--onnx-opset must be between 13 and 17 (what this ONNX library validates), "
+                "got ",
+                request.onnx.opset);
+  }
+  // The default calibration file (beside the output) follows the output-path rule too.
+  const std::string calibration_role =
+      request.calibration_path.empty() ? "the calibration file" : "--calibration";
+  const std::filesystem::path no_data;
+  check_output_paths({{"--model", request.model_path},
+                      {"--config", request.config_path},
+                      {"--data", request.needs_data() ? request.data_path : no_data},
+                      {"--test-data", request.test_data_path}},
+                     {{"--output", request.output_path},
+                      {"--masks", request.masks_path},
+                      {calibration_role, quantizer ? calibration_path : no_data},
+                      {"--onnx", request.onnx_path}});
+}
+
+}  // namespace
+
+std::filesystem::path default_calibration_path(const std::filesystem::path& output_path) {
+  std::filesystem::path path(output_path);
+  path.replace_extension(".calibration.json");
+  return path;
+}
+
+CompressionResult run_compression(const CompressionRequest& request,
+                                  const PluginRegistry& registry,
+                                  const CompressionCallbacks& callbacks) {
+  const CompressionConfig& config = request.config;
+  const bool quantizer = registry.find(AlgorithmKind::kQuantizer, config.algorithm) != nullptr;
+  CompressionResult result;
+  result.kind = quantizer ? AlgorithmKind::kQuantizer : AlgorithmKind::kPruner;
+  if (quantizer) {
+    result.calibration_path = request.calibration_path.empty()
+                                  ? default_calibration_path(request.output_path)
+                                  : request.calibration_path;
+  }
+  check_request(request, quantizer, result.calibration_path);
+  const bool writer = request.process_group == nullptr || request.process_group->rank() == 0;
+  const auto start = Clock::now();
+
+  // 1. Stage every output: an unwritable directory fails before any work.
+  StagedOutputs out;
+  out.model = std::make_unique<StagedFile>(request.output_path, "--output");
+  if (!request.masks_path.empty()) {
+    out.masks = std::make_unique<StagedFile>(request.masks_path, "--masks");
+  }
+  if (quantizer) {
+    out.calibration = std::make_unique<StagedFile>(
+        result.calibration_path,
+        request.calibration_path.empty() ? "the calibration file" : "--calibration");
+  }
+  if (!request.onnx_path.empty()) {
+    out.onnx = std::make_unique<StagedFile>(request.onnx_path, "--onnx");
+  }
+
+  // 2. Model and session: the whole config is validated here, before any data is read.
+  const std::unique_ptr<Model> model = load_torchscript_model(request.model_path);
+  std::unique_ptr<JobSession> session;
+  if (quantizer) {
+    session = std::make_unique<QuantizationJob>(*model, registry, config, request.process_group);
+  } else {
+    session = std::make_unique<PruningJob>(*model, registry, config);
+  }
+  // 3. Pre-flight export check of pruned models: masks do not change which ops a model has, so
+  // a model the export cannot express fails now, not after the fine-tuning. (Quantized models
+  // are checked once compress() installed the quantizers, below.)
+  if (out.onnx && !quantizer) {
+    (void)export_saved(request.model_path, request.onnx, nullptr);
+  }
+
+  // 4. Data, checked against the model.
+  Dataset train_data;
+  Dataset test_data;
+  if (request.needs_data()) {
+    train_data = load_dataset(request.data_path, "train");
+    check_dataset_fits_model(*model, train_data);
+    test_data = load_test_dataset(request.data_path, request.test_data_path);
+    if (test_data.size() > 0) {
+      check_dataset_fits_model(*model, test_data);
+    }
+  }
+  const bool has_test = test_data.size() > 0;
+  result.load_seconds = seconds_since(start);
+
+  // 5. Evaluate, compress, calibrate, fine-tune.
+  const auto compress_start = Clock::now();
+  TrainOptions options = request.train_options;
+  options.process_group = request.process_group;
+  if (has_test) {
+    result.before = evaluate(*model, test_data, options.eval_batch_size);
+  }
+  session->compress();
+  if (out.onnx && quantizer) {
+    // A quantizer the QDQ export cannot express fails now, not after the training; the files
+    // are written again from the result.
+    session->quantization()->store_state_in_model();
+    out.model->write(model->serialize());
+    (void)export_saved(out.model->temp_path(), request.onnx, nullptr);
+  }
+  if (request.calibration_batches > 0) {
+    session->calibrate(*model, train_data, request.calibration_batches, options.batch_size);
+  }
+  if (request.fine_tune) {
+    options.progress = options.progress && writer;
+    if (quantizer) {
+      result.epochs = train(*model, train_data, has_test ? &test_data : nullptr, options,
+                            session->quantization());
+    } else {
+      result.epochs = train(*model, train_data, has_test ? &test_data : nullptr, options,
+                            session->pruning());
+    }
+  }
+  if (has_test) {
+    result.after = result.epochs.empty() ? evaluate(*model, test_data, options.eval_batch_size)
+                                         : result.epochs.back().test;
+  }
+  result.compress_seconds = seconds_since(compress_start);
+  if (quantizer) {
+    if (!request.needs_data() && quantizes_activations(config)) {
+      note(callbacks, "'" + config.algorithm +
+                          "' quantizes activations without data; algorithms that track "
+                          "activation ranges (qat, lsq) need --epochs N or "
+                          "--calibration-batches N to calibrate them");
+    }
+  } else {
+    result.pruning = session->pruning()->report();
+    if (!request.needs_data() && pruned_weights(result.pruning) == 0) {
+      note(callbacks, "'" + config.algorithm +
+                          "' pruned nothing without data; schedules need --epochs N, "
+                          "data-driven pruners --calibration-batches N or --epochs N");
+    }
+  }
+
+  // 6. Write, export from the written model, commit.
+  const auto save_start = Clock::now();
+  if (quantizer) {
+    session->quantization()->store_state_in_model();
+    result.calibration_json = session->quantization()->calibration_json();
+    result.quantization = session->quantization()->report();
+  }
+  if (writer) {
+    std::future<void> masks_written;  // the masks are serialized and written on a second thread
+    if (out.masks) {
+      masks_written = std::async(std::launch::async, [&] {
+        out.masks->write(serialize_masks(session->pruning()->masks()));
+      });
+    }
+    out.model->write(model->serialize());
+    if (out.onnx) {
+      OnnxExportSummary summary;
+      out.onnx->write(export_saved(out.model->temp_path(), request.onnx, &summary));
+      result.onnx = summary;
+    }
+    if (out.calibration) {
+      out.calibration->write(result.calibration_json);
+    }
+    if (masks_written.valid()) {
+      masks_written.get();
+    }
+    out.commit();
+    result.wrote_files = true;
+  }
+  result.save_seconds = seconds_since(save_start);
+  return result;
+}
+
+}  // namespace lithe::host
