@@ -1,0 +1,150 @@
+// run_compression: the one compression job the CLI and embedders share, on the sample LeNet with
+// the in-tree level and naive plugins linked directly. Checks what lands on disk (the model, the
+// masks or the calibration), that it agrees with the result, that the same request gives the
+// same bytes, and that a failing job changes no existing file.
+#include "lithe/host/pipeline/compression_job.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "lithe/host/io/file_io.h"
+#include "lithe/host/io/mask_file.h"
+#include "lithe/host/model/model.h"
+#include "lithe/sdk/error.h"
+#include "plugins/level/level.h"
+#include "plugins/naive/naive.h"
+#include "support/paths.h"
+
+namespace lithe::host {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+const PluginRegistry& registry() {
+  static PluginRegistry* r = [] {
+    auto* out = new PluginRegistry();
+    plugins::level::register_algorithms(*out);
+    plugins::naive::register_algorithms(*out);
+    return out;
+  }();
+  return *r;
+}
+
+CompressionRequest level_request(const fs::path& dir) {
+  CompressionRequest request;
+  request.model_path = test::lenet_model();
+  request.config = parse_compression_config(
+      R"({"algorithm": "level", "config_list": [{"sparsity": 0.75, "op_types": ["default"]}]})",
+      "<test>");
+  request.output_path = dir / "pruned.pt";
+  request.masks_path = dir / "masks.pt";
+  return request;
+}
+
+TEST(CompressionJobTest, PrunesLenetAndWritesAModelAndMasksThatAgree) {
+  const fs::path dir = test::scratch_dir("compression_job_prune");
+  const CompressionRequest request = level_request(dir);
+  std::vector<std::string> notes;
+  const CompressionResult result = run_compression(
+      request, registry(), {[&](const std::string& text) { notes.push_back(text); }});
+
+  EXPECT_EQ(result.kind, AlgorithmKind::kPruner);
+  EXPECT_TRUE(result.wrote_files);
+  EXPECT_TRUE(notes.empty());
+  ASSERT_EQ(result.pruning.size(), 5U);  // conv1, conv2, fc1, fc2, fc3
+  const NamedMasks masks = load_masks(request.masks_path);
+  ASSERT_EQ(masks.size(), result.pruning.size());
+  const auto pruned = load_torchscript_model(request.output_path);
+  for (const LayerReport& layer : result.pruning) {
+    EXPECT_EQ(layer.weight_zeros, sdk::prune_count(layer.weight_numel, 0.75)) << layer.name;
+    const ModuleRecord* record = nullptr;
+    for (const ModuleRecord& m : pruned->modules()) {
+      record = m.name == layer.name ? &m : record;
+    }
+    ASSERT_NE(record, nullptr) << layer.name;
+    for (const auto& [name, mask] : masks) {
+      if (name == layer.name) {
+        // The saved weights are zero exactly where the saved mask is.
+        EXPECT_TRUE(record->weight->eq(0).equal(mask.weight.eq(0))) << layer.name;
+      }
+    }
+  }
+}
+
+TEST(CompressionJobTest, TheSameRequestWritesTheSameBytes) {
+  const fs::path a = test::scratch_dir("compression_job_same_a");
+  const fs::path b = test::scratch_dir("compression_job_same_b");
+  (void)run_compression(level_request(a), registry());
+  (void)run_compression(level_request(b), registry());
+  EXPECT_EQ(read_file(a / "masks.pt"), read_file(b / "masks.pt"));
+  EXPECT_EQ(read_file(a / "pruned.pt"), read_file(b / "pruned.pt"));
+}
+
+TEST(CompressionJobTest, AQuantizerWritesItsCalibrationBesideTheOutput) {
+  const fs::path dir = test::scratch_dir("compression_job_quantize");
+  CompressionRequest request;
+  request.model_path = test::lenet_model();
+  request.config = parse_compression_config(
+      R"({"algorithm": "naive", "config_list": [{"quant_types": ["weight"], "quant_bits": 8,
+          "op_types": ["Conv2d", "Linear"]}]})",
+      "<test>");
+  request.output_path = dir / "quantized.pt";
+  const CompressionResult result = run_compression(request, registry());
+
+  EXPECT_EQ(result.kind, AlgorithmKind::kQuantizer);
+  EXPECT_EQ(result.calibration_path, dir / "quantized.calibration.json");
+  EXPECT_EQ(read_file(result.calibration_path), result.calibration_json);
+  EXPECT_EQ(result.quantization.size(), 5U);
+  EXPECT_TRUE(fs::is_regular_file(request.output_path));
+}
+
+TEST(CompressionJobTest, AFailingJobChangesNoExistingFile) {
+  const fs::path dir = test::scratch_dir("compression_job_failure");
+  CompressionRequest request = level_request(dir);
+  write_file(request.output_path, "previous model");
+  write_file(request.masks_path, "previous masks");
+  request.fine_tune = true;
+  request.train_options.epochs = 1;
+  request.data_path = dir / "no_such_data.pt";  // fails after staging, model and session
+  EXPECT_THROW((void)run_compression(request, registry()), sdk::Error);
+  EXPECT_EQ(read_file(request.output_path), "previous model");
+  EXPECT_EQ(read_file(request.masks_path), "previous masks");
+  // Nothing staged is left behind.
+  int entries = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2);
+}
+
+TEST(CompressionJobTest, MasksForAQuantizerAreRefusedBeforeAnyWork) {
+  const fs::path dir = test::scratch_dir("compression_job_masks_for_quantizer");
+  CompressionRequest request = level_request(dir);
+  request.config = parse_compression_config(
+      R"({"algorithm": "naive", "config_list": [{"quant_types": ["weight"], "quant_bits": 8,
+          "op_types": ["Linear"]}]})",
+      "<test>");
+  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+              ThrowsMessage<sdk::Error>(
+                  HasSubstr("--masks: 'naive' is a quantizer, which computes no masks")));
+  EXPECT_FALSE(fs::exists(request.output_path));
+}
+
+TEST(CompressionJobTest, AnOutputThatIsTheModelIsRefused) {
+  const fs::path dir = test::scratch_dir("compression_job_output_is_input");
+  CompressionRequest request = level_request(dir);
+  request.output_path = request.model_path;
+  const std::string before = read_file(request.model_path);
+  EXPECT_THROW((void)run_compression(request, registry()), sdk::Error);
+  EXPECT_EQ(read_file(request.model_path), before);
+}
+
+}  // namespace
+}  // namespace lithe::host
