@@ -200,4 +200,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::activation_rank
 
-LITHE_PLUGIN("activation_rank", "1.0.0", lithe::plugins::activation_rank::register_algorithms)
+LITHE_PLUGIN("activation_rank", "1.1.0", lithe::plugins::activation_rank::register_algorithms)

@@ -97,4 +97,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::agp
 
-LITHE_PLUGIN("agp", "1.0.0", lithe::plugins::agp::register_algorithms)
+LITHE_PLUGIN("agp", "1.1.0", lithe::plugins::agp::register_algorithms)

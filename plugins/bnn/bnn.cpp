@@ -68,4 +68,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::bnn
 
-LITHE_PLUGIN("bnn", "1.0.0", lithe::plugins::bnn::register_algorithms)
+LITHE_PLUGIN("bnn", "1.1.0", lithe::plugins::bnn::register_algorithms)

@@ -56,4 +56,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::dorefa
 
-LITHE_PLUGIN("dorefa", "1.0.0", lithe::plugins::dorefa::register_algorithms)
+LITHE_PLUGIN("dorefa", "1.1.0", lithe::plugins::dorefa::register_algorithms)

@@ -70,4 +70,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::filter_norm
 
-LITHE_PLUGIN("filter_norm", "1.1.0", lithe::plugins::filter_norm::register_algorithms)
+LITHE_PLUGIN("filter_norm", "1.2.0", lithe::plugins::filter_norm::register_algorithms)

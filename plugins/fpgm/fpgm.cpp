@@ -65,4 +65,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::fpgm
 
-LITHE_PLUGIN("fpgm", "1.1.0", lithe::plugins::fpgm::register_algorithms)
+LITHE_PLUGIN("fpgm", "1.2.0", lithe::plugins::fpgm::register_algorithms)

@@ -53,4 +53,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::level
 
-LITHE_PLUGIN("level", "1.0.0", lithe::plugins::level::register_algorithms)
+LITHE_PLUGIN("level", "1.1.0", lithe::plugins::level::register_algorithms)

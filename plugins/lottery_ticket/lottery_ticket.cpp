@@ -140,4 +140,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::lottery_ticket
 
-LITHE_PLUGIN("lottery_ticket", "1.0.0", lithe::plugins::lottery_ticket::register_algorithms)
+LITHE_PLUGIN("lottery_ticket", "1.1.0", lithe::plugins::lottery_ticket::register_algorithms)

@@ -72,4 +72,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::naive
 
-LITHE_PLUGIN("naive", "1.0.0", lithe::plugins::naive::register_algorithms)
+LITHE_PLUGIN("naive", "1.1.0", lithe::plugins::naive::register_algorithms)

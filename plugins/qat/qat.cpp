@@ -419,4 +419,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::qat
 
-LITHE_PLUGIN("qat", "1.0.0", lithe::plugins::qat::register_algorithms)
+LITHE_PLUGIN("qat", "1.1.0", lithe::plugins::qat::register_algorithms)

@@ -157,4 +157,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::slim
 
-LITHE_PLUGIN("slim", "1.0.0", lithe::plugins::slim::register_algorithms)
+LITHE_PLUGIN("slim", "1.1.0", lithe::plugins::slim::register_algorithms)

@@ -137,4 +137,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::taylor_fo
 
-LITHE_PLUGIN("taylor_fo", "1.0.0", lithe::plugins::taylor_fo::register_algorithms)
+LITHE_PLUGIN("taylor_fo", "1.1.0", lithe::plugins::taylor_fo::register_algorithms)
