@@ -15,18 +15,12 @@ without NNI it says so and exits 0 having measured nothing.
 Usage: /usr/bin/python3 scripts/bench-recipe1-vs-nni.py [rounds=5]
 """
 import json
-import os
-import pathlib
 import re
 import statistics
 import subprocess
 import sys
-import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-WORK = pathlib.Path(os.environ.get("LITHE_BENCH_DIR", ROOT / "build" / "bench"))
-NNI = pathlib.Path(os.environ.get("LITHE_NNI_DIR", ROOT.parent / "shared" / "peers" / "nni-v2.0"))
-LITHE = ROOT / "build" / "bin" / "lithe"
+from nni_peer import LITHE, ROOT, WORK, ready, timed
 
 # The NNI side, run as its own process so that its start-up (Python, torch, NNI imports) is
 # counted like Lithe's.
@@ -51,23 +45,15 @@ print("compress %.4f zeros %d" % (seconds, zeros))
 
 
 def run_nni(model):
-    env = dict(os.environ, PYTHONPATH=f"{NNI}:{NNI / 'deps'}:{NNI / 'stubs'}",
-               PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
-    start = time.perf_counter()
-    out = subprocess.run(["/usr/bin/python3", "-c", NNI_RUN, str(model), str(ROOT / "scripts")],
-                         env=env, capture_output=True, text=True, check=True).stdout
-    wall = time.perf_counter() - start
+    wall, out = timed(["/usr/bin/python3", "-c", NNI_RUN, str(model), str(ROOT / "scripts")],
+                      nni=True)
     m = re.search(r"compress ([0-9.]+) zeros (-?\d+)", out)
     return wall, float(m.group(1)), int(m.group(2))
 
 
 def run_lithe(model, config, output):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    start = time.perf_counter()
-    out = subprocess.run([str(LITHE), "compress", "--model", str(model), "--config", str(config),
-                          "--output", str(output), "--threads", "2", "--json"],
-                         env=env, capture_output=True, text=True, check=True).stdout
-    wall = time.perf_counter() - start
+    wall, out = timed([str(LITHE), "compress", "--model", str(model), "--config", str(config),
+                       "--output", str(output), "--threads", "2", "--json"])
     summary = json.loads(out)
     zeros = sum(layer["pruned"] for layer in summary["layers"])
     return wall, summary["seconds"]["compress"], zeros
@@ -75,13 +61,8 @@ def run_lithe(model, config, output):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    if not (NNI / "nni").is_dir():
-        print(f"NNI v2.0 not found at {NNI} (set LITHE_NNI_DIR): nothing measured")
-        return 0
-    if not LITHE.is_file():
-        print(f"{LITHE} missing: build first (scripts/build.sh)", file=sys.stderr)
-        return 1
-    WORK.mkdir(parents=True, exist_ok=True)
+    if (code := ready()) is not None:
+        return code
     model = WORK / "big25m.pt"
     if not model.is_file():
         subprocess.run(["/usr/bin/python3", str(ROOT / "scripts" / "make_big25m.py"), str(model)],

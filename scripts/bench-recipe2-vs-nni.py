@@ -17,15 +17,11 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
-import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-WORK = pathlib.Path(os.environ.get("LITHE_BENCH_DIR", ROOT / "build" / "bench"))
-NNI = pathlib.Path(os.environ.get("LITHE_NNI_DIR", ROOT.parent / "shared" / "peers" / "nni-v2.0"))
+from nni_peer import LITHE, ROOT, WORK, ready, timed
+
 DATA = pathlib.Path(os.environ.get("LITHE_DATA_DIR", "/usr/share/datasets/fashion-mnist"))
-LITHE = ROOT / "build" / "bin" / "lithe"
 MODEL = ROOT / "tests" / "data" / "nni" / "models" / "lenet.pt"
 EPOCHS = 3
 
@@ -94,39 +90,25 @@ print(json.dumps(epochs))
 
 
 def run_nni():
-    env = dict(os.environ, PYTHONPATH=f"{NNI}:{NNI / 'deps'}:{NNI / 'stubs'}",
-               PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
-    start = time.perf_counter()
-    out = subprocess.run(["/usr/bin/python3", "-c", NNI_RUN, str(MODEL), str(DATA)], env=env,
-                         capture_output=True, text=True, check=True).stdout
-    wall = time.perf_counter() - start
+    wall, out = timed(["/usr/bin/python3", "-c", NNI_RUN, str(MODEL), str(DATA)], nni=True)
     epochs = json.loads(out.strip().splitlines()[-1])
     return wall, [e["seconds"] for e in epochs], [e["accuracy"] for e in epochs]
 
 
 def run_lithe(config):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    start = time.perf_counter()
-    out = subprocess.run(
+    wall, out = timed(
         [str(LITHE), "compress", "--model", str(MODEL), "--config", str(config), "--epochs",
          str(EPOCHS), "--data", str(DATA), "--optimizer", "sgd", "--lr", "0.01", "--momentum",
          "0.9", "--weight-decay", "5e-4", "--batch-size", "64", "--seed", "0", "--threads", "2",
-         "--output", str(WORK / "recipe2_vs_nni_agp.pt"), "--json"],
-        env=env, capture_output=True, text=True, check=True).stdout
-    wall = time.perf_counter() - start
+         "--output", str(WORK / "recipe2_vs_nni_agp.pt"), "--json"])
     epochs = json.loads(out)["epochs"]
     return wall, [e["seconds"] for e in epochs], [e["test"]["accuracy"] for e in epochs]
 
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    if not (NNI / "nni").is_dir():
-        print(f"NNI v2.0 not found at {NNI} (set LITHE_NNI_DIR): nothing measured")
-        return 0
-    if not LITHE.is_file():
-        print(f"{LITHE} missing: build first (scripts/build.sh)", file=sys.stderr)
-        return 1
-    WORK.mkdir(parents=True, exist_ok=True)
+    if (code := ready()) is not None:
+        return code
     config = WORK / "recipe2_vs_nni_agp80.json"
     config.write_text(json.dumps({
         "algorithm": "agp", "options": {"pruning_algorithm": "level"},

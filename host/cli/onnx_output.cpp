@@ -15,10 +15,8 @@ void check_onnx_request(const OnnxRequest& request) {
   if (!request.wanted()) {
     return;
   }
-  parse_input_shape(request.input_shape);
-  LITHE_CHECK(request.opset >= 13 && request.opset <= 17, sdk::Errc::kInvalidConfig,
-              "--onnx-opset must be between 13 and 17 (what this ONNX library validates), got ",
-              request.opset);
+  host::check_onnx_export_options({parse_input_shape(request.input_shape), request.opset},
+                                  "--onnx-opset");
 }
 
 void print_onnx_summary(const std::string& path, int64_t opset, const std::string& input_shape,

@@ -3,20 +3,17 @@
 // "LevelPruner" is replayed on the LevelPruner cases and must match NNI there, one that declares
 // nothing is not replayed, and a replay procedure the runner does not know is reported as
 // unsupported, never as passed.
-#include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "lithe/conformance/conformance.h"
 #include "lithe/host/runtime/plugin_registry.h"
-#include "lithe/sdk/layer.h"
-#include "lithe/sdk/masker.h"
 #include "lithe/sdk/pruner.h"
 #include "plugins/level/level.h"
+#include "support/first_weights_masker.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -63,20 +60,6 @@ class WithoutCounterparts final : public sdk::Registry {
   PluginRegistry& host_;
 };
 
-// Prunes the first k weights in row-major order: a pruner that does not do what NNI does.
-class FirstWeightsMasker final : public sdk::WeightMasker {
- public:
-  std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer, double sparsity) override {
-    const at::Tensor& weight = layer.weight();
-    const int64_t k = sdk::prune_count(weight.numel(), sparsity);
-    at::Tensor flat = at::ones({weight.numel()}, weight.options().dtype(at::kFloat));
-    flat.narrow(0, 0, k).zero_();
-    sdk::Masks masks;
-    masks.weight = flat.reshape(weight.sizes());
-    return masks;
-  }
-};
-
 // The level plugin without declarations, plus plugin "acme" with pruner "acme_magnitude" (the
 // level masker under another name, or a wrong masker) declaring LevelPruner with `replay`.
 PluginRegistry& registry_with_acme(PluginRegistry& registry, const std::string& replay,
@@ -88,7 +71,7 @@ PluginRegistry& registry_with_acme(PluginRegistry& registry, const std::string& 
   registry.add_pruner({"acme_magnitude", "test pruner"},
                       [wrong](const sdk::Options& options, const sdk::Registry& r) {
                         return sdk::make_one_shot_pruner(
-                            wrong ? std::make_unique<FirstWeightsMasker>()
+                            wrong ? std::make_unique<test::FirstWeightsMasker>()
                                   : r.make_masker("level", options));
                       });
   if (!replay.empty()) {

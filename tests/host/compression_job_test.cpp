@@ -137,6 +137,38 @@ TEST(CompressionJobTest, MasksForAQuantizerAreRefusedBeforeAnyWork) {
   EXPECT_FALSE(fs::exists(request.output_path));
 }
 
+TEST(CompressionJobTest, RequestErrorsNameTheOptionTheRuleAndTheValue) {
+  const fs::path dir = test::scratch_dir("compression_job_request_errors");
+  CompressionRequest request = level_request(dir);
+  request.calibration_batches = -3;
+  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "--calibration-batches must be >= 0 (0: no calibration), got -3")));
+  request = level_request(dir);
+  request.output_path.clear();
+  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+              ThrowsMessage<sdk::Error>(HasSubstr("--output: no output model path given")));
+  request = level_request(dir);
+  request.onnx_path = dir / "model.onnx";
+  request.onnx = {{1, 1, 28, 28}, 12};
+  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+              ThrowsMessage<sdk::Error>(
+                  HasSubstr("--onnx-opset must be between 13 and 17 (what this ONNX library "
+                            "validates), got 12")));
+  request = level_request(dir);
+  request.calibration_path = dir / "cal.json";
+  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "--calibration: 'level' is not a quantizer, so there is no calibration to "
+                  "write")));
+  int entries = 0;  // every error came before any file was staged
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 0);
+}
+
 TEST(CompressionJobTest, AnOutputThatIsTheModelIsRefused) {
   const fs::path dir = test::scratch_dir("compression_job_output_is_input");
   CompressionRequest request = level_request(dir);

@@ -105,8 +105,9 @@ TEST(PluginRegistryCounterpartTest, AnNniClassHasOneOwnerAcrossPlugins) {
   EXPECT_THAT(
       [&] { registry.add_nni_counterpart({"second_level", "LevelPruner", "one_shot"}); },
       ThrowsMessage<sdk::Error>(HasSubstr(
-          "NNI class 'LevelPruner' declared twice: for 'first_level' by plugin 'first' and for "
-          "'second_level' by plugin 'second' (/p/lithe_plugin_second.so)")));
+          "NNI class 'LevelPruner' declared twice: for 'first_level' by plugin 'first' "
+          "(/p/lithe_plugin_first.so) and for 'second_level' by plugin 'second' "
+          "(/p/lithe_plugin_second.so)")));
   EXPECT_EQ(registry.find_nni_counterpart("LevelPruner")->counterpart.algorithm, "first_level");
 }
 

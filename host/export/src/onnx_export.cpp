@@ -703,13 +703,18 @@ void validate(const onnx::ModelProto& model) {
 
 }  // namespace
 
-std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
-                        OnnxExportSummary* summary) {
+void check_onnx_export_options(const OnnxExportOptions& options,
+                               const std::string& opset_option) {
   LITHE_CHECK(options.opset >= 13 && options.opset <= 17, sdk::Errc::kInvalidConfig,
-              "--opset must be between 13 and 17 (what this ONNX library validates), got ",
+              opset_option, " must be between 13 and 17 (what this ONNX library validates), got ",
               options.opset);
   LITHE_CHECK(!options.input_shape.empty(), sdk::Errc::kInvalidConfig,
               "the ONNX export needs the input shape");
+}
+
+std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
+                        OnnxExportSummary* summary) {
+  check_onnx_export_options(options);
   onnx::ModelProto model;
   try {
     Emitter emitter(module, options);

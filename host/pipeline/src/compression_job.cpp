@@ -5,7 +5,6 @@
 #include <memory>
 #include <utility>
 
-#include <nlohmann/json.hpp>
 #include <torch/script.h>
 
 #include "lithe/host/io/mask_file.h"
@@ -33,15 +32,12 @@ std::string export_saved(const std::filesystem::path& saved, const OnnxExportOpt
   return export_onnx(module, options, summary);
 }
 
-// Whether an entry of the config quantizes inputs or outputs (ranges that need data).
-bool quantizes_activations(const CompressionConfig& config) {
-  const auto list = nlohmann::ordered_json::parse(config.config_list_json);
-  for (const auto& entry : list) {
-    if (entry.is_object() && entry.contains("quant_types") && entry["quant_types"].is_array()) {
-      for (const auto& type : entry["quant_types"]) {
-        if (type == "input" || type == "output") {
-          return true;
-        }
+// Whether any quantized layer has input or output ranges, which need data to calibrate.
+bool quantizes_activations(const std::vector<QuantLayerReport>& report) {
+  for (const QuantLayerReport& layer : report) {
+    for (const QuantTypeReport& t : layer.types) {
+      if (t.type == sdk::QuantType::kInput || t.type == sdk::QuantType::kOutput) {
+        return true;
       }
     }
   }
@@ -79,53 +75,6 @@ struct StagedOutputs {
   }
 };
 
-// What differs between pruners and quantizers, behind one interface so that the job's order
-// of steps is written once.
-class JobSession {
- public:
-  virtual ~JobSession() = default;
-  virtual void compress() = 0;
-  virtual void calibrate(Model& model, const Dataset& data, int64_t batches,
-                         int64_t batch_size) = 0;
-  virtual PruningSession* pruning() { return nullptr; }
-  virtual QuantizationSession* quantization() { return nullptr; }
-};
-
-class PruningJob final : public JobSession {
- public:
-  PruningJob(Model& model, const PluginRegistry& registry, const CompressionConfig& config)
-      : session_(model, registry, config) {}
-  void compress() override { session_.compress(); }
-  void calibrate(Model& model, const Dataset& data, int64_t batches,
-                 int64_t batch_size) override {
-    host::calibrate(model, data, session_, batches, batch_size);
-  }
-  PruningSession* pruning() override { return &session_; }
-
- private:
-  PruningSession session_;
-};
-
-class QuantizationJob final : public JobSession {
- public:
-  QuantizationJob(Model& model, const PluginRegistry& registry, const CompressionConfig& config,
-                  ProcessGroup* group)
-      : session_(model, registry, config), group_(group) {}
-  void compress() override { session_.compress(); }
-  void calibrate(Model& model, const Dataset& data, int64_t batches,
-                 int64_t batch_size) override {
-    // Every rank calibrates on the same batches: the ranges they combine are then the same as
-    // one process's, and the state stays identical.
-    session_.set_process_group(group_);
-    host::calibrate(model, data, session_, batches, batch_size);
-  }
-  QuantizationSession* quantization() override { return &session_; }
-
- private:
-  QuantizationSession session_;
-  ProcessGroup* group_;
-};
-
 // The checks that need no model: option combinations and output paths.
 void check_request(const CompressionRequest& request, bool quantizer,
                    const std::filesystem::path& calibration_path) {
@@ -138,20 +87,15 @@ void check_request(const CompressionRequest& request, bool quantizer,
               "--calibration: '", algorithm,
               "' is not a quantizer, so there is no calibration to write");
   LITHE_CHECK(request.calibration_batches >= 0, sdk::Errc::kInvalidConfig,
-              "--calibration-batches must be > 0, got ", request.calibration_batches);
+              "--calibration-batches must be >= 0 (0: no calibration), got ",
+              request.calibration_batches);
   if (request.fine_tune) {
     validate_train_options(request.train_options);  // epochs <= 0, lr, ... before any work
   }
   LITHE_CHECK(request.train_options.batch_size > 0, sdk::Errc::kInvalidConfig,
               "batch size must be > 0, got ", request.train_options.batch_size);
   if (!request.onnx_path.empty()) {
-    LITHE_CHECK(!request.onnx.input_shape.empty(), sdk::Errc::kInvalidConfig,
-                "--onnx needs --input-shape (the exported input's static shape, batch first, "
-                "e.g. 1,1,28,28)");
-    LITHE_CHECK(request.onnx.opset >= 13 && request.onnx.opset <= 17, sdk::Errc::kInvalidConfig,
-                "--onnx-opset must be between 13 and 17 (what this ONNX library validates), "
-                "got ",
-                request.onnx.opset);
+    check_onnx_export_options(request.onnx, "--onnx-opset");
   }
   // The default calibration file (beside the output) follows the output-path rule too.
   const std::string calibration_role =
@@ -208,11 +152,12 @@ CompressionResult run_compression(const CompressionRequest& request,
 
   // 2. Model and session: the whole config is validated here, before any data is read.
   const std::unique_ptr<Model> model = load_torchscript_model(request.model_path);
-  std::unique_ptr<JobSession> session;
+  std::unique_ptr<PruningSession> pruning;
+  std::unique_ptr<QuantizationSession> quantization;
   if (quantizer) {
-    session = std::make_unique<QuantizationJob>(*model, registry, config, request.process_group);
+    quantization = std::make_unique<QuantizationSession>(*model, registry, config);
   } else {
-    session = std::make_unique<PruningJob>(*model, registry, config);
+    pruning = std::make_unique<PruningSession>(*model, registry, config);
   }
   // 3. Pre-flight export check of pruned models: masks do not change which ops a model has, so
   // a model the export cannot express fails now, not after the fine-tuning. (Quantized models
@@ -242,41 +187,39 @@ CompressionResult run_compression(const CompressionRequest& request,
   if (has_test) {
     result.before = evaluate(*model, test_data, options.eval_batch_size);
   }
-  session->compress();
+  if (quantizer) {
+    quantization->compress();
+  } else {
+    pruning->compress();
+  }
   if (out.onnx && quantizer) {
     // A quantizer the QDQ export cannot express fails now, not after the training; the files
     // are written again from the result.
-    session->quantization()->store_state_in_model();
+    quantization->store_state_in_model();
     out.model->write(model->serialize());
     (void)export_saved(out.model->temp_path(), request.onnx, nullptr);
   }
-  if (request.calibration_batches > 0) {
-    session->calibrate(*model, train_data, request.calibration_batches, options.batch_size);
+  if (request.calibration_batches > 0 && quantizer) {
+    // Every rank calibrates on the same batches: the ranges they combine are then the same as
+    // one process's, and the state stays identical.
+    quantization->set_process_group(request.process_group);
+    calibrate(*model, train_data, *quantization, request.calibration_batches, options.batch_size);
+  } else if (request.calibration_batches > 0) {
+    calibrate(*model, train_data, *pruning, request.calibration_batches, options.batch_size);
   }
   if (request.fine_tune) {
     options.progress = options.progress && writer;
-    if (quantizer) {
-      result.epochs = train(*model, train_data, has_test ? &test_data : nullptr, options,
-                            session->quantization());
-    } else {
-      result.epochs = train(*model, train_data, has_test ? &test_data : nullptr, options,
-                            session->pruning());
-    }
+    TrainingHooks* hooks = quantizer ? static_cast<TrainingHooks*>(quantization.get())
+                                     : static_cast<TrainingHooks*>(pruning.get());
+    result.epochs = train(*model, train_data, has_test ? &test_data : nullptr, options, hooks);
   }
   if (has_test) {
     result.after = result.epochs.empty() ? evaluate(*model, test_data, options.eval_batch_size)
                                          : result.epochs.back().test;
   }
   result.compress_seconds = seconds_since(compress_start);
-  if (quantizer) {
-    if (!request.needs_data() && quantizes_activations(config)) {
-      note(callbacks, "'" + config.algorithm +
-                          "' quantizes activations without data; algorithms that track "
-                          "activation ranges (qat, lsq) need --epochs N or "
-                          "--calibration-batches N to calibrate them");
-    }
-  } else {
-    result.pruning = session->pruning()->report();
+  if (!quantizer) {
+    result.pruning = pruning->report();
     if (!request.needs_data() && pruned_weights(result.pruning) == 0) {
       note(callbacks, "'" + config.algorithm +
                           "' pruned nothing without data; schedules need --epochs N, "
@@ -287,15 +230,21 @@ CompressionResult run_compression(const CompressionRequest& request,
   // 6. Write, export from the written model, commit.
   const auto save_start = Clock::now();
   if (quantizer) {
-    session->quantization()->store_state_in_model();
-    result.calibration_json = session->quantization()->calibration_json();
-    result.quantization = session->quantization()->report();
+    quantization->store_state_in_model();
+    result.calibration_json = quantization->calibration_json();
+    result.quantization = quantization->report();
+    if (!request.needs_data() && quantizes_activations(result.quantization)) {
+      note(callbacks, "'" + config.algorithm +
+                          "' quantizes activations without data; algorithms that track "
+                          "activation ranges (qat, lsq) need --epochs N or "
+                          "--calibration-batches N to calibrate them");
+    }
   }
   if (writer) {
     std::future<void> masks_written;  // the masks are serialized and written on a second thread
     if (out.masks) {
       masks_written = std::async(std::launch::async, [&] {
-        out.masks->write(serialize_masks(session->pruning()->masks()));
+        out.masks->write(serialize_masks(pruning->masks()));
       });
     }
     out.model->write(model->serialize());

@@ -6,11 +6,16 @@
 namespace lithe::host {
 namespace {
 
-std::string owner_text(const AlgorithmEntry& entry) {
-  if (entry.plugin.empty()) {
+// "plugin 'level' (/…/lithe_plugin_level.so)", "plugin 'level' (linked in)" or "the host".
+std::string owner_text(const std::string& plugin, const std::string& path) {
+  if (plugin.empty()) {
     return "the host";
   }
-  return "plugin '" + entry.plugin + "' (" + (entry.plugin_path.empty() ? "linked in" : entry.plugin_path) + ")";
+  return "plugin '" + plugin + "' (" + (path.empty() ? "linked in" : path) + ")";
+}
+
+std::string owner_text(const AlgorithmEntry& entry) {
+  return owner_text(entry.plugin, entry.plugin_path);
 }
 
 // Runs a plugin factory: failures name the algorithm and its plugin.
@@ -132,10 +137,7 @@ std::unique_ptr<sdk::Quantizer> PluginRegistry::make_quantizer(const std::string
 }
 
 void PluginRegistry::add_nni_counterpart(sdk::NniCounterpart counterpart) {
-  const std::string owner = current_plugin_.empty()
-                                ? std::string("the host")
-                                : "plugin '" + current_plugin_ + "' (" +
-                                      (current_path_.empty() ? "linked in" : current_path_) + ")";
+  const std::string owner = owner_text(current_plugin_, current_path_);
   LITHE_CHECK(!counterpart.algorithm.empty() && !counterpart.nni_class.empty() &&
                   !counterpart.replay.empty(),
               sdk::Errc::kPluginLoad, owner,
@@ -161,13 +163,13 @@ void PluginRegistry::add_nni_counterpart(sdk::NniCounterpart counterpart) {
               existing == counterparts_.end() ? std::string()
                                               : existing->second.counterpart.algorithm,
               "' by ",
-              existing == counterparts_.end() || existing->second.plugin.empty()
-                  ? std::string("the host")
-                  : "plugin '" + existing->second.plugin + "'",
+              existing == counterparts_.end()
+                  ? std::string()
+                  : owner_text(existing->second.plugin, existing->second.plugin_path),
               " and for '", counterpart.algorithm, "' by ", owner);
   const std::string key = counterpart.nni_class;
   counterparts_.emplace(key, NniCounterpartEntry{std::move(counterpart), entry->kind,
-                                                 current_plugin_});
+                                                 current_plugin_, current_path_});
 }
 
 const NniCounterpartEntry* PluginRegistry::find_nni_counterpart(

@@ -56,6 +56,12 @@ struct OnnxExportSummary {
 std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
                         OnnxExportSummary* summary = nullptr);
 
+/// The option checks export_onnx runs first, for callers that check before any work:
+/// sdk::Error(kInvalidConfig) for an opset outside 13..17 (naming `opset_option`, the flag that
+/// set it) or an empty input shape.
+void check_onnx_export_options(const OnnxExportOptions& options,
+                               const std::string& opset_option = "--opset");
+
 /// export_onnx, written atomically to `path`.
 void save_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
                const std::filesystem::path& path, OnnxExportSummary* summary = nullptr);

@@ -31,6 +31,7 @@ struct NniCounterpartEntry {
   sdk::NniCounterpart counterpart;
   AlgorithmKind kind;       ///< kPruner or kQuantizer
   std::string plugin;       ///< plugin that declared it ("" when the host did)
+  std::string plugin_path;  ///< file the plugin came from ("" when linked in)
 };
 
 class PluginRegistry final : public sdk::Registry {
