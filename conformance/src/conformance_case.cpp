@@ -199,17 +199,13 @@ const at::Tensor& tensor(const CaseContext& c, const std::string& key) {
 }
 
 CompressionConfig case_compression_config(const CaseContext& c, const std::string& algorithm) {
-  CompressionConfig config;
-  config.algorithm = algorithm;
-  config.config_list_json = c.config.at("config_list").dump();
   json options = c.config.value("kwargs", json::object());
   // The host owns the training loop: NNI's optimizer and scheduler arguments have no Lithe
   // counterpart (Lithe's session drives whatever optimizer the loop uses).
   options.erase("optimizer");
   options.erase("lr_scheduler");
-  config.options_json = options.dump();
-  config.source = (c.case_dir / "config.json").string();
-  return config;
+  return make_compression_config(algorithm, c.config.at("config_list").dump(), options.dump(),
+                                 (c.case_dir / "config.json").string());
 }
 
 bool procedure_mentions(const json& config, const std::string& text) {

@@ -53,7 +53,9 @@ TEST(CompatHeadersTest, The13HeaderNamesDeclareTheSameApi) {
   EXPECT_NE(&check_output_paths, nullptr);
   EXPECT_NE(&parse_json_document, nullptr);
   EXPECT_NE(&check_tensor_extents, nullptr);
-  EXPECT_NE(&resolve_config_list, nullptr);
+  EXPECT_TRUE((std::is_same_v<decltype(resolve_config_list(std::string(), std::string(),
+                                                           std::declval<const Model&>())),
+                              ResolvedConfig>));
   EXPECT_NE(&export_onnx, nullptr);
   EXPECT_NE(&configure_threads, nullptr);
 }

@@ -103,17 +103,16 @@ void body(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   const lithe::host::CompressionConfig config =
       lithe::host::parse_compression_config(text, "fuzz-config.json");
-  // The reader dumped these from the parsed document: they must parse again (an exception
-  // from nlohmann here is not an sdk::Error and so counts as a finding).
-  const lithe::sdk::Options options =
-      lithe::sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
+  // Whatever the reader accepted is readable in every way an algorithm reads options (an
+  // exception other than sdk::Error counts as a finding).
+  const lithe::sdk::Options& options = config.options;
   (void)options.get_or<double>("sparsity", 0.5);
   read_all(options, 0);
   (void)lithe::sdk::unread_option_paths(options);
 
   static const FakeModel model;
   const lithe::host::ResolvedConfig resolved =
-      lithe::host::resolve_config_list(config.config_list_json, "/config_list", model);
+      lithe::host::resolve_config_list(config.config_list, "/config_list", model);
   for (const lithe::host::ConfigEntry& entry : resolved.entries) {
     read_all(entry.options, 0);
     (void)lithe::sdk::unread_option_paths(entry.options);

@@ -105,7 +105,7 @@ TEST_F(ConfigListTest, StructuralErrorsNamePathRuleAndValue) {
               ThrowsMessage<sdk::Error>(
                   HasSubstr("/config_list/0/exclude must be true or false, got 1")));
   EXPECT_THAT([&] { resolve("[{"); },
-              ThrowsMessage<sdk::Error>(HasSubstr("/config_list is not valid JSON")));
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list: not valid JSON at /0 (byte 3)")));
 }
 
 TEST_F(ConfigListTest, RootModuleIsNeverSelected) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "lithe/host/session/config_list.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
@@ -18,7 +19,7 @@ using ::testing::ThrowsMessage;
 
 CompressionConfig level_config(const std::string& config_list,
                                const std::string& options = "{}") {
-  return {"level", config_list, options, "<test>"};
+  return make_compression_config("level", config_list, options, "<test>");
 }
 
 TEST(PruningSessionTest, CompressPrunesExactlyKPerLayerAndZeroesTheWeights) {
@@ -37,6 +38,82 @@ TEST(PruningSessionTest, CompressPrunesExactlyKPerLayerAndZeroesTheWeights) {
   }
   EXPECT_EQ(session.report().size(), 5u);
   EXPECT_DOUBLE_EQ(session.report()[0].sparsity_target, 0.82);
+}
+
+TEST(PruningSessionTest, OneParsedConfigServesSeveralSessionsEachCheckingItsOwnKeys) {
+  const CompressionConfig config = parse_compression_config(
+      R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]},
+                                                {"sparsity": 0.7, "op_types": ["Linear"]}]})",
+      "level.json");
+  ASSERT_EQ(config.config_list.size(), 2u);
+  std::vector<std::pair<std::string, sdk::Masks>> first;
+  for (int run = 0; run < 2; ++run) {
+    auto model = load_torchscript_model(test::lenet_model());
+    PruningSession session(*model, test::level_registry(), config);
+    session.compress();
+    if (run == 0) {
+      first = session.masks();
+      continue;
+    }
+    ASSERT_EQ(session.masks().size(), first.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      EXPECT_TRUE(session.masks()[i].second.weight.equal(first[i].second.weight)) << first[i].first;
+    }
+  }
+  // Every session checks the keys itself: a config whose first use failed fails the same way.
+  CompressionConfig misspelled = parse_compression_config(
+      R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "sparsty": 1, "op_types": ["Conv2d"]}]})",
+      "level.json");
+  auto model = load_torchscript_model(test::lenet_model());
+  for (int run = 0; run < 2; ++run) {
+    EXPECT_THAT([&] { PruningSession(*model, test::level_registry(), misspelled); },
+                ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/sparsty: unknown key")));
+  }
+}
+
+TEST(PruningSessionTest, ConfigBuiltFromJsonTextAsIn13StillWorks) {
+  // SDK/host 1.3 embedders filled the JSON text fields by hand; 1.4 parses them once in the
+  // session (deprecated, removed in 2.0). Same masks as the parsed form.
+  CompressionConfig text_config;
+  text_config.algorithm = "level";
+  text_config.config_list_json = R"([{"sparsity": 0.6, "op_types": ["default"]}])";
+  text_config.options_json = "{}";
+  auto text_model = load_torchscript_model(test::lenet_model());
+  PruningSession text_session(*text_model, test::level_registry(), text_config);
+  text_session.compress();
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.6, "op_types": ["default"]}])"));
+  session.compress();
+  ASSERT_EQ(text_session.masks().size(), 5u);
+  for (size_t i = 0; i < session.masks().size(); ++i) {
+    EXPECT_TRUE(text_session.masks()[i].second.weight.equal(session.masks()[i].second.weight));
+  }
+  CompressionConfig empty;
+  empty.algorithm = "level";
+  EXPECT_THAT([&] { PruningSession(*model, test::level_registry(), empty); },
+              ThrowsMessage<sdk::Error>(HasSubstr("the config has no config_list")));
+}
+
+TEST(PruningSessionTest, ConfigListShapeIsCheckedWhenTheFileIsParsed) {
+  // Rules that need no model fail at parse time, naming the file and the JSON path.
+  const auto parse = [](const std::string& list) {
+    return parse_compression_config(R"({"algorithm": "level", "config_list": )" + list + "}",
+                                    "cfg.json");
+  };
+  EXPECT_THAT([&] { parse(R"([{"sparsity": 0.5}])"); },
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0 must contain op_types or op_names")));
+  EXPECT_THAT([&] { parse("[]"); },
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list is empty")));
+  EXPECT_THAT([&] { parse(R"([{"op_types": "Conv2d"}])"); },
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/op_types must be a list of strings")));
+  EXPECT_THAT([&] { parse(R"([{"op_types": ["Conv2d"], "exclude": "yes"}])"); },
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/exclude must be true or false")));
+  const CompressionConfig config = parse(R"([{"op_types": ["default"], "sparsity": 0.5}])");
+  ASSERT_EQ(config.config_list.size(), 1u);
+  EXPECT_TRUE(config.config_list[0].op_types_default);
+  EXPECT_EQ(config.config_list[0].op_types, default_op_types());
+  EXPECT_EQ(config.options.path(), "/options");
 }
 
 TEST(PruningSessionTest, UnknownAlgorithmListsTheKnownOnes) {

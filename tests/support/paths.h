@@ -1,13 +1,17 @@
 #pragma once
-// Locations of test inputs, fixed at configure time.
+// Locations of test inputs, fixed at configure time. The two roots are compiled into one small
+// file (paths.cpp) rather than into every test: a clone elsewhere then recompiles that file only,
+// and ccache serves every other test object from earlier builds.
 
 #include <filesystem>
 #include <string>
 
 namespace lithe::test {
 
-inline std::filesystem::path source_dir() { return LITHE_SOURCE_DIR; }
-inline std::filesystem::path binary_dir() { return LITHE_BINARY_DIR; }
+/// The source tree's root.
+std::filesystem::path source_dir();
+/// The build tree's root.
+std::filesystem::path binary_dir();
 /// The NNI v2.0 golden cases and their models, copied into the repository (tests/data/nni,
 /// README there): `golden/<case>/` and `models/<name>.pt`.
 inline std::filesystem::path nni_data_dir() { return source_dir() / "tests/data/nni"; }

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <set>
 
+#include "config_entries.h"
+#include "lithe/host/io/json_document.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk_internal/options_json.h"
@@ -45,21 +47,62 @@ const std::vector<std::string>& default_op_types() {
   return types;
 }
 
-ResolvedConfig resolve_config_list(const std::string& config_list_json, const std::string& path,
-                                   const Model& model,
-                                   const std::function<bool(const ConfigEntry&)>& needs_weight,
-                                   const std::string& what_needs_weight) {
-  json list;
-  try {
-    list = json::parse(config_list_json);
-  } catch (const json::parse_error& e) {
-    throw sdk::Error(sdk::Errc::kInvalidConfig, path + " is not valid JSON: " + e.what());
-  }
+namespace detail {
+
+std::vector<ConfigEntry> parse_config_entries(const json& list, const std::string& path) {
   LITHE_CHECK(list.is_array(), sdk::Errc::kInvalidConfig, path, " must be a list of objects, got ",
-              list.dump());
+              sdk::printable(list.dump(), 120));
   LITHE_CHECK(!list.empty(), sdk::Errc::kInvalidConfig, path,
               " is empty; it needs at least one entry with op_types or op_names");
+  std::vector<ConfigEntry> entries;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string entry_path = path + "/" + std::to_string(i);
+    json entry = list[i];
+    LITHE_CHECK(entry.is_object(), sdk::Errc::kInvalidConfig, entry_path,
+                " must be an object, got ", sdk::printable(entry.dump(), 120));
+    ConfigEntry parsed;
+    if (entry.contains("op_types")) {
+      parsed.has_op_types = true;
+      for (const std::string& type : string_list(entry, "op_types", entry_path)) {
+        if (type == "default") {
+          // NNI replaces 'default' in place by the weighted module types, keeping order.
+          const auto& defaults = default_op_types();
+          parsed.op_types_default = true;
+          parsed.op_types.insert(parsed.op_types.end(), defaults.begin(), defaults.end());
+        } else {
+          parsed.op_types.push_back(type);
+        }
+      }
+      entry["op_types"] = parsed.op_types;
+    }
+    if (entry.contains("op_names")) {
+      parsed.has_op_names = true;
+      parsed.op_names = string_list(entry, "op_names", entry_path);
+    }
+    LITHE_CHECK(parsed.has_op_types || parsed.has_op_names, sdk::Errc::kInvalidConfig, entry_path,
+                " must contain op_types or op_names, got ", sdk::printable(list[i].dump(), 120));
+    if (entry.contains("exclude")) {
+      LITHE_CHECK(entry["exclude"].is_boolean(), sdk::Errc::kInvalidConfig, entry_path,
+                  "/exclude must be true or false, got ", sdk::printable(entry["exclude"].dump(), 60));
+      parsed.exclude = entry["exclude"].get<bool>();
+    }
+    parsed.options = sdk::options_from_json(entry, entry_path);
+    parsed.options.mark_read("op_types");
+    parsed.options.mark_read("op_names");
+    parsed.options.mark_read("exclude");
+    entries.push_back(std::move(parsed));
+  }
+  return entries;
+}
 
+}  // namespace detail
+
+ResolvedConfig resolve_config_list(const std::vector<ConfigEntry>& entries,
+                                   const std::string& path, const Model& model,
+                                   const std::function<bool(const ConfigEntry&)>& needs_weight,
+                                   const std::string& what_needs_weight) {
+  LITHE_CHECK(!entries.empty(), sdk::Errc::kInvalidConfig, path,
+              " is empty; it needs at least one entry with op_types or op_names");
   std::set<std::string> model_types;
   std::set<std::string> model_names;
   for (const ModuleRecord& record : model.modules()) {
@@ -68,50 +111,27 @@ ResolvedConfig resolve_config_list(const std::string& config_list_json, const st
   }
 
   ResolvedConfig resolved;
-  for (size_t i = 0; i < list.size(); ++i) {
+  for (size_t i = 0; i < entries.size(); ++i) {
     const std::string entry_path = path + "/" + std::to_string(i);
-    json entry = list[i];
-    LITHE_CHECK(entry.is_object(), sdk::Errc::kInvalidConfig, entry_path,
-                " must be an object, got ", entry.dump());
-    ConfigEntry parsed;
-    if (entry.contains("op_types")) {
-      parsed.has_op_types = true;
-      for (const std::string& type : string_list(entry, "op_types", entry_path)) {
-        if (type == "default") {
-          // NNI replaces 'default' in place by the weighted module types, keeping order.
-          const auto& defaults = default_op_types();
-          parsed.op_types.insert(parsed.op_types.end(), defaults.begin(), defaults.end());
-        } else {
-          parsed.op_types.push_back(type);
-          if (model_types.count(type) == 0) {
-            LITHE_LOG(kWarn, entry_path, "/op_types: the model has no module of type '", type,
-                      "'");
-          }
-        }
-      }
-      entry["op_types"] = parsed.op_types;
-    }
-    if (entry.contains("op_names")) {
-      parsed.has_op_names = true;
-      parsed.op_names = string_list(entry, "op_names", entry_path);
-      for (size_t n = 0; n < parsed.op_names.size(); ++n) {
-        LITHE_CHECK(model_names.count(parsed.op_names[n]) != 0, sdk::Errc::kInvalidConfig,
-                    entry_path, "/op_names/", n, ": the model has no module named '",
-                    parsed.op_names[n], "' (see `lithe inspect` for the names)");
+    ConfigEntry entry = entries[i];
+    // A fresh record of read keys per resolution: one parsed config may serve several sessions.
+    entry.options = sdk::options_from_json(sdk::options_json(entries[i].options),
+                                           entries[i].options.path());
+    entry.options.mark_read("op_types");
+    entry.options.mark_read("op_names");
+    entry.options.mark_read("exclude");
+    for (const std::string& type : entry.op_types) {
+      const bool from_default = entry.op_types_default && contains(default_op_types(), type);
+      if (model_types.count(type) == 0 && !from_default) {
+        LITHE_LOG(kWarn, entry_path, "/op_types: the model has no module of type '", type, "'");
       }
     }
-    LITHE_CHECK(parsed.has_op_types || parsed.has_op_names, sdk::Errc::kInvalidConfig, entry_path,
-                " must contain op_types or op_names, got ", list[i].dump());
-    if (entry.contains("exclude")) {
-      LITHE_CHECK(entry["exclude"].is_boolean(), sdk::Errc::kInvalidConfig, entry_path,
-                  "/exclude must be true or false, got ", entry["exclude"].dump());
-      parsed.exclude = entry["exclude"].get<bool>();
+    for (size_t n = 0; n < entry.op_names.size(); ++n) {
+      LITHE_CHECK(model_names.count(entry.op_names[n]) != 0, sdk::Errc::kInvalidConfig,
+                  entry_path, "/op_names/", n, ": the model has no module named '",
+                  sdk::printable(entry.op_names[n], 120), "' (see `lithe inspect` for the names)");
     }
-    parsed.options = sdk::options_from_json(entry, entry_path);
-    parsed.options.mark_read("op_types");
-    parsed.options.mark_read("op_names");
-    parsed.options.mark_read("exclude");
-    resolved.entries.push_back(std::move(parsed));
+    resolved.entries.push_back(std::move(entry));
   }
 
   const auto& modules = model.modules();
@@ -139,6 +159,15 @@ ResolvedConfig resolve_config_list(const std::string& config_list_json, const st
     resolved.layers.push_back({m, *chosen});
   }
   return resolved;
+}
+
+ResolvedConfig resolve_config_list(const std::string& config_list_json, const std::string& path,
+                                   const Model& model,
+                                   const std::function<bool(const ConfigEntry&)>& needs_weight,
+                                   const std::string& what_needs_weight) {
+  return resolve_config_list(
+      detail::parse_config_entries(parse_json_document(config_list_json, path), path), path,
+      model, needs_weight, what_needs_weight);
 }
 
 }  // namespace lithe::host

@@ -1,13 +1,9 @@
 #include <torch/torch.h>
 
-#include <nlohmann/json.hpp>
-
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/kernels/masking.h"
 #include "lithe/host/runtime/invoke_plugin.h"
-#include "session_support.h"
 #include "lithe/sdk/error.h"
-#include "lithe/sdk_internal/options_json.h"
 
 namespace lithe::host {
 namespace {
@@ -53,44 +49,14 @@ void mask_state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param,
 
 PruningSession::PruningSession(Model& model, const PluginRegistry& registry,
                                const CompressionConfig& config)
-    : model_(model),
-      registry_(registry),
-      algorithm_(config.algorithm),
-      collectors_(std::make_unique<detail::ActivationCollectors>(model)),
-      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
-      saved_states_(std::make_unique<detail::SavedModelStates>()) {
-  const std::string owner = "pruner '" + algorithm_ + "'";
-  sdk::Options options =
-      sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
-  pruner_ = registry_.make_pruner(algorithm_, options);
-  detail::reject_unread_options(options, owner);
-
-  resolved_ = resolve_config_list(config.config_list_json, "/config_list", model_);
-  for (const ConfigEntry& entry : resolved_.entries) {
-    if (!entry.exclude) {
-      invoke_plugin(owner, [&] {
-        pruner_->validate_config(entry.options);
-        return 0;
-      });
-    }
-    detail::reject_unread_options(entry.options, owner);
-  }
-  LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
-              "/config_list selects no layer of the model (",
-              model_.modules().size(), " modules; see `lithe inspect`)");
-
-  const auto& modules = model_.modules();
-  for (const SelectedLayer& selected : resolved_.layers) {
-    const ModuleRecord& record = modules[selected.module_index];
-    layers_.push_back(std::make_unique<sdk::LayerView>(
-        static_cast<int64_t>(layers_.size()), record.name, record.op_type, *record.weight,
-        record.bias, resolved_.entries[selected.entry_index].options));
-  }
-  std::vector<const sdk::LayerView*> views;
-  for (const auto& layer : layers_) {
-    views.push_back(layer.get());
-  }
-  collectors_->set_layers(views);
+    : SessionCore(model, registry, config, "pruner") {
+  pruner_ = registry.make_pruner(algorithm(), options());
+  select_layers([&](const ConfigEntry& entry) {
+    invoke_plugin(owner(), [&] {
+      pruner_->validate_config(entry.options);
+      return 0;
+    });
+  });
   register_gradient_hooks();
 }
 
@@ -101,7 +67,7 @@ PruningSession::~PruningSession() {
 }
 
 void PruningSession::register_gradient_hooks() {
-  for (const auto& layer : layers_) {
+  for (const auto& layer : views()) {
     const sdk::LayerView* view = layer.get();
     at::Tensor weight = view->weight();
     if (weight.requires_grad()) {
@@ -121,10 +87,9 @@ void PruningSession::register_gradient_hooks() {
 void PruningSession::compress() { update_masks(); }
 
 void PruningSession::update_masks() {
-  const std::string owner = "pruner '" + algorithm_ + "'";
   LITHE_CHECK(attach_failure_.empty(), sdk::Errc::kInvalidConfig,
               "this pruning session cannot continue: ", attach_failure_);
-  LITHE_CHECK(!in_update_, sdk::Errc::kInternal, owner,
+  LITHE_CHECK(!in_update_, sdk::Errc::kInternal, owner(),
               ": update_masks_now() was called from attach or calc_mask, which would recurse; "
               "this is a bug in the plugin");
   in_update_ = true;
@@ -135,7 +100,7 @@ void PruningSession::update_masks() {
   if (!attached_) {
     attached_ = true;  // never twice: a second attach would register collectors twice
     try {
-      invoke_plugin(owner, [&] {
+      invoke_plugin(owner(), [&] {
         pruner_->attach(*this);
         return 0;
       });
@@ -143,13 +108,12 @@ void PruningSession::update_masks() {
       attach_failure_ = e.what();
       // Whatever the half-attached pruner registered must not keep running on later forwards
       // and steps of a session that can no longer be used.
-      collectors_->clear();
-      step_callbacks_->clear();
+      drop_plugin_registrations();
       throw;
     }
   }
-  for (const auto& layer : layers_) {
-    const std::string context = owner + " on layer '" + layer->name() + "'";
+  for (const auto& layer : views()) {
+    const std::string context = owner() + " on layer '" + layer->name() + "'";
     std::optional<sdk::Masks> masks =
         invoke_plugin(context, [&] { return pruner_->calc_mask(*layer); });
     if (masks.has_value()) {
@@ -170,7 +134,7 @@ void PruningSession::apply_masks() {
                                     ? mask
                                     : mask.to(param.scalar_type()));
   };
-  for (const auto& layer : layers_) {
+  for (const auto& layer : views()) {
     apply(layer->weight(), layer->masks().weight);
     if (layer->bias().has_value() && layer->masks().bias.has_value()) {
       apply(*layer->bias(), *layer->masks().bias);
@@ -179,40 +143,38 @@ void PruningSession::apply_masks() {
 }
 
 void PruningSession::update_epoch(int64_t epoch) {
-  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+  invoke_plugin(owner(), [&] {
     pruner_->update_epoch(epoch);
     return 0;
   });
 }
 
 void PruningSession::step() {
-  invoke_plugin("pruner '" + algorithm_ + "'", [&] {
+  invoke_plugin(owner(), [&] {
     pruner_->step();
     return 0;
   });
 }
 
 void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
-  if (reset_optimizer_state_) {
+  if (take_optimizer_state_reset()) {
     // A restored model starts over with a fresh optimizer state, as NNI's LotteryTicket
     // restores the optimizer's state saved before any step.
     optimizer.state().clear();
-    reset_optimizer_state_ = false;
   }
   optimizer.step();
   update_masks();
   mask_optimizer_state(optimizer);
-  const std::string owner = "pruner '" + algorithm_ + "'";
-  invoke_plugin(owner, [&] {
+  invoke_plugin(owner(), [&] {
     pruner_->after_optimizer_step();
     return 0;
   });
-  step_callbacks_->run(owner);
+  run_optimizer_step_callbacks();
 }
 
 void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {
   at::NoGradGuard no_grad;
-  for (const auto& layer : layers_) {
+  for (const auto& layer : views()) {
     mask_state_of(optimizer, layer->weight(), layer->masks().weight);
     if (layer->bias().has_value() && layer->masks().bias.has_value()) {
       mask_state_of(optimizer, *layer->bias(), *layer->masks().bias);
@@ -222,7 +184,7 @@ void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {
 
 std::vector<std::pair<std::string, sdk::Masks>> PruningSession::masks() const {
   std::vector<std::pair<std::string, sdk::Masks>> out;
-  for (const auto& layer : layers_) {
+  for (const auto& layer : views()) {
     out.emplace_back(layer->name(), layer->masks());
   }
   return out;
@@ -230,7 +192,7 @@ std::vector<std::pair<std::string, sdk::Masks>> PruningSession::masks() const {
 
 std::vector<at::Tensor> PruningSession::replicated_state() const {
   std::vector<at::Tensor> out;
-  for (const auto& layer : layers_) {
+  for (const auto& layer : views()) {
     const sdk::Masks masks = layer->masks();
     out.push_back(masks.weight);
     if (masks.bias && masks.bias->defined()) {
@@ -242,7 +204,7 @@ std::vector<at::Tensor> PruningSession::replicated_state() const {
 
 std::vector<LayerReport> PruningSession::report() const {
   std::vector<LayerReport> out;
-  for (const auto& layer : layers_) {
+  for (const auto& layer : views()) {
     LayerReport r;
     r.name = layer->name();
     r.op_type = layer->op_type();
@@ -262,51 +224,6 @@ std::vector<LayerReport> PruningSession::report() const {
   return out;
 }
 
-std::vector<sdk::LayerView*> PruningSession::layers() {
-  std::vector<sdk::LayerView*> out;
-  for (const auto& layer : layers_) {
-    out.push_back(layer.get());
-  }
-  return out;
-}
-
-const sdk::Registry& PruningSession::registry() const { return registry_; }
-
 void PruningSession::update_masks_now() { update_masks(); }
-
-int64_t PruningSession::add_activation_collector(sdk::ActivationCollector collector) {
-  return collectors_->add(std::move(collector));
-}
-
-void PruningSession::remove_activation_collector(int64_t id) { collectors_->remove(id); }
-
-int64_t PruningSession::add_optimizer_step_callback(std::function<void()> callback) {
-  return step_callbacks_->add(std::move(callback));
-}
-
-void PruningSession::remove_optimizer_step_callback(int64_t id) { step_callbacks_->remove(id); }
-
-int64_t PruningSession::save_model_state() { return saved_states_->save(model_); }
-
-void PruningSession::restore_model_state(int64_t handle) {
-  saved_states_->restore(model_, handle);
-  apply_masks();
-  reset_optimizer_state_ = true;
-}
-
-const LayerDependencies& PruningSession::dependencies() {
-  if (!dependencies_.has_value()) {
-    dependencies_ = model_.dependencies();
-  }
-  return *dependencies_;
-}
-
-std::vector<std::vector<std::string>> PruningSession::channel_dependency_sets() {
-  return dependencies().channel_sets;
-}
-
-std::map<std::string, int64_t> PruningSession::group_dependencies() {
-  return dependencies().groups;
-}
 
 }  // namespace lithe::host

@@ -8,9 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lithe/host/runtime/invoke_plugin.h"
-#include "session_support.h"
 #include "lithe/sdk/error.h"
-#include "lithe/sdk_internal/options_json.h"
 
 namespace lithe::host {
 namespace {
@@ -35,23 +33,13 @@ std::string QuantizationSession::identity(const Layer& layer) const {
   for (sdk::QuantType type : layer.types) {
     bits[sdk::quant_type_name(type)] = sdk::quant_bits(layer.view->config(), type);
   }
-  return nlohmann::ordered_json{{"algorithm", algorithm_}, {"quant_bits", bits}}.dump();
+  return nlohmann::ordered_json{{"algorithm", algorithm()}, {"quant_bits", bits}}.dump();
 }
 
 QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& registry,
                                          const CompressionConfig& config)
-    : model_(model),
-      registry_(registry),
-      algorithm_(config.algorithm),
-      owner_("quantizer '" + config.algorithm + "'"),
-      collectors_(std::make_unique<detail::ActivationCollectors>(model)),
-      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
-      saved_states_(std::make_unique<detail::SavedModelStates>()) {
-  sdk::Options options =
-      sdk::options_from_json(nlohmann::ordered_json::parse(config.options_json), "/options");
-  quantizer_ = registry_.make_quantizer(algorithm_, options);
-  detail::reject_unread_options(options, owner_);
-
+    : SessionCore(model, registry, config, "quantizer") {
+  quantizer_ = registry.make_quantizer(algorithm(), options());
   // The weight is needed only where it is quantized: output-only entries may select ReLU.
   const auto needs_weight = [](const ConfigEntry& entry) {
     if (entry.exclude || !entry.options.has("quant_types")) {
@@ -60,46 +48,28 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
     sdk::check_quant_config(entry.options);
     return has_type(sdk::quant_types(entry.options), sdk::QuantType::kWeight);
   };
-  resolved_ = resolve_config_list(config.config_list_json, "/config_list", model_, needs_weight,
-                                  "quantize (\"weight\" is in its quant_types)");
-  for (const ConfigEntry& entry : resolved_.entries) {
-    if (!entry.exclude) {
-      sdk::check_quant_config(entry.options);
-      invoke_plugin(owner_, [&] {
-        quantizer_->validate_config(entry.options);
-        return 0;
-      });
-    }
-    detail::reject_unread_options(entry.options, owner_);
+  select_layers(
+      [&](const ConfigEntry& entry) {
+        sdk::check_quant_config(entry.options);
+        invoke_plugin(owner(), [&] {
+          quantizer_->validate_config(entry.options);
+          return 0;
+        });
+      },
+      needs_weight, "quantize (\"weight\" is in its quant_types)");
+  for (const auto& view : views()) {
+    layers_.push_back({view.get(), sdk::quant_types(view->config())});
   }
-  LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
-              "/config_list selects no layer of the model (", model_.modules().size(),
-              " modules; see `lithe inspect`)");
-
-  const auto& modules = model_.modules();
-  for (const SelectedLayer& selected : resolved_.layers) {
-    const ModuleRecord& record = modules[selected.module_index];
-    const sdk::Options& entry = resolved_.entries[selected.entry_index].options;
-    Layer layer;
-    layer.types = sdk::quant_types(entry);
-    layer.view = std::make_unique<sdk::LayerView>(
-        static_cast<int64_t>(layers_.size()), record.name, record.op_type,
-        record.weight.value_or(at::Tensor()), record.bias, entry);
-    layers_.push_back(std::move(layer));
-  }
-  std::vector<const sdk::LayerView*> views;
   for (Layer& layer : layers_) {
     by_name_[layer.view->name()] = &layer;
-    views.push_back(layer.view.get());
   }
-  collectors_->set_layers(views);
   // Install the rewrite once and take it out again, so a layer that cannot be quantized (its
   // forward never reads self.weight, its parent never calls it, ...) fails here, before any
   // work; the model's forward is unchanged afterwards.
-  model_.set_quantization(sites(), [](const std::string&, sdk::QuantType, const at::Tensor& x) {
+  model.set_quantization(sites(), [](const std::string&, sdk::QuantType, const at::Tensor& x) {
     return x.clone();
   });
-  model_.set_quantization({}, {});
+  model.set_quantization({}, {});
 }
 
 std::vector<QuantSite> QuantizationSession::sites() const {
@@ -118,7 +88,7 @@ std::vector<QuantSite> QuantizationSession::sites() const {
 QuantizationSession::~QuantizationSession() {
   try {
     if (installed_) {
-      model_.set_quantization({}, {});
+      model().set_quantization({}, {});
     }
   } catch (...) {
     // Destructors must not throw; the rewrite dies with the model's working copy anyway.
@@ -129,7 +99,7 @@ void QuantizationSession::restore_saved_state() {
   for (Layer& layer : layers_) {
     std::optional<std::string> saved_identity;
     std::vector<std::pair<std::string, at::Tensor>> saved;
-    for (const auto& [name, tensor] : model_.module_buffers(layer.view->name())) {
+    for (const auto& [name, tensor] : model().module_buffers(layer.view->name())) {
       if (!starts_with(name, kStateBufferPrefix) || tensor.numel() == 0) {
         continue;  // not Lithe's, or the empty slot of an unquantized instance of a shared type
       }
@@ -166,31 +136,30 @@ void QuantizationSession::compress() {
   // state buffers added to the model.
   try {
     restore_saved_state();
-    invoke_plugin(owner_, [&] {
+    invoke_plugin(owner(), [&] {
       quantizer_->attach(*this);
       return 0;
     });
     check_state_names();
   } catch (const std::exception& e) {
     attach_failure_ = e.what();  // a half-attached quantizer is never run nor attached twice
-    collectors_->clear();
-    step_callbacks_->clear();
+    drop_plugin_registrations();
     throw;
   }
-  model_.set_quantization(sites(), [this](const std::string& module, sdk::QuantType type,
+  model().set_quantization(sites(), [this](const std::string& module, sdk::QuantType type,
                                           const at::Tensor& x) { return quantize(module, type, x); });
   installed_ = true;
   store_state_in_model();
 }
 
 void QuantizationSession::require_compressed(const char* what) const {
-  LITHE_CHECK(installed_, sdk::Errc::kInvalidConfig, owner_, ": ", what,
+  LITHE_CHECK(installed_, sdk::Errc::kInvalidConfig, owner(), ": ", what,
               " before compress(): the model is not quantized yet");
 }
 
 void QuantizationSession::detach() {
   if (installed_) {
-    model_.set_quantization({}, {});
+    model().set_quantization({}, {});
     installed_ = false;
   }
 }
@@ -201,8 +170,8 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
   LITHE_CHECK(it != by_name_.end(), sdk::Errc::kInternal, "no quantized layer named '", module,
               "'");
   sdk::LayerView& view = *it->second->view;
-  const bool training = model_.is_training() || calibrating_;
-  LITHE_CHECK(x.is_floating_point(), sdk::Errc::kUnsupportedLayer, owner_, " on layer '",
+  const bool training = model().is_training() || calibrating_;
+  LITHE_CHECK(x.is_floating_point(), sdk::Errc::kUnsupportedLayer, owner(), " on layer '",
               module, "': its ", sdk::quant_type_name(type), " is a ", x.scalar_type(),
               " tensor; only floating-point tensors can be fake-quantized");
   at::Tensor out;
@@ -220,12 +189,12 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
     // The message context is built only on failure: this runs for every quantized tensor of
     // every forward.
     const std::exception_ptr error = std::current_exception();
-    invoke_plugin(owner_ + " on layer '" + module + "' (" + sdk::quant_type_name(type) + ")",
+    invoke_plugin(owner() + " on layer '" + module + "' (" + sdk::quant_type_name(type) + ")",
                   [&]() -> int { std::rethrow_exception(error); });
   }
   LITHE_CHECK(out.defined() && out.sizes() == x.sizes() && out.scalar_type() == x.scalar_type() &&
                   out.device() == x.device(),
-              sdk::Errc::kInternal, owner_, " on layer '", module, "': quantize_",
+              sdk::Errc::kInternal, owner(), " on layer '", module, "': quantize_",
               sdk::quant_type_name(type), " returned ",
               out.defined() ? c10::str(out.scalar_type(), out.sizes(), " on ", out.device())
                             : std::string("an undefined tensor"),
@@ -257,7 +226,7 @@ void QuantizationSession::check_state_names() const {
                       key.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
                           std::string::npos,
-                  sdk::Errc::kInvalidConfig, owner_, " on layer '", layer.view->name(),
+                  sdk::Errc::kInvalidConfig, owner(), " on layer '", layer.view->name(),
                   "': state attribute '", key, "' must be a non-empty identifier (letters, ",
                   "digits, _) other than '", kIdentityKey, "' to be saved as a buffer");
     }
@@ -271,7 +240,7 @@ void QuantizationSession::store_state_in_model() {
       if (tensor == nullptr || !tensor->defined()) {
         continue;
       }
-      model_.set_module_buffer(layer.view->name(), state_buffer_name(key), *tensor);
+      model().set_module_buffer(layer.view->name(), state_buffer_name(key), *tensor);
     }
     // Which algorithm and bits quantized the layer (bytes of a JSON text: buffers are
     // tensors), also for quantizers without state: a later session refuses to continue another
@@ -280,13 +249,13 @@ void QuantizationSession::store_state_in_model() {
     const std::string id = identity(layer);
     const at::Tensor bytes = at::empty({static_cast<int64_t>(id.size())}, at::kByte);
     std::memcpy(bytes.data_ptr<uint8_t>(), id.data(), id.size());
-    model_.set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey), bytes);
+    model().set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey), bytes);
   }
 }
 
 void QuantizationSession::update_epoch(int64_t epoch) {
   require_compressed("update_epoch()");
-  invoke_plugin(owner_, [&] {
+  invoke_plugin(owner(), [&] {
     quantizer_->update_epoch(epoch);
     return 0;
   });
@@ -294,23 +263,22 @@ void QuantizationSession::update_epoch(int64_t epoch) {
 
 void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
   require_compressed("optimizer_step()");
-  if (reset_optimizer_state_) {
-    optimizer.state().clear();
-    reset_optimizer_state_ = false;
+  if (take_optimizer_state_reset()) {
+    optimizer.state().clear();  // a restored model starts over, as in PruningSession
   }
   optimizer.step();
-  invoke_plugin(owner_, [&] {
+  invoke_plugin(owner(), [&] {
     quantizer_->step();
     return 0;
   });
-  step_callbacks_->run(owner_);
+  run_optimizer_step_callbacks();
 }
 
 void QuantizationSession::step() {}
 
 std::vector<at::Tensor> QuantizationSession::extra_parameters() {
   require_compressed("extra_parameters()");
-  return invoke_plugin(owner_, [&] { return quantizer_->parameters(); });
+  return invoke_plugin(owner(), [&] { return quantizer_->parameters(); });
 }
 
 std::vector<at::Tensor> QuantizationSession::replicated_state() const {
@@ -371,53 +339,14 @@ std::string QuantizationSession::calibration_json() const {
     layers[r.name] = std::move(layer);
   }
   nlohmann::ordered_json out;
-  out["algorithm"] = algorithm_;
+  out["algorithm"] = algorithm();
   out["layers"] = std::move(layers);
   return out.dump(2) + "\n";
 }
 
-std::vector<sdk::LayerView*> QuantizationSession::layers() {
-  std::vector<sdk::LayerView*> out;
-  for (const Layer& layer : layers_) {
-    out.push_back(layer.view.get());
-  }
-  return out;
-}
-
-const sdk::Registry& QuantizationSession::registry() const { return registry_; }
-
-int64_t QuantizationSession::add_activation_collector(sdk::ActivationCollector collector) {
-  return collectors_->add(std::move(collector));
-}
-
-void QuantizationSession::remove_activation_collector(int64_t id) { collectors_->remove(id); }
-
-int64_t QuantizationSession::add_optimizer_step_callback(std::function<void()> callback) {
-  return step_callbacks_->add(std::move(callback));
-}
-
-void QuantizationSession::remove_optimizer_step_callback(int64_t id) {
-  step_callbacks_->remove(id);
-}
-
-int64_t QuantizationSession::save_model_state() { return saved_states_->save(model_); }
-
-void QuantizationSession::restore_model_state(int64_t handle) {
-  saved_states_->restore(model_, handle);
-  reset_optimizer_state_ = true;
-}
-
 void QuantizationSession::update_masks_now() {
-  LITHE_CHECK(false, sdk::Errc::kUnsupported, owner_,
+  LITHE_CHECK(false, sdk::Errc::kUnsupported, owner(),
               ": update_masks_now() is for pruners; a quantization session has no masks");
-}
-
-std::vector<std::vector<std::string>> QuantizationSession::channel_dependency_sets() {
-  return model_.dependencies().channel_sets;
-}
-
-std::map<std::string, int64_t> QuantizationSession::group_dependencies() {
-  return model_.dependencies().groups;
 }
 
 }  // namespace lithe::host

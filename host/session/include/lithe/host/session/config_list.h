@@ -15,22 +15,13 @@
 #include <vector>
 
 #include "lithe/host/model/model.h"
+#include "lithe/host/session/compression_config.h"
 #include "lithe/sdk/options.h"
 
 namespace lithe::host {
 
 /// NNI's default_layers.weighted_modules, in NNI's order.
 const std::vector<std::string>& default_op_types();
-
-/// One entry of config_list as parsed.
-struct ConfigEntry {
-  sdk::Options options;                 ///< the entry (path "/config_list/<i>"), 'default' expanded
-  std::vector<std::string> op_types;    ///< empty = key absent
-  bool has_op_types = false;
-  std::vector<std::string> op_names;
-  bool has_op_names = false;
-  bool exclude = false;
-};
 
 /// A module chosen for compression with the entry that selected it.
 struct SelectedLayer {
@@ -43,11 +34,19 @@ struct ResolvedConfig {
   std::vector<SelectedLayer> layers;  ///< in named_modules order
 };
 
-/// Parses and resolves `config_list_json` (JSON text of the list; `path` is its JSON Pointer,
-/// e.g. "/config_list") against `model`. Throws sdk::Error(kInvalidConfig) with the path, the
-/// rule and the value seen. `needs_weight(entry)` says whether a module the entry selects must
-/// have a weight (empty: always, as for pruners; quantizers need one only to quantize it);
-/// `what_needs_weight` completes "which has no weight tensor to ..." in that error.
+/// Matches parsed config_list `entries` (JSON Pointer `path`, e.g. "/config_list") against
+/// `model`'s modules. Throws sdk::Error(kInvalidConfig) with the path, the rule and the value
+/// seen (an op_names entry naming no module, a selected module without a weight). Each
+/// resolved entry's options are a fresh copy with their own record of read keys.
+/// `needs_weight(entry)` says whether a module the entry selects must have a weight (empty:
+/// always, as for pruners; quantizers need one only to quantize it); `what_needs_weight`
+/// completes "which has no weight tensor to ..." in that error.
+ResolvedConfig resolve_config_list(
+    const std::vector<ConfigEntry>& entries, const std::string& path, const Model& model,
+    const std::function<bool(const ConfigEntry&)>& needs_weight = {},
+    const std::string& what_needs_weight = "compress");
+
+/// The same from the JSON text of the list (parsed with parse_json_document's limits).
 ResolvedConfig resolve_config_list(
     const std::string& config_list_json, const std::string& path, const Model& model,
     const std::function<bool(const ConfigEntry&)>& needs_weight = {},

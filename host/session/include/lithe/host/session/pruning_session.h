@@ -8,19 +8,15 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <map>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "lithe/host/session/compression_config.h"
-#include "lithe/host/session/config_list.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/runtime/plugin_registry.h"
-#include "lithe/host/session/training_hooks.h"
-#include "lithe/sdk/context.h"
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/session_core.h"
 #include "lithe/sdk/pruner.h"
 
 namespace torch::optim {
@@ -28,12 +24,6 @@ class Optimizer;
 }
 
 namespace lithe::host {
-
-namespace detail {
-class ActivationCollectors;
-class OptimizerStepCallbacks;
-class SavedModelStates;
-}  // namespace detail
 
 /// Per-layer outcome, for tables and JSON reports.
 struct LayerReport {
@@ -46,7 +36,7 @@ struct LayerReport {
   double sparsity_target = 0.0;  ///< the config's "sparsity", or -1 if it has none
 };
 
-class PruningSession final : public sdk::CompressionContext, public TrainingHooks {
+class PruningSession final : public SessionCore {
  public:
   /// Validates everything (algorithm name, options, config_list, per-entry keys) before
   /// touching the model; throws sdk::Error on the first problem.
@@ -75,40 +65,17 @@ class PruningSession final : public sdk::CompressionContext, public TrainingHook
   std::vector<std::pair<std::string, sdk::Masks>> masks() const;
   std::vector<LayerReport> report() const;
 
-  // sdk::CompressionContext
-  std::vector<sdk::LayerView*> layers() override;
-  int64_t add_activation_collector(sdk::ActivationCollector collector) override;
-  void remove_activation_collector(int64_t id) override;
-  const sdk::Registry& registry() const override;
-  int64_t add_optimizer_step_callback(std::function<void()> callback) override;
-  void remove_optimizer_step_callback(int64_t id) override;
+  // sdk::CompressionContext, besides what SessionCore provides
+  /// Recomputes and applies the masks now (e.g. after a plugin changed its criterion).
   void update_masks_now() override;
-  int64_t save_model_state() override;
-  void restore_model_state(int64_t handle) override;
-  std::vector<std::vector<std::string>> channel_dependency_sets() override;
-  std::map<std::string, int64_t> group_dependencies() override;
-  /// Over the process group set with set_process_group; nothing in a single process.
-  void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
-    reduce_with_group(tensors, op);
-  }
   /// TrainingHooks: the masks (weight and bias) of every layer.
   std::vector<at::Tensor> replicated_state() const override;
 
  private:
   void register_gradient_hooks();
-  const LayerDependencies& dependencies();
+  void after_model_state_restored() override { apply_masks(); }
 
-  Model& model_;
-  const PluginRegistry& registry_;
-  std::string algorithm_;
   std::unique_ptr<sdk::Pruner> pruner_;
-  ResolvedConfig resolved_;
-  std::vector<std::unique_ptr<sdk::LayerView>> layers_;
-  std::unique_ptr<detail::ActivationCollectors> collectors_;
-  std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
-  std::unique_ptr<detail::SavedModelStates> saved_states_;
-  bool reset_optimizer_state_ = false;  // set by restore_model_state, done at the next step
-  std::optional<LayerDependencies> dependencies_;  // analysed on first use
   std::vector<std::pair<at::Tensor, unsigned>> gradient_hooks_;  // (tensor, hook index)
   bool attached_ = false;
   std::string attach_failure_;  // why the pruner's attach threw; the session is then unusable

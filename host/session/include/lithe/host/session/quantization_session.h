@@ -15,28 +15,19 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "lithe/host/session/pruning_session.h"
-#include "lithe/host/session/config_list.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/runtime/plugin_registry.h"
-#include "lithe/host/session/training_hooks.h"
-#include "lithe/sdk/context.h"
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/session_core.h"
 #include "lithe/sdk/quantizer.h"
 
 namespace lithe::host {
-
-namespace detail {
-class ActivationCollectors;
-class OptimizerStepCallbacks;
-class SavedModelStates;
-}  // namespace detail
 
 /// One quantized tensor of a layer, for reports and the calibration file.
 struct QuantTypeReport {
@@ -63,7 +54,7 @@ struct QuantRecord {
   at::Tensor output;  ///< detached copy
 };
 
-class QuantizationSession final : public sdk::CompressionContext, public TrainingHooks {
+class QuantizationSession final : public SessionCore {
  public:
   /// Validates everything (algorithm, options, config_list, per-entry keys, layers without a
   /// weight selected for weight quantization, layers whose tensors cannot be reached by the
@@ -104,29 +95,15 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
   /// {"bits": b, "<state>": value, ...}}}}, pretty-printed JSON.
   std::string calibration_json() const;
 
-  // sdk::CompressionContext
-  std::vector<sdk::LayerView*> layers() override;
-  int64_t add_activation_collector(sdk::ActivationCollector collector) override;
-  void remove_activation_collector(int64_t id) override;
-  const sdk::Registry& registry() const override;
-  int64_t add_optimizer_step_callback(std::function<void()> callback) override;
-  void remove_optimizer_step_callback(int64_t id) override;
+  // sdk::CompressionContext, besides what SessionCore provides
   /// Quantizers have no masks: throws sdk::Error(kUnsupported).
   void update_masks_now() override;
-  int64_t save_model_state() override;
-  void restore_model_state(int64_t handle) override;
-  std::vector<std::vector<std::string>> channel_dependency_sets() override;
-  std::map<std::string, int64_t> group_dependencies() override;
-  /// Over the process group set with set_process_group; nothing in a single process.
-  void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
-    reduce_with_group(tensors, op);
-  }
   /// TrainingHooks: the quantization state tensors of every layer.
   std::vector<at::Tensor> replicated_state() const override;
 
  private:
   struct Layer {
-    std::unique_ptr<sdk::LayerView> view;
+    sdk::LayerView* view;  // owned by SessionCore
     std::vector<sdk::QuantType> types;
   };
   at::Tensor quantize(const std::string& module, sdk::QuantType type, const at::Tensor& x);
@@ -137,18 +114,9 @@ class QuantizationSession final : public sdk::CompressionContext, public Trainin
   void check_state_names() const;
   void require_compressed(const char* what) const;
 
-  Model& model_;
-  const PluginRegistry& registry_;
-  std::string algorithm_;
-  std::string owner_;  // "quantizer '<name>'", for messages
   std::unique_ptr<sdk::Quantizer> quantizer_;
-  ResolvedConfig resolved_;
   std::vector<Layer> layers_;
   std::map<std::string, Layer*> by_name_;
-  std::unique_ptr<detail::ActivationCollectors> collectors_;
-  std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
-  std::unique_ptr<detail::SavedModelStates> saved_states_;
-  bool reset_optimizer_state_ = false;
   std::string attach_failure_;  // why attach failed; the session is then unusable
   bool installed_ = false;
   bool calibrating_ = false;

@@ -1,0 +1,122 @@
+#pragma once
+/// \file
+/// SessionCore: what a pruning and a quantization session share. It holds the model, the
+/// registry and the parsed config; resolves config_list into layer views (once, before the
+/// model is touched); and gives plugins the sdk::CompressionContext services that do not depend
+/// on what the algorithm computes: activation collectors, optimizer-step callbacks, saved model
+/// states, dependency sets and cross-process reductions. PruningSession and QuantizationSession
+/// add what is theirs (masks; fake quantization and its state).
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lithe/host/model/model.h"
+#include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/config_list.h"
+#include "lithe/host/session/training_hooks.h"
+#include "lithe/sdk/context.h"
+#include "lithe/sdk/layer.h"
+#include "lithe/sdk/options.h"
+
+namespace lithe::host {
+
+namespace detail {
+class ActivationCollectors;
+class OptimizerStepCallbacks;
+class SavedModelStates;
+}  // namespace detail
+
+class SessionCore : public sdk::CompressionContext, public TrainingHooks {
+ public:
+  ~SessionCore() override;
+  SessionCore(const SessionCore&) = delete;
+  SessionCore& operator=(const SessionCore&) = delete;
+
+  /// The algorithm's registered name.
+  const std::string& algorithm() const { return algorithm_; }
+
+  // sdk::CompressionContext
+  /// The selected layers, in the model's module order.
+  std::vector<sdk::LayerView*> layers() override;
+  int64_t add_activation_collector(sdk::ActivationCollector collector) override;
+  void remove_activation_collector(int64_t id) override;
+  const sdk::Registry& registry() const override;
+  int64_t add_optimizer_step_callback(std::function<void()> callback) override;
+  void remove_optimizer_step_callback(int64_t id) override;
+  int64_t save_model_state() override;
+  /// Copies the saved state back, lets the session re-establish its invariants (a pruning
+  /// session re-applies its masks), and makes the next optimizer step start from a fresh
+  /// optimizer state, as NNI's LotteryTicket restores the state saved before any step.
+  void restore_model_state(int64_t handle) override;
+  /// The model's channel dependency sets (analysed on first use, then kept).
+  std::vector<std::vector<std::string>> channel_dependency_sets() override;
+  std::map<std::string, int64_t> group_dependencies() override;
+  /// Over the process group set with set_process_group; nothing in a single process.
+  void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
+    reduce_with_group(tensors, op);
+  }
+
+ protected:
+  /// `kind` names the algorithm's role in messages ("pruner" gives "pruner 'level'").
+  /// `config` may be a parsed one or a 1.3-style one built from JSON text (parsed here).
+  SessionCore(Model& model, const PluginRegistry& registry, const CompressionConfig& config,
+              const std::string& kind);
+
+  /// The algorithm's options (a fresh copy of the config's: its own record of read keys).
+  const sdk::Options& options() const { return options_; }
+  /// "pruner 'level'", for messages.
+  const std::string& owner() const { return owner_; }
+
+  /// Resolves config_list against the model, runs `validate` on every entry that is not an
+  /// exclusion (the algorithm's validate_config, wrapped so its errors name the plugin),
+  /// rejects keys nobody read in the options and in every entry, refuses a selection without
+  /// layers, and makes one layer view per selected module. Call once, from the constructor,
+  /// after the algorithm was made from options(). `needs_weight` and `what_needs_weight` as
+  /// for resolve_config_list.
+  void select_layers(const std::function<void(const ConfigEntry&)>& validate,
+                     const std::function<bool(const ConfigEntry&)>& needs_weight = {},
+                     const std::string& what_needs_weight = "compress");
+  /// The config as resolved by select_layers.
+  const ResolvedConfig& resolved() const { return resolved_; }
+  /// The layer views, in the model's module order (owned here).
+  const std::vector<std::unique_ptr<sdk::LayerView>>& views() const { return views_; }
+
+  /// Called by restore_model_state once the saved state is back in the model.
+  virtual void after_model_state_restored() {}
+  /// True once after each restore_model_state: the caller clears the optimizer's state
+  /// before its next step.
+  bool take_optimizer_state_reset();
+
+  /// Runs every optimizer-step callback a plugin registered (errors name the plugin).
+  void run_optimizer_step_callbacks();
+  /// Drops every collector and callback a plugin registered (after its attach failed, so
+  /// nothing it left behind keeps running).
+  void drop_plugin_registrations() noexcept;
+
+  Model& model() const { return model_; }
+
+ private:
+  Model& model_;
+  const PluginRegistry& registry_;
+  std::string algorithm_;
+  std::string owner_;
+  CompressionConfig config_;
+  sdk::Options options_;
+  ResolvedConfig resolved_;
+  std::vector<std::unique_ptr<sdk::LayerView>> views_;
+  std::unique_ptr<detail::ActivationCollectors> collectors_;
+  std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
+  std::unique_ptr<detail::SavedModelStates> saved_states_;
+  std::optional<LayerDependencies> dependencies_;  // analysed on first use
+  bool reset_optimizer_state_ = false;
+};
+
+}  // namespace lithe::host

@@ -1,0 +1,111 @@
+// The part of a compression session that does not depend on the algorithm's kind.
+#include "lithe/host/session/session_core.h"
+
+#include "lithe/host/runtime/invoke_plugin.h"
+#include "lithe/sdk/error.h"
+#include "lithe/sdk_internal/options_json.h"
+#include "session_support.h"
+
+namespace lithe::host {
+
+SessionCore::SessionCore(Model& model, const PluginRegistry& registry,
+                         const CompressionConfig& config, const std::string& kind)
+    : model_(model),
+      registry_(registry),
+      algorithm_(config.algorithm),
+      owner_(kind + " '" + config.algorithm + "'"),
+      config_(parsed_compression_config(config)),
+      // A fresh record of read keys: one parsed config may serve several sessions.
+      options_(sdk::options_from_json(sdk::options_json(config_.options), "/options")),
+      collectors_(std::make_unique<detail::ActivationCollectors>(model)),
+      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
+      saved_states_(std::make_unique<detail::SavedModelStates>()) {}
+
+SessionCore::~SessionCore() = default;
+
+void SessionCore::select_layers(const std::function<void(const ConfigEntry&)>& validate,
+                                const std::function<bool(const ConfigEntry&)>& needs_weight,
+                                const std::string& what_needs_weight) {
+  detail::reject_unread_options(options_, owner_);
+  resolved_ = resolve_config_list(config_.config_list, "/config_list", model_, needs_weight,
+                                  what_needs_weight);
+  for (const ConfigEntry& entry : resolved_.entries) {
+    if (!entry.exclude) {
+      validate(entry);
+    }
+    detail::reject_unread_options(entry.options, owner_);
+  }
+  LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
+              "/config_list selects no layer of the model (", model_.modules().size(),
+              " modules; see `lithe inspect`)");
+  const auto& modules = model_.modules();
+  std::vector<const sdk::LayerView*> observed;
+  for (const SelectedLayer& selected : resolved_.layers) {
+    const ModuleRecord& record = modules[selected.module_index];
+    views_.push_back(std::make_unique<sdk::LayerView>(
+        static_cast<int64_t>(views_.size()), record.name, record.op_type,
+        record.weight.value_or(at::Tensor()), record.bias,
+        resolved_.entries[selected.entry_index].options));
+    observed.push_back(views_.back().get());
+  }
+  collectors_->set_layers(observed);
+}
+
+std::vector<sdk::LayerView*> SessionCore::layers() {
+  std::vector<sdk::LayerView*> out;
+  for (const auto& view : views_) {
+    out.push_back(view.get());
+  }
+  return out;
+}
+
+int64_t SessionCore::add_activation_collector(sdk::ActivationCollector collector) {
+  return collectors_->add(std::move(collector));
+}
+
+void SessionCore::remove_activation_collector(int64_t id) { collectors_->remove(id); }
+
+const sdk::Registry& SessionCore::registry() const { return registry_; }
+
+int64_t SessionCore::add_optimizer_step_callback(std::function<void()> callback) {
+  return step_callbacks_->add(std::move(callback));
+}
+
+void SessionCore::remove_optimizer_step_callback(int64_t id) { step_callbacks_->remove(id); }
+
+void SessionCore::run_optimizer_step_callbacks() { step_callbacks_->run(owner_); }
+
+void SessionCore::drop_plugin_registrations() noexcept {
+  collectors_->clear();
+  step_callbacks_->clear();
+}
+
+int64_t SessionCore::save_model_state() { return saved_states_->save(model_); }
+
+void SessionCore::restore_model_state(int64_t handle) {
+  saved_states_->restore(model_, handle);
+  after_model_state_restored();
+  reset_optimizer_state_ = true;
+}
+
+bool SessionCore::take_optimizer_state_reset() {
+  const bool reset = reset_optimizer_state_;
+  reset_optimizer_state_ = false;
+  return reset;
+}
+
+std::vector<std::vector<std::string>> SessionCore::channel_dependency_sets() {
+  if (!dependencies_.has_value()) {
+    dependencies_ = model_.dependencies();
+  }
+  return dependencies_->channel_sets;
+}
+
+std::map<std::string, int64_t> SessionCore::group_dependencies() {
+  if (!dependencies_.has_value()) {
+    dependencies_ = model_.dependencies();
+  }
+  return dependencies_->groups;
+}
+
+}  // namespace lithe::host
