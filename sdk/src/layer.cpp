@@ -1,6 +1,9 @@
 #include "lithe/sdk/layer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <functional>
 
 #include "lithe/sdk/error.h"
 
@@ -40,6 +43,55 @@ LayerView::LayerView(int64_t index, std::string name, std::string op_type, at::T
 
 LayerView::~LayerView() = default;
 
+namespace {
+
+// How many entries of `mask` (float32) are neither 0 nor 1: NaN and infinities count. One
+// parallel pass on CPU, the host's common case; other devices use ATen.
+int64_t count_non_binary(const at::Tensor& mask) {
+  if (!mask.is_cpu()) {
+    return mask.ne(0).logical_and(mask.ne(1)).sum().item<int64_t>();
+  }
+  const at::Tensor dense = mask.contiguous();
+  const float* data = dense.data_ptr<float>();
+  return at::parallel_reduce(
+      0, dense.numel(), int64_t{1} << 16, int64_t{0},
+      [data](int64_t begin, int64_t end, int64_t count) {
+        for (int64_t i = begin; i < end; ++i) {
+          count += static_cast<int64_t>(data[i] != 0.0f && data[i] != 1.0f);
+        }
+        return count;
+      },
+      std::plus<int64_t>());
+}
+
+// A returned mask multiplies the weight: anything but 0/1 would rescale it or write NaN into it,
+// and the run would end with exit 0 and a damaged model. A plugin that does so has a bug.
+at::Tensor binary_mask(const at::Tensor& mask, const std::string& layer, const char* which) {
+  const at::ScalarType type = mask.scalar_type();
+  LITHE_CHECK(mask.layout() == at::kStrided &&
+                  (type == at::kBool || at::isIntegralType(type, /*includeBool=*/false) ||
+                   at::isFloatingType(type)),
+              Errc::kDeviceMismatch, "layer '", layer, "': the ", which,
+              " mask must be a dense bool, integer or floating tensor, got ", type, " (",
+              mask.layout(), ")");
+  at::Tensor out = mask.to(at::kFloat);
+  if (type == at::kBool || out.numel() == 0) {
+    return out;
+  }
+  const int64_t bad = count_non_binary(out);
+  if (bad > 0) {
+    const at::Tensor flat = out.flatten();
+    const int64_t first = flat.ne(0).logical_and(flat.ne(1)).nonzero()[0][0].item<int64_t>();
+    LITHE_CHECK(false, Errc::kInternal, "layer '", layer, "': the ", which,
+                " mask must hold only 0 and 1 (it multiplies the ", which, "), but ", bad, " of ",
+                out.numel(), " entries are other values (e.g. ", flat[first].item<float>(),
+                " at flat index ", first, "); this is a bug in the algorithm");
+  }
+  return out;
+}
+
+}  // namespace
+
 void LayerView::set_masks(Masks masks) {
   LITHE_CHECK(masks.weight.defined() && masks.weight.sizes() == weight_.sizes(),
               Errc::kShapeMismatch, "layer '", name_, "': weight mask must have the weight's shape ",
@@ -60,9 +112,12 @@ void LayerView::set_masks(Masks masks) {
   }
   LITHE_CHECK(masks.weight.device() == weight_.device(), Errc::kDeviceMismatch, "layer '", name_,
               "': mask on ", masks.weight.device(), " but weight on ", weight_.device());
-  masks.weight = masks.weight.to(at::kFloat);
+  LITHE_CHECK(!masks.bias.has_value() || masks.bias->device() == weight_.device(),
+              Errc::kDeviceMismatch, "layer '", name_, "': bias mask on ", masks.bias->device(),
+              " but weight on ", weight_.device());
+  masks.weight = binary_mask(masks.weight, name_, "weight");
   if (masks.bias.has_value()) {
-    masks.bias = masks.bias->to(at::kFloat);
+    masks.bias = binary_mask(*masks.bias, name_, "bias");
   }
   masks_ = std::move(masks);
 }

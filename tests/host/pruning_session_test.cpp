@@ -285,7 +285,7 @@ namespace {
 // from attach the first time.
 class MisbehavingPruner final : public sdk::Pruner {
  public:
-  enum class Mode { kReenterFromCalcMask, kAttachThrowsOnce };
+  enum class Mode { kReenterFromCalcMask, kAttachThrowsOnce, kReturnsSaliencies };
   explicit MisbehavingPruner(Mode mode) : mode_(mode) {}
   void validate_config(const sdk::Options& entry) const override { entry.mark_read("sparsity"); }
   void attach(sdk::CompressionContext& context) override {
@@ -296,9 +296,14 @@ class MisbehavingPruner final : public sdk::Pruner {
       throw sdk::Error(sdk::Errc::kUnsupported, "no graph here");
     }
   }
-  std::optional<sdk::Masks> calc_mask(sdk::LayerView&) override {
+  std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer) override {
     if (mode_ == Mode::kReenterFromCalcMask) {
       context_->update_masks_now();
+    }
+    if (mode_ == Mode::kReturnsSaliencies) {
+      // The SNIP bug of the embedders' issue: |w| normalised as the "mask".
+      const at::Tensor w = layer.weight().detach().abs();
+      return sdk::Masks{w / w.sum(), std::nullopt};
     }
     return std::nullopt;
   }
@@ -319,9 +324,29 @@ PluginRegistry& misbehaving_registry() {
     r->add_pruner({"attach_throws", "test"}, [](const sdk::Options&, const sdk::Registry&) {
       return std::make_unique<MisbehavingPruner>(MisbehavingPruner::Mode::kAttachThrowsOnce);
     });
+    r->add_pruner({"saliencies", "test"}, [](const sdk::Options&, const sdk::Registry&) {
+      return std::make_unique<MisbehavingPruner>(MisbehavingPruner::Mode::kReturnsSaliencies);
+    });
     return r;
   }();
   return *registry;
+}
+
+TEST(PruningSessionTest, ANonBinaryMaskFromAPluginFailsNamingItAndTheLayerWeightsUntouched) {
+  auto model = load_torchscript_model(test::lenet_model());
+  const auto before = test::snapshot_weights(*model);
+  PruningSession session(*model, misbehaving_registry(),
+                         make_compression_config(
+                             "saliencies", R"([{"sparsity": 0.5, "op_types": ["default"]}])"));
+  EXPECT_THAT([&] { session.compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("pruner 'saliencies' on layer 'conv1'"),
+                  HasSubstr("the weight mask must hold only 0 and 1"),
+                  HasSubstr("150 of 150 entries are other values"),
+                  HasSubstr("bug in the algorithm"))));
+  for (const auto& [name, weight] : test::snapshot_weights(*model)) {
+    EXPECT_TRUE(weight.equal(before.at(name))) << name;
+  }
 }
 
 TEST(PruningSessionTest, UpdateMasksNowFromCalcMaskIsRefusedNotRecursed) {

@@ -1,4 +1,5 @@
 #include <ATen/ATen.h>
+#include <cmath>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 namespace lithe::sdk {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -38,6 +40,38 @@ TEST(LayerViewTest, RejectsBiasMaskForLayerWithoutBias) {
   masks.bias = at::ones({2});
   EXPECT_THAT([&] { layer.set_masks(masks); },
               ThrowsMessage<Error>(HasSubstr("layer 'conv' has no bias")));
+}
+
+TEST(LayerViewTest, RejectsMasksThatAreNotZeroOrOneNamingTheCountAndAnExample) {
+  LayerView layer(0, "fc", "Linear", at::randn({4, 3}), at::randn({4}), Options());
+  const Masks before = layer.masks();
+  Masks masks;
+  masks.weight = at::ones({4, 3});
+  masks.weight[1][2] = 0.5;
+  masks.weight[3][0] = std::nanf("");
+  EXPECT_THAT([&] { layer.set_masks(masks); },
+              ThrowsMessage<Error>(AllOf(
+                  HasSubstr("layer 'fc': the weight mask must hold only 0 and 1"),
+                  HasSubstr("2 of 12 entries are other values (e.g. 0.5 at flat index 5)"))));
+  masks.weight = at::ones({4, 3});
+  masks.bias = at::full({4}, 2, at::kLong);
+  EXPECT_THAT([&] { layer.set_masks(masks); },
+              ThrowsMessage<Error>(HasSubstr("the bias mask must hold only 0 and 1 (it multiplies the bias), but 4 of 4")));
+  masks.bias = at::ones({4}, at::kComplexFloat);
+  EXPECT_THAT([&] { layer.set_masks(masks); },
+              ThrowsMessage<Error>(HasSubstr("must be a dense bool, integer or floating tensor")));
+  EXPECT_TRUE(layer.masks().weight.equal(before.weight)) << "a refused mask changes nothing";
+  // Bool, integer and double masks of 0/1 are accepted and stored as float32.
+  masks.weight = at::randn({4, 3}).gt(0);
+  masks.bias = at::tensor({1, 0, 1, 1}, at::kInt);
+  layer.set_masks(masks);
+  EXPECT_EQ(layer.masks().weight.scalar_type(), at::kFloat);
+  EXPECT_TRUE(layer.masks().weight.equal(masks.weight.to(at::kFloat)));
+  EXPECT_EQ(layer.masks().bias->sum().item<float>(), 3.0f);
+  masks.weight = at::ones({4, 3}, at::kDouble);
+  masks.bias = std::nullopt;
+  layer.set_masks(masks);
+  EXPECT_TRUE(layer.masks().weight.eq(1).all().item<bool>());
 }
 
 TEST(LayerViewTest, EmptyBiasMaskKeepsTheCurrentOne) {

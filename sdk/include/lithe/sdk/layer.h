@@ -63,7 +63,10 @@ class LITHE_SDK_API LayerView {
   const Options& config() const { return config_; }
   /// Current masks (all ones until an algorithm computes some).
   const Masks& masks() const { return masks_; }
-  /// Host use: replaces the current masks after validating them.
+  /// Host use: replaces the current masks after validating them: the weight's (bias's) shape
+  /// and device, a dense bool, integer or floating dtype, and every entry 0 or 1 (NaN and
+  /// infinities are not). Throws sdk::Error naming the layer, the rule, how many entries break
+  /// it and one example; the current masks are then unchanged. Stored as float32.
   void set_masks(Masks masks);
 
   /// Sets attribute `key` for this layer (overwrites).

@@ -31,7 +31,9 @@ class LITHE_SDK_API Pruner {
   /// (optional) Called once before the first mask update. Defaults to doing nothing.
   virtual void attach(CompressionContext& context);
 
-  /// New masks for `layer` (shape-checked by the host), or nullopt for "no change now".
+  /// New masks for `layer`, or nullopt for "no change now". The host validates them (shape,
+  /// device, dtype, every entry 0 or 1: LayerView::set_masks) and fails naming this pruner and
+  /// the layer when they break a rule.
   virtual std::optional<Masks> calc_mask(LayerView& layer) = 0;
 
   /// (optional) Start of epoch `epoch` (0-based). Defaults to doing nothing.
