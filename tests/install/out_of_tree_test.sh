@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: out_of_tree_test.sh <lithe build dir> <sample source dir> [cmake] [model.pt]
+# usage: out_of_tree_test.sh <lithe build dir> <sample source dir> [cmake] [model.pt] [app dir]
 #
 # 1. cmake --install <build> --prefix <tmp>/prefix
 # 2. configures and builds <sample> against that prefix (CMAKE_PREFIX_PATH only, Ninja, ccache
@@ -9,6 +9,10 @@
 #    <tmp>/prefix/lib/lithe/plugins (found with no flag), and no failed plugin.
 # 4. when a model is given, compresses it with the sample's pruner through the installed CLI and
 #    checks the balanced (per-row) pruning counts on conv1 of LeNet.
+# 5. when an app source dir is given (samples/embedding_app), builds that program against the
+#    prefix too and runs it from the scratch directory, outside the prefix, with no
+#    LITHE_PLUGIN_PATH: it must find the installed plugins by itself and prune the model to
+#    exactly 0.8 per layer.
 # The scratch directory is removed on success and kept (path printed) on failure.
 # $LITHE_SAMPLE_CXX_FLAGS, when set, is added to the sample's compile and link flags.
 set -euo pipefail
@@ -21,6 +25,7 @@ build_dir=$1
 sample_dir=$2
 cmake=${3:-cmake}
 model=${4:-}
+app_dir=${5:-}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/lithe_install_test.XXXXXX")
 work=$(cd "$work" && pwd -P)  # the loader reports canonical paths
@@ -108,6 +113,31 @@ if [[ -n $model ]]; then
   # weights from each of the 6 rows, 108 in all (level pruning would remove int(150 * 0.75) = 112).
   grep -qE "^conv1 +Conv2d +150 +108 " <<< "$output" \
     || fail "conv1 should have 108 of 150 weights pruned (6 rows x 18) by acme_magnitude"
+fi
+
+if [[ -n $app_dir && -n $model ]]; then
+  step "building $app_dir against $prefix"
+  app_args=(-S "$app_dir" -B "$work/app_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+            "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+  if command -v ccache > /dev/null; then
+    app_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  if [[ -n ${LITHE_SAMPLE_CXX_FLAGS:-} ]]; then
+    app_args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
+               "-DCMAKE_EXE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
+  fi
+  env -u Lithe_DIR -u Lithe_ROOT -u LITHE_PLUGIN_PATH "$cmake" "${app_args[@]}" \
+    || fail "configuring the embedding app against the installed Lithe failed"
+  "$cmake" --build "$work/app_build" -j 2 || fail "building the embedding app failed"
+  step "running the embedding app from $work (outside the prefix, no LITHE_PLUGIN_PATH)"
+  output=$(cd "$work" && env -u LITHE_PLUGIN_PATH "$work/app_build/prune_lenet" "$model" \
+             "$work/app_pruned.pt" 0.8 2>&1) \
+    || { echo "$output" >&2; fail "the embedding app failed (were the plugins found?)"; }
+  echo "$output"
+  grep -qF "loaded $prefix/lib/lithe/plugins/lithe_plugin_level.so" <<< "$output" \
+    || fail "the embedding app did not load the installed level plugin from $prefix/lib/lithe/plugins"
+  grep -qE "^sparsity 0\.8 " <<< "$output" || fail "the embedding app did not reach sparsity 0.8"
+  [[ -s $work/app_pruned.pt ]] || fail "the embedding app did not write $work/app_pruned.pt"
 fi
 
 echo

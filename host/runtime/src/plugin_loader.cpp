@@ -203,21 +203,37 @@ bool looks_like_plugin_file(const fs::path& path) {
 }  // namespace
 
 std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) {
-  std::vector<fs::path> dirs = cli_dirs;
+  std::vector<fs::path> dirs;
+  auto add = [&dirs](const fs::path& dir) {
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) {
+      dirs.push_back(dir);
+    }
+  };
+  for (const fs::path& dir : cli_dirs) {
+    add(dir);
+  }
   if (const char* env = std::getenv("LITHE_PLUGIN_PATH"); env != nullptr) {
     std::stringstream entries(env);
     std::string entry;
     while (std::getline(entries, entry, ':')) {
       if (!entry.empty()) {
-        dirs.emplace_back(entry);
+        add(entry);
       }
     }
   }
+  // The in-tree plugins, found from where the running program is (bin/ -> <libdir>/lithe/
+  // plugins) and from where this library is (<libdir>/lithe/plugins): a program that embeds
+  // liblithe_host from anywhere finds the plugins of the tree the library belongs to, with no
+  // settings. The build and install trees share both layouts.
   std::error_code ec;
   const fs::path program = boost::dll::program_location(ec);
   if (!ec) {
-    // Same relative layout in the build tree and the install tree (bin/ -> <libdir>/lithe/plugins).
-    dirs.push_back((program.parent_path() / LITHE_PLUGIN_DIR_FROM_BIN).lexically_normal());
+    add((program.parent_path() / LITHE_PLUGIN_DIR_FROM_BIN).lexically_normal());
+  }
+  ec.clear();
+  const fs::path library = boost::dll::this_line_location(ec);
+  if (!ec) {
+    add((library.parent_path() / LITHE_PLUGIN_DIR_FROM_LIB).lexically_normal());
   }
   return dirs;
 }

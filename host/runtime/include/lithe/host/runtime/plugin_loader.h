@@ -33,8 +33,11 @@ struct LoadReport {
   std::vector<std::string> algorithms;  ///< "pruner level", ... registered by this file
 };
 
-/// Directories searched, in order: `cli_dirs`, then each entry of $LITHE_PLUGIN_PATH
-/// (':'-separated), then <directory of the running executable>/../<libdir>/lithe/plugins.
+/// Directories searched, in order, each once: `cli_dirs`, then each entry of $LITHE_PLUGIN_PATH
+/// (':'-separated), then <directory of the running executable>/../<libdir>/lithe/plugins, then
+/// <directory of liblithe_host>/lithe/plugins (the plugins of the build or install tree the
+/// library belongs to: a program embedding the library from anywhere finds them with no
+/// settings; for the `lithe` CLI both are the same folder).
 /// Directories that do not exist are kept (the loader reports nothing for them); relative
 /// $LITHE_PLUGIN_PATH entries are kept too and refused by PluginLoader::load_search_path.
 std::vector<std::filesystem::path> plugin_search_path(
