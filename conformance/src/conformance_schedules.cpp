@@ -163,6 +163,7 @@ Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& regist
           model->find_module(name)->weight->add_(it->second);
         }
       }
+      session.accept_weight_changes();  // the "training" happened outside the session
     }
     const auto seen_by_masker = snapshot_weights(*model);  // scores for the departure-1 check
     session.update_epoch(round);  // epochs_per_iteration 1: round r starts at epoch r

@@ -116,6 +116,47 @@ TEST(PruningSessionTest, ConfigListShapeIsCheckedWhenTheFileIsParsed) {
   EXPECT_EQ(config.options.path(), "/options");
 }
 
+TEST(PruningSessionTest, AnOptimizerStepOutsideTheSessionIsReportedNotSilent) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])"));
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+  const at::Tensor input = torch::randn({4, 1, 28, 28});
+  auto train_step = [&] {
+    optimizer.zero_grad();
+    model->forward(input).sum().backward();
+  };
+  // Before compress() the session has not touched the weights: plain training is fine.
+  train_step();
+  optimizer.step();
+  session.step();
+  session.compress();
+  // The contract: optimizer_step, then step.
+  train_step();
+  session.optimizer_step(optimizer);
+  session.step();
+  session.update_epoch(1);
+  // optimizer.step() in its place is reported at the next step() and update_epoch().
+  train_step();
+  optimizer.step();
+  EXPECT_THAT([&] { session.step(); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("pruner 'level': session.step() found the weights of layer 'conv1' "
+                            "changed since the session last updated them"),
+                  HasSubstr("Call session.optimizer_step(optimizer) instead of optimizer.step()"))));
+  EXPECT_THAT([&] { session.update_epoch(2); },
+              ThrowsMessage<sdk::Error>(HasSubstr("session.update_epoch() found the weights")));
+  // Weights changed on purpose are accepted when the session is told so, or once the masks
+  // are applied again.
+  session.accept_weight_changes();
+  session.step();
+  train_step();
+  optimizer.step();
+  session.apply_masks();
+  session.step();
+  session.update_epoch(2);
+}
+
 TEST(PruningSessionTest, UnknownAlgorithmListsTheKnownOnes) {
   auto model = load_torchscript_model(test::lenet_model());
   CompressionConfig config = level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])");

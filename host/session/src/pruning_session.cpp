@@ -1,5 +1,7 @@
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/kernels/masking.h"
 #include "lithe/host/runtime/invoke_plugin.h"
@@ -140,9 +142,42 @@ void PruningSession::apply_masks() {
       apply(*layer->bias(), *layer->masks().bias);
     }
   }
+  record_weight_fingerprints();
+}
+
+double PruningSession::weight_fingerprint(const sdk::LayerView& layer) {
+  // libtorch's optimizers update parameters through .data(), which does not bump the version
+  // counter, so the weights themselves are compared: their sum, exact, in double.
+  at::NoGradGuard no_grad;
+  return layer.weight().sum(at::kDouble).item<double>();
+}
+
+void PruningSession::record_weight_fingerprints() {
+  weight_fingerprints_.clear();
+  for (const auto& layer : views()) {
+    weight_fingerprints_.push_back(weight_fingerprint(*layer));
+  }
+}
+
+void PruningSession::check_weights_unchanged_outside(const char* call) const {
+  if (!attached_ || weight_fingerprints_.size() != views().size()) {
+    return;  // before compress(): the session has not touched the weights yet
+  }
+  for (size_t i = 0; i < weight_fingerprints_.size(); ++i) {
+    const sdk::LayerView& layer = *views()[i];
+    const double now = weight_fingerprint(layer);
+    LITHE_CHECK(now == weight_fingerprints_[i] || (std::isnan(now) && std::isnan(weight_fingerprints_[i])),
+                sdk::Errc::kInvalidConfig,
+                owner(), ": session.", call, " found the weights of layer '", layer.name(),
+                "' changed since the session last updated them: an optimizer stepped outside "
+                "the session. Call session.optimizer_step(optimizer) instead of "
+                "optimizer.step() (it runs optimizer.step(), then updates and re-applies the "
+                "masks); after changing weights on purpose, call session.accept_weight_changes()");
+  }
 }
 
 void PruningSession::update_epoch(int64_t epoch) {
+  check_weights_unchanged_outside("update_epoch()");
   invoke_plugin(owner(), [&] {
     pruner_->update_epoch(epoch);
     return 0;
@@ -150,6 +185,7 @@ void PruningSession::update_epoch(int64_t epoch) {
 }
 
 void PruningSession::step() {
+  check_weights_unchanged_outside("step()");
   invoke_plugin(owner(), [&] {
     pruner_->step();
     return 0;
@@ -170,6 +206,7 @@ void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
     return 0;
   });
   run_optimizer_step_callbacks();
+  record_weight_fingerprints();  // whatever the pruner and its callbacks did is the session's doing
 }
 
 void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {

@@ -51,9 +51,17 @@ class PruningSession final : public SessionCore {
   void update_masks();
   /// weight *= weight_mask (and bias) in place for every layer.
   void apply_masks();
-  /// Start of epoch `epoch` (forwarded to the pruner).
+  /// Tells the session that the weights were changed on purpose outside it (loaded, perturbed,
+  /// stepped by code that re-applies the masks itself), so step() and update_epoch() accept
+  /// them as they are now.
+  void accept_weight_changes() { record_weight_fingerprints(); }
+  /// Start of epoch `epoch` (forwarded to the pruner). Checks the weights as step() does.
   void update_epoch(int64_t epoch) override;
-  /// End of a training batch (forwarded to the pruner).
+  /// End of a training batch (forwarded to the pruner). Once compress() ran, fails with
+  /// sdk::Error(kInvalidConfig) naming session.optimizer_step(optimizer) when a selected
+  /// layer's weights changed since the session last touched them: an optimizer that stepped
+  /// outside the session (optimizer.step()) leaves schedules such as AGP at their first
+  /// sparsity and would end the run with the wrong masks and no word.
   void step() override;
   /// optimizer.step(), then mask update + re-application + optimizer state masking, then the
   /// pruner's after_optimizer_step (NNI's patched optimizer.step).
@@ -74,12 +82,18 @@ class PruningSession final : public SessionCore {
  private:
   void register_gradient_hooks();
   void after_model_state_restored() override { apply_masks(); }
+  /// Remembers a fingerprint of every selected weight, as the session leaves it.
+  void record_weight_fingerprints();
+  static double weight_fingerprint(const sdk::LayerView& layer);
+  /// Throws when a weight's fingerprint moved since record_weight_fingerprints (see step()).
+  void check_weights_unchanged_outside(const char* call) const;
 
   std::unique_ptr<sdk::Pruner> pruner_;
   std::vector<std::pair<at::Tensor, unsigned>> gradient_hooks_;  // (tensor, hook index)
   bool attached_ = false;
   std::string attach_failure_;  // why the pruner's attach threw; the session is then unusable
   bool in_update_ = false;      // inside attach/calc_mask: update_masks_now would recurse
+  std::vector<double> weight_fingerprints_;  // per layer, as the session last left the weight
 };
 
 }  // namespace lithe::host
