@@ -206,7 +206,8 @@ void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
     return 0;
   });
   run_optimizer_step_callbacks();
-  record_weight_fingerprints();  // whatever the pruner and its callbacks did is the session's doing
+  // update_masks() recorded the weights' fingerprints; a plugin changes weights only through
+  // the context (update_masks_now, restore_model_state), which records them again.
 }
 
 void PruningSession::mask_optimizer_state(torch::optim::Optimizer& optimizer) {
