@@ -4,6 +4,7 @@
 #include <map>
 
 #include "lithe/host/io/threads.h"
+#include "lithe/host/runtime/crash_report.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/version.h"
@@ -14,8 +15,11 @@ namespace lithe::cli {
 void add_common_options(po::options_description& desc, CommonOptions& common) {
   desc.add_options()
       ("plugin-dir", po::value(&common.plugin_dirs)->composing(),
-       "directory to search for lithe_plugin_*.so first (repeatable); then $LITHE_PLUGIN_PATH, "
-       "then <prefix>/lib/lithe/plugins")
+       "directory to search for lithe_plugin_*.so (repeatable), after <prefix>/lib/lithe/plugins "
+       "and $LITHE_PLUGIN_PATH; a plugin found later cannot take a name already loaded")
+      ("override-plugin", po::value(&common.override_plugins)->composing(),
+       "let the plugin of this name, found later in the search path, replace the one loaded "
+       "first and take over its algorithm names (repeatable), e.g. a rebuilt built-in plugin")
       ("threads", po::value(&common.threads)->default_value(0),
        "intra-op threads for libtorch (0 = all cores)")
       ("log-level", po::value(&common.log_level)->default_value(common.log_level),
@@ -54,7 +58,17 @@ void prepare(const CommonOptions& common, host::PluginLoader& loader, bool warn_
   sdk::set_log_level(level->second);
   host::configure_threads(common.threads);
   std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
+  for (const std::string& name : common.override_plugins) {
+    loader.allow_override(name);
+  }
   loader.load_search_path(dirs);
+  for (const host::LoadReport& report : loader.reports()) {
+    if (report.status == host::LoadReport::Status::kLoaded && !report.overrides.empty() &&
+        report.overrides.rfind("overrides", 0) == 0) {
+      std::cerr << "lithe: note: plugin '" << report.plugin << "' (" << report.path.string()
+                << ") " << report.overrides << "\n";
+    }
+  }
   if (warn_failed_plugins) {
     for (const host::LoadReport& report : loader.reports()) {
       if (report.status == host::LoadReport::Status::kFailed) {
@@ -118,6 +132,8 @@ int main(int argc, char** argv) {
   // Under a file-size limit (ulimit -f) a write fails with EFBIG, reported like any write
   // error, instead of the default SIGXFSZ killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A crash inside a plugin names the plugin call that was running (crash_report.h).
+  lithe::host::install_crash_reporter();
   lithe::sdk::set_log_sink([](lithe::sdk::LogLevel level, const std::string& message) {
     static const char* const names[] = {"error", "warning", "info", "debug"};
     std::cerr << "lithe: " << names[static_cast<int>(level)] << ": " << message << "\n";

@@ -13,7 +13,7 @@ int run_plugins(const std::vector<std::string>& args) {
   po::options_description desc("options");
   add_common_options(desc, common);
   desc.add_options()("json", po::bool_switch(&json), "print the load reports as JSON");
-  if (!parse_verb_args("plugins", "[--plugin-dir DIR]... [--json]", args, desc)) {
+  if (!parse_verb_args("plugins", "[--plugin-dir DIR]... [--override-plugin NAME]... [--json]", args, desc)) {
     return 0;
   }
   host::PluginRegistry registry;
@@ -52,7 +52,8 @@ int run_plugins(const std::vector<std::string>& args) {
                                 {"version", r.version},
                                 {"algorithms", r.algorithms},
                                 {"nni_counterparts", counterparts},
-                                {"message", r.message}});
+                                {"message", r.message},
+                                {"overrides", r.overrides}});
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -70,6 +71,9 @@ int run_plugins(const std::vector<std::string>& args) {
   for (const host::LoadReport& r : loader.reports()) {
     if (r.status == host::LoadReport::Status::kLoaded) {
       std::cout << "  loaded  " << r.plugin << " " << r.version << "  " << r.path.string() << "\n";
+      if (!r.overrides.empty()) {
+        std::cout << "          (" << r.overrides << ")\n";
+      }
       for (const std::string& algorithm : r.algorithms) {
         std::cout << "          " << algorithm << "\n";
       }

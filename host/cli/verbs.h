@@ -19,11 +19,13 @@ namespace po = boost::program_options;
 /// Options every verb that loads plugins or runs models accepts.
 struct CommonOptions {
   std::vector<std::string> plugin_dirs;
+  std::vector<std::string> override_plugins;
   int threads = 0;
   std::string log_level = "info";
 };
 
-/// Adds --plugin-dir, --threads and --log-level to `desc`, bound to `common`.
+/// Adds --plugin-dir, --override-plugin, --threads and --log-level to `desc`, bound to
+/// `common`.
 void add_common_options(po::options_description& desc, CommonOptions& common);
 /// Parses `args` against `desc`; returns false (after printing usage) when --help was given.
 /// `given`, when not null, receives the parsed values (to tell given options from defaults).

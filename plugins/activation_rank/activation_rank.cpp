@@ -39,7 +39,7 @@ ActivationRankOptions read_options(const sdk::Options& options) {
 }
 
 ActivationRankScorer::ActivationRankScorer(Criterion criterion, ActivationRankOptions options)
-    : state_(std::make_shared<State>(State{criterion, options, {}})) {}
+    : state_(std::make_shared<State>(State{criterion, options, {}, {}})) {}
 
 // The collector (if still registered) holds its own reference to the state; the context may
 // already be gone when a pruner is destroyed, so nothing is unregistered here.
@@ -50,6 +50,24 @@ void ActivationRankScorer::attach(sdk::CompressionContext& context) {
   if (!collecting()) {
     start_collecting();
   }
+  std::shared_ptr<State> state = state_;
+  context.add_end_of_data_callback([state] { check_end_of_data(*state); });
+}
+
+void ActivationRankScorer::check_end_of_data(const State& state) {
+  if (state.waiting.empty()) {
+    return;
+  }
+  const std::string& layer = *state.waiting.begin();
+  const auto it = state.layers.find(layer);
+  const int64_t seen = it == state.layers.end() ? 0 : it->second.batches;
+  LITHE_CHECK(false, sdk::Errc::kInvalidConfig, "layer '", layer, "': ",
+              algorithm_name(state.criterion), " ranks filters after statistics_batch_num = ",
+              state.options.statistics_batch_num, " batches of activations, but the data ended after ",
+              seen, "; the layer", state.waiting.size() > 1 ? " (and " : "",
+              state.waiting.size() > 1 ? std::to_string(state.waiting.size() - 1) + " more)" : "",
+              " would stay unpruned. Give more batches (--calibration-batches N or --epochs N) "
+              "or lower statistics_batch_num");
 }
 
 void ActivationRankScorer::start_collecting() {
@@ -113,10 +131,12 @@ std::optional<at::Tensor> ActivationRankScorer::filter_scores(sdk::LayerView& la
     // Asked again after every layer was done (e.g. AGP at a later epoch): NNI would have no
     // hooks left; Lithe gathers fresh statistics from the next forwards instead.
     start_collecting();
+    state_->waiting.insert(layer.name());
     return std::nullopt;
   }
   const auto it = state_->layers.find(layer.name());
   if (it == state_->layers.end() || it->second.batches < state_->options.statistics_batch_num) {
+    state_->waiting.insert(layer.name());
     return std::nullopt;
   }
   const LayerStatistics& stats = it->second;
@@ -135,6 +155,7 @@ std::optional<at::Tensor> ActivationRankScorer::filter_scores(sdk::LayerView& la
 }
 
 void ActivationRankScorer::on_masks_computed(const sdk::LayerView& layer) {
+  state_->waiting.erase(layer.name());
   state_->layers.erase(layer.name());
   reset_layers_.insert(layer.name());
   if (context_ == nullptr) {

@@ -91,8 +91,11 @@ class ActivationRankScorer final : public sdk::FilterScorer {
     Criterion criterion;
     ActivationRankOptions options;
     std::map<std::string, LayerStatistics> layers;
+    std::set<std::string> waiting;  // layers asked for scores that could not be given yet
   };
   static void accumulate(State& state, const sdk::LayerView& layer, const at::Tensor& output);
+  /// The end-of-data check: throws naming the first layer still waiting for statistics.
+  static void check_end_of_data(const State& state);
   void start_collecting();
 
   std::shared_ptr<State> state_;

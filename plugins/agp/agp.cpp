@@ -27,7 +27,12 @@ class AgpPruner final : public sdk::Pruner {
 
   void validate_config(const sdk::Options& entry) const override { read_schedule(entry); }
 
-  void attach(sdk::CompressionContext& context) override { masker_->attach(context); }
+  void attach(sdk::CompressionContext& context) override {
+    // The schedule moves only with update_epoch: a loop that never calls it would end at the
+    // first epoch's sparsity without a word, so the host is told to refuse such a loop.
+    context.require_epoch_updates();
+    masker_->attach(context);
+  }
 
   std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer) override {
     if (done_.count(layer.index()) != 0) {

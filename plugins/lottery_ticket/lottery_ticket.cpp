@@ -50,6 +50,7 @@ class LotteryTicketPruner final : public sdk::Pruner {
 
   void attach(sdk::CompressionContext& context) override {
     context_ = &context;
+    context.require_epoch_updates();  // rounds start only in update_epoch
     level_->attach(context);
     if (reset_weights_) {
       initial_state_ = context.save_model_state();  // before any training, as NNI's deepcopy

@@ -36,7 +36,7 @@ at::Tensor step_contribution(const at::Tensor& weight, const at::Tensor& grad) {
 }
 
 TaylorFoScorer::TaylorFoScorer(int64_t statistics_batch_num)
-    : state_(std::make_shared<State>(State{statistics_batch_num, 0, {}})) {}
+    : state_(std::make_shared<State>(State{statistics_batch_num, 0, {}, {}})) {}
 
 // The callback (owned by the context) holds its own reference to the state; the context may
 // already be gone when a pruner is destroyed, so nothing is unregistered here.
@@ -47,6 +47,20 @@ void TaylorFoScorer::attach(sdk::CompressionContext& context) {
   std::shared_ptr<State> state = state_;
   sdk::CompressionContext* ctx = &context;
   context.add_optimizer_step_callback([state, ctx] { accumulate(*state, ctx->layers()); });
+  context.add_end_of_data_callback([state] { check_end_of_data(*state); });
+}
+
+void TaylorFoScorer::check_end_of_data(const State& state) {
+  if (state.waiting.empty()) {
+    return;
+  }
+  LITHE_CHECK(false, sdk::Errc::kInvalidConfig, "layer '", *state.waiting.begin(), "': ",
+              kAlgorithm, " ranks filters after statistics_batch_num = ",
+              state.statistics_batch_num, " optimizer steps with data, but the data ended after ",
+              state.iterations, "; the layer", state.waiting.size() > 1 ? " (and " : "",
+              state.waiting.size() > 1 ? std::to_string(state.waiting.size() - 1) + " more)" : "",
+              " would stay unpruned. Give more batches (--calibration-batches N or --epochs N) "
+              "or lower statistics_batch_num");
 }
 
 void TaylorFoScorer::accumulate(const std::vector<sdk::LayerView*>& layers) {
@@ -82,6 +96,7 @@ void TaylorFoScorer::accumulate(State& state, const std::vector<sdk::LayerView*>
 
 std::optional<at::Tensor> TaylorFoScorer::filter_scores(sdk::LayerView& layer) {
   if (state_->iterations < state_->statistics_batch_num) {
+    state_->waiting.insert(layer.name());
     return std::nullopt;
   }
   const auto it = state_->contributions.find(layer.name());
@@ -92,6 +107,7 @@ std::optional<at::Tensor> TaylorFoScorer::filter_scores(sdk::LayerView& layer) {
 }
 
 void TaylorFoScorer::on_masks_computed(const sdk::LayerView& layer) {
+  state_->waiting.erase(layer.name());
   done_layers_.insert(layer.name());
   if (context_ == nullptr) {
     return;

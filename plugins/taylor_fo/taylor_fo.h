@@ -45,7 +45,10 @@ class TaylorFoScorer final : public sdk::FilterScorer {
   explicit TaylorFoScorer(int64_t statistics_batch_num);
   ~TaylorFoScorer() override;
 
-  /// Registers the optimizer-step callback (accumulate() over context.layers()).
+  /// Registers the optimizer-step callback (accumulate() over context.layers()) and an
+  /// end-of-data callback that fails (kInvalidConfig, naming the layer, statistics_batch_num
+  /// and the steps seen) when a layer still waits for its statistics: the data ran out before
+  /// its filters could be ranked, so it would stay unpruned.
   void attach(sdk::CompressionContext& context) override;
 
   /// nullopt until statistics_batch_num steps were accumulated; then the layer's accumulated
@@ -73,7 +76,10 @@ class TaylorFoScorer final : public sdk::FilterScorer {
     int64_t statistics_batch_num;
     int64_t iterations = 0;
     std::map<std::string, at::Tensor> contributions;
+    std::set<std::string> waiting;  // layers asked for scores that could not be given yet
   };
+  /// The end-of-data check: throws naming the first layer still waiting for statistics.
+  static void check_end_of_data(const State& state);
   static void accumulate(State& state, const std::vector<sdk::LayerView*>& layers);
 
   std::shared_ptr<State> state_;

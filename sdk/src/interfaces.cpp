@@ -13,6 +13,9 @@ void WeightMasker::attach(CompressionContext&) {}
 
 CompressionContext::~CompressionContext() = default;
 void CompressionContext::reduce_over_processes(std::vector<at::Tensor>&, Reduction) {}
+int64_t CompressionContext::add_end_of_data_callback(std::function<void()>) { return 0; }
+void CompressionContext::remove_end_of_data_callback(int64_t) {}
+void CompressionContext::require_epoch_updates() {}
 
 Pruner::~Pruner() = default;
 void Pruner::attach(CompressionContext&) {}

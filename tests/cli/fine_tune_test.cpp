@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 #include <unistd.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "lithe/host/train/dataset.h"
@@ -307,6 +309,38 @@ TEST_F(FineTuneCliTest, QuantizerBadInputsFailBeforeAnyWorkAndWriteNothing) {
     EXPECT_THAT(run.out, HasSubstr(message)) << args;
     EXPECT_EQ(read_text(out / "existing.pt"), "previous output") << args;
     EXPECT_FALSE(std::filesystem::exists(out / "existing.calibration.json")) << args;
+  }
+}
+
+}  // namespace
+}  // namespace lithe::test
+
+namespace lithe::test {
+namespace {
+
+// A data-driven pruner that saw fewer batches than it needs fails at the end of the data,
+// naming itself, the layer and the rule, and writes nothing (it used to write an unpruned
+// model and exit 0).
+TEST_F(FineTuneCliTest, DataDrivenPrunerStarvedOfBatchesFailsNamingLayerAndRule) {
+  for (const std::string algorithm : {"apoz", "taylor_fo"}) {
+    const auto out = scratch_dir("cli_starved_" + algorithm);
+    const auto config = out / "config.json";
+    {
+      std::ofstream file(config);
+      file << R"({"algorithm": ")" << algorithm
+           << R"(", "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}],
+                "options": {"statistics_batch_num": 4}})";
+    }
+    const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                                 config.string() + " --calibration-batches 2" +
+                                 data_only_flags() + " --output " +
+                                 (out / "pruned.pt").string());
+    EXPECT_EQ(run.exit_code, 1) << algorithm << "\n" << run.out;
+    EXPECT_THAT(run.out, HasSubstr("pruner '" + algorithm + "'")) << run.out;
+    EXPECT_THAT(run.out, HasSubstr("layer 'conv1'")) << run.out;
+    EXPECT_THAT(run.out, HasSubstr("statistics_batch_num = 4")) << run.out;
+    EXPECT_THAT(run.out, HasSubstr("the data ended after 2")) << run.out;
+    EXPECT_FALSE(std::filesystem::exists(out / "pruned.pt")) << algorithm;
   }
 }
 

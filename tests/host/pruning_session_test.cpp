@@ -157,6 +157,90 @@ TEST(PruningSessionTest, AnOptimizerStepOutsideTheSessionIsReportedNotSilent) {
   session.update_epoch(2);
 }
 
+// A test algorithm: follows the epoch (SDK 1.4 require_epoch_updates) and, when `starving`,
+// registers an end-of-data callback that reports a layer still waiting for data.
+class EpochFollowingPruner final : public sdk::Pruner {
+ public:
+  explicit EpochFollowingPruner(bool starving) : starving_(starving) {}
+  void validate_config(const sdk::Options& entry) const override {
+    (void)entry.get_or<double>("sparsity", 0.0);
+  }
+  void attach(sdk::CompressionContext& context) override {
+    context.require_epoch_updates();
+    if (starving_) {
+      const int64_t id = context.add_end_of_data_callback([] {
+        LITHE_CHECK(false, sdk::Errc::kInvalidConfig,
+                    "layer 'conv1': needs 4 batches, the data ended after 2");
+      });
+      EXPECT_EQ(id, 1);
+    }
+  }
+  std::optional<sdk::Masks> calc_mask(sdk::LayerView&) override { return std::nullopt; }
+
+ private:
+  bool starving_;
+};
+
+PluginRegistry& epoch_registry() {
+  static PluginRegistry* registry = [] {
+    auto* r = new PluginRegistry();
+    r->set_current_plugin("test_epochs", "");
+    r->add_pruner({"epochal", "follows the epoch"}, [](const sdk::Options&, const sdk::Registry&) {
+      return std::make_unique<EpochFollowingPruner>(false);
+    });
+    r->add_pruner({"starving", "never gets enough data"},
+                  [](const sdk::Options&, const sdk::Registry&) {
+                    return std::make_unique<EpochFollowingPruner>(true);
+                  });
+    r->set_current_plugin("", "");
+    return r;
+  }();
+  return *registry;
+}
+
+TEST(PruningSessionTest, AScheduleWhoseUpdateEpochWasNeverCalledFailsAtItsFirstOptimizerStep) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(
+      *model, epoch_registry(),
+      make_compression_config("epochal", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])"));
+  session.compress();
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+  // A calibration pass is not training: no epoch is needed yet.
+  session.set_calibrating(true);
+  session.optimizer_step(optimizer);
+  session.set_calibrating(false);
+  EXPECT_THAT([&] { session.optimizer_step(optimizer); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("pruner 'epochal' follows the epoch, but optimizer_step() came "
+                            "before any update_epoch()"),
+                  HasSubstr("call session.update_epoch(epoch) at the start of every epoch"))));
+  session.update_epoch(0);
+  session.optimizer_step(optimizer);
+  session.step();
+}
+
+TEST(PruningSessionTest, EndOfDataRunsThePluginsChecksNamingThePlugin) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession starving(
+      *model, epoch_registry(),
+      make_compression_config("starving", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])"));
+  starving.end_of_data();  // before compress() nothing is registered: nothing to check
+  starving.compress();
+  EXPECT_THAT([&] { starving.end_of_data(); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "pruner 'starving' (end-of-data callback): layer 'conv1': needs 4 batches, "
+                  "the data ended after 2")));
+  // An algorithm that registered nothing has nothing to say.
+  auto other = load_torchscript_model(test::lenet_model());
+  PruningSession fed(*other, test::level_registry(),
+                     level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])"));
+  fed.compress();
+  fed.end_of_data();
+  EXPECT_THAT([&] { fed.remove_end_of_data_callback(7); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "remove_end_of_data_callback: no end-of-data callback with id 7")));
+}
+
 TEST(PruningSessionTest, UnknownAlgorithmListsTheKnownOnes) {
   auto model = load_torchscript_model(test::lenet_model());
   CompressionConfig config = level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])");

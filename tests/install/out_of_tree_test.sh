@@ -9,10 +9,14 @@
 #    <tmp>/prefix/lib/lithe/plugins (found with no flag), and no failed plugin.
 # 4. when a model is given, compresses it with the sample's pruner through the installed CLI and
 #    checks the balanced (per-row) pruning counts on conv1 of LeNet.
-# 5. when an app source dir is given (samples/embedding_app), builds that program against the
-#    prefix too and runs it from the scratch directory, outside the prefix, with no
-#    LITHE_PLUGIN_PATH: it must find the installed plugins by itself and prune the model to
-#    exactly 0.8 per layer.
+# 5. when an app source dir is given (samples/embedding_app), builds its programs against the
+#    prefix too and runs them from the scratch directory, outside the prefix, with no
+#    LITHE_PLUGIN_PATH: they must find the installed plugins by themselves; prune_lenet prunes
+#    the model to exactly 0.8 per layer, prune_then_quantize does so with its own training loop
+#    (AGP) and keeps it through QAT, and its two --misuse runs must fail naming the call to use.
+# Every consumer is configured with no CUDA toolkit visible (find_package(CUDAToolkit) disabled,
+# nvcc off PATH): the installed package must not need what Lithe only needed to build itself.
+# The install must also carry the documentation (share/doc/lithe).
 # The scratch directory is removed on success and kept (path printed) on failure.
 # $LITHE_SAMPLE_CXX_FLAGS, when set, is added to the sample's compile and link flags.
 set -euo pipefail
@@ -58,9 +62,27 @@ for file in bin/lithe lib/lithe/plugins/lithe_plugin_level.so lib/cmake/Lithe/Li
   [[ -e $prefix/$file ]] || fail "the install tree lacks $file"
 done
 
-step "configuring $sample_dir against $prefix"
+for file in share/doc/lithe/README.md share/doc/lithe/sdk-guide.md \
+            share/doc/lithe/plugins/agp.md share/doc/lithe/plugins/level.md \
+            share/doc/lithe/samples/configs/agp.json \
+            share/doc/lithe/samples/out_of_tree_plugin/CMakeLists.txt \
+            share/doc/lithe/samples/embedding_app/prune_then_quantize.cpp; do
+  [[ -s $prefix/$file ]] || fail "the install tree lacks the documentation file $file"
+done
+if grep -l "CUDA::" "$prefix"/lib/cmake/Lithe/*.cmake; then
+  fail "the installed CMake package refers to CUDA targets (see the files above)"
+fi
+
+# A consumer's machine without the CUDA toolkit: CUDAToolkit cannot be found, nvcc is not on
+# PATH, and no CUDA variable points at one.
+no_cuda_path=$(tr ':' '\n' <<< "$PATH" | grep -v -i cuda | paste -sd: -)
+no_cuda=(env -u Lithe_DIR -u Lithe_ROOT -u LITHE_PLUGIN_PATH -u CUDACXX -u CUDA_PATH
+         -u CUDA_HOME -u CUDAToolkit_ROOT "PATH=$no_cuda_path")
+no_cuda_args=(-DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDA=ON)
+
+step "configuring $sample_dir against $prefix (no CUDA toolkit visible)"
 configure_args=(-S "$sample_dir" -B "$sample_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-                "-DCMAKE_PREFIX_PATH=$prefix")
+                "-DCMAKE_PREFIX_PATH=$prefix" "${no_cuda_args[@]}")
 if command -v ccache > /dev/null; then
   configure_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
@@ -70,7 +92,7 @@ if [[ -n ${LITHE_SAMPLE_CXX_FLAGS:-} ]]; then
                    "-DCMAKE_MODULE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
 fi
 # Nothing of the Lithe build tree may leak in: no package registry, no environment hints.
-env -u Lithe_DIR -u Lithe_ROOT -u LITHE_PLUGIN_PATH "$cmake" "${configure_args[@]}" \
+"${no_cuda[@]}" "$cmake" "${configure_args[@]}" \
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
   || fail "configuring the sample against the installed Lithe failed"
 grep -q "^Lithe_DIR:PATH=$prefix/" "$sample_build/CMakeCache.txt" \
@@ -116,9 +138,10 @@ if [[ -n $model ]]; then
 fi
 
 if [[ -n $app_dir && -n $model ]]; then
-  step "building $app_dir against $prefix"
+  step "building $app_dir against $prefix (no CUDA toolkit visible)"
   app_args=(-S "$app_dir" -B "$work/app_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-            "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+            "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+            "${no_cuda_args[@]}")
   if command -v ccache > /dev/null; then
     app_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
@@ -126,7 +149,7 @@ if [[ -n $app_dir && -n $model ]]; then
     app_args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
                "-DCMAKE_EXE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
   fi
-  env -u Lithe_DIR -u Lithe_ROOT -u LITHE_PLUGIN_PATH "$cmake" "${app_args[@]}" \
+  "${no_cuda[@]}" "$cmake" "${app_args[@]}" \
     || fail "configuring the embedding app against the installed Lithe failed"
   "$cmake" --build "$work/app_build" -j 2 || fail "building the embedding app failed"
   step "running the embedding app from $work (outside the prefix, no LITHE_PLUGIN_PATH)"
@@ -138,6 +161,32 @@ if [[ -n $app_dir && -n $model ]]; then
     || fail "the embedding app did not load the installed level plugin from $prefix/lib/lithe/plugins"
   grep -qE "^sparsity 0\.8 " <<< "$output" || fail "the embedding app did not reach sparsity 0.8"
   [[ -s $work/app_pruned.pt ]] || fail "the embedding app did not write $work/app_pruned.pt"
+
+  step "running prune_then_quantize (own training loop: AGP to 0.8, then QAT)"
+  output=$(cd "$work" && "${no_cuda[@]}" "$work/app_build/prune_then_quantize" "$model" \
+             "$work/app_qat.pt" 2>&1) \
+    || { echo "$output" >&2; fail "prune_then_quantize failed"; }
+  echo "$output"
+  grep -qE "^pruned: sparsity 0\.8 " <<< "$output" \
+    || fail "the own-loop AGP run did not reach sparsity 0.8"
+  grep -qE "^quantized: sparsity 0\.8 " <<< "$output" \
+    || fail "the pruning masks were not kept through QAT"
+  [[ -s $work/app_qat.pt ]] || fail "prune_then_quantize did not write $work/app_qat.pt"
+
+  for misuse in optimizer-step no-update-epoch; do
+    step "running prune_then_quantize --misuse $misuse (must be reported)"
+    status=0
+    output=$(cd "$work" && "${no_cuda[@]}" "$work/app_build/prune_then_quantize" "$model" \
+               "$work/app_misuse.pt" --misuse "$misuse" 2>&1) || status=$?
+    echo "$output"
+    [[ $status -eq 1 ]] || fail "--misuse $misuse exited with $status, not 1"
+    case $misuse in
+      optimizer-step) expected="session.optimizer_step(optimizer)" ;;
+      no-update-epoch) expected="session.update_epoch(epoch)" ;;
+    esac
+    grep -qF "$expected" <<< "$output" || fail "--misuse $misuse was not reported naming $expected"
+    [[ ! -e $work/app_misuse.pt ]] || fail "--misuse $misuse wrote a model"
+  done
 fi
 
 echo

@@ -24,6 +24,7 @@
 #include "lithe/sdk/pruner.h"
 #include "lithe/sdk/version.h"
 #include "lithe/sdk_internal/options_json.h"
+#include "support/cli_run.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -31,9 +32,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 
 using Status = LoadReport::Status;
@@ -363,28 +366,30 @@ class PluginSearchPathTest : public ::testing::Test {
   std::optional<std::string> saved_;
 };
 
-TEST_F(PluginSearchPathTest, OrdersCliDirsThenPluginPathEntriesThenExeRelativeDir) {
+// Lithe's own plugins first (found from the library), then $LITHE_PLUGIN_PATH, then folders
+// given in code: the built-ins own their names.
+TEST_F(PluginSearchPathTest, OrdersLibraryDirThenPluginPathEntriesThenCliDirs) {
   ::setenv("LITHE_PLUGIN_PATH", "/env/one::/env/two:", 1);
 
   std::vector<fs::path> dirs = plugin_search_path({"/cli/a", "/cli/b"});
 
   ASSERT_EQ(dirs.size(), 5u);
-  dirs.back() = fs::weakly_canonical(dirs.back());
-  EXPECT_THAT(dirs, ElementsAre(fs::path("/cli/a"), fs::path("/cli/b"), fs::path("/env/one"),
-                                fs::path("/env/two"), exe_relative_dir()));
+  dirs.front() = fs::weakly_canonical(dirs.front());
+  EXPECT_THAT(dirs, ElementsAre(exe_relative_dir(), fs::path("/env/one"), fs::path("/env/two"),
+                                fs::path("/cli/a"), fs::path("/cli/b")));
 }
 
-TEST_F(PluginSearchPathTest, WithoutPluginPathUsesCliDirsThenExeRelativeDir) {
+TEST_F(PluginSearchPathTest, WithoutPluginPathUsesLibraryDirThenCliDirs) {
   ::unsetenv("LITHE_PLUGIN_PATH");
 
   std::vector<fs::path> dirs = plugin_search_path({"/cli/a"});
 
   ASSERT_EQ(dirs.size(), 2u);
-  dirs.back() = fs::weakly_canonical(dirs.back());
-  EXPECT_THAT(dirs, ElementsAre(fs::path("/cli/a"), exe_relative_dir()));
+  dirs.front() = fs::weakly_canonical(dirs.front());
+  EXPECT_THAT(dirs, ElementsAre(exe_relative_dir(), fs::path("/cli/a")));
 }
 
-TEST_F(PluginSearchPathTest, LoadSearchPathLoadsCliDirsThenPluginPathThenExeRelativeDir) {
+TEST_F(PluginSearchPathTest, LoadSearchPathLoadsLibraryDirThenPluginPathThenCliDirs) {
   const fs::path fixtures(LITHE_FIXTURE_ROOT);
   ::setenv("LITHE_PLUGIN_PATH", (fixtures / "tiny").c_str(), 1);
   PluginRegistry registry;
@@ -401,17 +406,17 @@ TEST_F(PluginSearchPathTest, LoadSearchPathLoadsCliDirsThenPluginPathThenExeRela
     EXPECT_EQ(it == reports.end() ? Status::kFailed : it->status, Status::kLoaded) << file;
     return it - reports.begin();
   };
-  const auto twin = position(LITHE_FIXTURE_TWIN_A);
-  const auto tiny = position(LITHE_FIXTURE_TINY);
   const auto level = position(LITHE_PLUGIN_LEVEL);
-  EXPECT_LT(twin, tiny);
-  EXPECT_LT(tiny, level);
+  const auto tiny = position(LITHE_FIXTURE_TINY);
+  const auto twin = position(LITHE_FIXTURE_TWIN_A);
+  EXPECT_LT(level, tiny);
+  EXPECT_LT(tiny, twin);
   EXPECT_NE(registry.find(AlgorithmKind::kPruner, "tiny"), nullptr);
 }
 
-// Earlier directories win: a plugin in a --plugin-dir shadows the installed one of the same
-// name, and the installed one is reported as the duplicate.
-TEST_F(PluginSearchPathTest, PluginInCliDirShadowsSameNamedPluginOfExeRelativeDir) {
+// Names are owned: a copy of a built-in plugin in a --plugin-dir is refused, naming the file it
+// clashes with and the override, and the built-in keeps its algorithms.
+TEST_F(PluginSearchPathTest, SameNamedPluginInCliDirIsRefusedAndTheBuiltInKeepsItsName) {
   ::unsetenv("LITHE_PLUGIN_PATH");
   const fs::path dir = test::scratch_dir("plugin_loading/shadow");
   const fs::path shadow = copy_into(dir, {LITHE_PLUGIN_LEVEL}).front();
@@ -420,15 +425,83 @@ TEST_F(PluginSearchPathTest, PluginInCliDirShadowsSameNamedPluginOfExeRelativeDi
 
   loader.load_search_path({dir});
 
-  const std::optional<LoadReport> installed = report_of(loader.reports(), LITHE_PLUGIN_LEVEL);
-  ASSERT_TRUE(installed.has_value());
-  EXPECT_EQ(installed->status, Status::kFailed);
-  EXPECT_THAT(installed->message,
-              HasSubstr("duplicate plugin 'level': " + reported(LITHE_PLUGIN_LEVEL) +
-                        " has the same name as the already loaded " + reported(shadow)));
+  const std::optional<LoadReport> copy = report_of(loader.reports(), shadow);
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->status, Status::kFailed);
+  EXPECT_THAT(copy->message,
+              HasSubstr("duplicate plugin 'level': " + reported(shadow) +
+                        " has the same name as the already loaded " +
+                        reported(LITHE_PLUGIN_LEVEL)));
+  EXPECT_THAT(copy->message, HasSubstr("--override-plugin level"));
   const AlgorithmEntry* pruner = registry.find(AlgorithmKind::kPruner, "level");
   ASSERT_NE(pruner, nullptr);
-  EXPECT_EQ(pruner->plugin_path, reported(shadow));
+  EXPECT_EQ(pruner->plugin_path, reported(LITHE_PLUGIN_LEVEL));
+}
+
+// The documented override: the later plugin of that name replaces the built-in entirely.
+TEST_F(PluginSearchPathTest, AllowedOverrideReplacesTheBuiltInPluginOfTheSameName) {
+  ::unsetenv("LITHE_PLUGIN_PATH");
+  const fs::path dir = test::scratch_dir("plugin_loading/override");
+  const fs::path replacement = copy_into(dir, {LITHE_PLUGIN_LEVEL}).front();
+  PluginRegistry registry;
+  PluginLoader loader(registry);
+  loader.allow_override("level");
+
+  loader.load_search_path({dir});
+
+  const std::optional<LoadReport> copy = report_of(loader.reports(), replacement);
+  const std::optional<LoadReport> builtin = report_of(loader.reports(), LITHE_PLUGIN_LEVEL);
+  ASSERT_TRUE(copy.has_value());
+  ASSERT_TRUE(builtin.has_value());
+  EXPECT_EQ(copy->status, Status::kLoaded) << copy->message;
+  EXPECT_EQ(copy->overrides, "overrides plugin 'level' of " + reported(LITHE_PLUGIN_LEVEL));
+  EXPECT_EQ(builtin->overrides, "overridden by " + reported(replacement));
+  EXPECT_THAT(builtin->algorithms, IsEmpty());
+  const AlgorithmEntry* pruner = registry.find(AlgorithmKind::kPruner, "level");
+  ASSERT_NE(pruner, nullptr);
+  EXPECT_EQ(pruner->plugin_path, reported(replacement));
+  EXPECT_NE(registry.make_pruner("level", sdk::Options()), nullptr);
+}
+
+// An override by another plugin's name takes over the algorithm names it registers again.
+TEST_F(PluginSearchPathTest, AllowedOverrideTakesOverAnAlgorithmOfAnotherPlugin) {
+  ::unsetenv("LITHE_PLUGIN_PATH");
+  PluginRegistry registry;
+  PluginLoader loader(registry);
+  loader.allow_override("copycat");
+
+  loader.load_search_path({fs::path(LITHE_FIXTURE_ROOT) / "duplicate_algorithm"});
+
+  const std::optional<LoadReport> copycat = report_of(loader.reports(), LITHE_FIXTURE_COPYCAT);
+  const std::optional<LoadReport> level = report_of(loader.reports(), LITHE_PLUGIN_LEVEL);
+  ASSERT_TRUE(copycat.has_value());
+  ASSERT_TRUE(level.has_value());
+  EXPECT_EQ(copycat->status, Status::kLoaded) << copycat->message;
+  EXPECT_EQ(copycat->overrides, "overrides pruner 'level' of plugin 'level' (" +
+                                    reported(LITHE_PLUGIN_LEVEL) + ")");
+  EXPECT_THAT(level->algorithms, Not(Contains("pruner level")));
+  EXPECT_THAT(level->algorithms, Contains("masker level"));
+  const AlgorithmEntry* pruner = registry.find(AlgorithmKind::kPruner, "level");
+  ASSERT_NE(pruner, nullptr);
+  EXPECT_EQ(pruner->plugin, "copycat");
+}
+
+// "unknown algorithm" says where plugins were looked for and what each folder held.
+TEST_F(PluginSearchPathTest, UnknownAlgorithmMessageListsEveryFolderSearched) {
+  const fs::path empty = test::scratch_dir("plugin_loading/empty_folder");
+  ::setenv("LITHE_PLUGIN_PATH", "/nonexistent/lithe/plugins", 1);
+  PluginRegistry registry;
+  PluginLoader loader(registry);
+
+  loader.load_search_path({empty, fs::path(LITHE_FIXTURE_ROOT) / "throws_in_register"});
+
+  EXPECT_THAT([&] { registry.make_pruner("snip", sdk::Options()); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("unknown pruner 'snip'"), HasSubstr("plugin folders searched: "),
+                  HasSubstr(exe_relative_dir().string() + " ("),
+                  HasSubstr("/nonexistent/lithe/plugins (missing)"),
+                  HasSubstr(empty.string() + " (no lithe_plugin_* files)"),
+                  HasSubstr("throws_in_register (0 loaded, 1 failed)"))));
 }
 
 // Trust (ssh StrictModes): code that anyone else could replace is not loaded.
@@ -517,6 +590,35 @@ TEST_F(PluginTrustTest, TheOptOutLoadsAnInsecureDirectory) {
   EXPECT_EQ(loader_.reports()[0].status, Status::kLoaded) << loader_.reports()[0].message;
   EXPECT_NE(registry_.find(AlgorithmKind::kPruner, "tiny"), nullptr);
   fs::permissions(dir, fs::perms::others_write | fs::perms::group_write, fs::perm_options::remove);
+}
+
+}  // namespace
+}  // namespace lithe::host
+
+namespace lithe::host {
+namespace {
+
+// A segfault inside a plugin ends the process as before (SIGSEGV, exit status 139 from a shell),
+// but first says which algorithm, layer and call were running and which file the faulting code
+// is in.
+TEST(PluginCrashReportTest, SegfaultInsidePluginNamesThePluginCallAndItsFile) {
+  const fs::path out = test::scratch_dir("plugin_loading/crash");
+  test::write_text(out / "config.json",
+                   R"({"algorithm": "crasher", "config_list": [{"sparsity": 0.5,
+                       "op_types": ["Conv2d"]}]})");
+  const test::CliRun run = test::run_shell(
+      "{ " + test::lithe_cli().string() + " compress --plugin-dir " +
+      fs::path(LITHE_FIXTURE_CRASHER).parent_path().string() + " --model " +
+      test::lenet_model().string() + " --config " + (out / "config.json").string() +
+      " --output " + (out / "pruned.pt").string() + "; echo \"exit status $?\"; } 2>&1");
+
+  EXPECT_THAT(run.out, HasSubstr("exit status 139")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("lithe: fatal SIGSEGV (invalid memory access) while running "
+                                 "pruner 'crasher' on layer 'conv1', in calc_mask(); the "
+                                 "faulting code is in " +
+                                 reported(LITHE_FIXTURE_CRASHER)))
+      << run.out;
+  EXPECT_FALSE(fs::exists(out / "pruned.pt"));
 }
 
 }  // namespace

@@ -213,6 +213,13 @@ CompressionResult run_compression(const CompressionRequest& request,
                                      : static_cast<TrainingHooks*>(pruning.get());
     result.epochs = train(*model, train_data, has_test ? &test_data : nullptr, options, hooks);
   }
+  // Every pass is over: an algorithm that saw fewer batches than it needs fails here, naming
+  // the layer and its rule, rather than writing an uncompressed model.
+  if (quantizer) {
+    quantization->end_of_data();
+  } else {
+    pruning->end_of_data();
+  }
   if (has_test) {
     result.after = result.epochs.empty() ? evaluate(*model, test_data, options.eval_batch_size)
                                          : result.epochs.back().test;

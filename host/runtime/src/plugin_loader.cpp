@@ -209,8 +209,20 @@ std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) 
       dirs.push_back(dir);
     }
   };
-  for (const fs::path& dir : cli_dirs) {
-    add(dir);
+  // Lithe's own plugins first, so that they own their names: found from where this library is
+  // (<libdir>/lithe/plugins; a program that embeds liblithe_host from anywhere finds the
+  // plugins of the tree the library belongs to, with no settings) and from where the running
+  // program is (bin/ -> <libdir>/lithe/plugins). The build and install trees share both
+  // layouts.
+  std::error_code ec;
+  const fs::path library = boost::dll::this_line_location(ec);
+  if (!ec) {
+    add((library.parent_path() / LITHE_PLUGIN_DIR_FROM_LIB).lexically_normal());
+  }
+  ec.clear();
+  const fs::path program = boost::dll::program_location(ec);
+  if (!ec) {
+    add((program.parent_path() / LITHE_PLUGIN_DIR_FROM_BIN).lexically_normal());
   }
   if (const char* env = std::getenv("LITHE_PLUGIN_PATH"); env != nullptr) {
     std::stringstream entries(env);
@@ -221,19 +233,8 @@ std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& cli_dirs) 
       }
     }
   }
-  // The in-tree plugins, found from where the running program is (bin/ -> <libdir>/lithe/
-  // plugins) and from where this library is (<libdir>/lithe/plugins): a program that embeds
-  // liblithe_host from anywhere finds the plugins of the tree the library belongs to, with no
-  // settings. The build and install trees share both layouts.
-  std::error_code ec;
-  const fs::path program = boost::dll::program_location(ec);
-  if (!ec) {
-    add((program.parent_path() / LITHE_PLUGIN_DIR_FROM_BIN).lexically_normal());
-  }
-  ec.clear();
-  const fs::path library = boost::dll::this_line_location(ec);
-  if (!ec) {
-    add((library.parent_path() / LITHE_PLUGIN_DIR_FROM_LIB).lexically_normal());
+  for (const fs::path& dir : cli_dirs) {
+    add(dir);
   }
   return dirs;
 }
@@ -246,8 +247,14 @@ PluginLoader::~PluginLoader() {
   }
 }
 
+void PluginLoader::allow_override(const std::string& plugin_name) {
+  overrides_.insert(plugin_name);
+}
+
 void PluginLoader::load_search_path(const std::vector<fs::path>& cli_dirs) {
+  std::string summary;
   for (const fs::path& dir : plugin_search_path(cli_dirs)) {
+    summary += (summary.empty() ? "" : ", ") + dir.string();
     const bool from_environment =
         std::find(cli_dirs.begin(), cli_dirs.end(), dir) == cli_dirs.end();
     if (from_environment && dir.is_relative() && !insecure_plugins_allowed()) {
@@ -258,10 +265,27 @@ void PluginLoader::load_search_path(const std::vector<fs::path>& cli_dirs) {
                        "' is relative (it would depend on the working directory); refused, "
                        "use an absolute path";
       reports_.push_back(report);
+      summary += " (refused: relative)";
       continue;
     }
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      summary += " (missing)";
+      continue;
+    }
+    const size_t before = reports_.size();
     load_directory(dir);
+    size_t loaded = 0;
+    for (size_t i = before; i < reports_.size(); ++i) {
+      loaded += reports_[i].status == LoadReport::Status::kLoaded ? 1 : 0;
+    }
+    const size_t failed = reports_.size() - before - loaded;
+    summary += reports_.size() == before
+                   ? std::string(" (no lithe_plugin_* files)")
+                   : " (" + std::to_string(loaded) + " loaded" +
+                         (failed > 0 ? ", " + std::to_string(failed) + " failed" : "") + ")";
   }
+  registry_.set_search_summary(summary);
 }
 
 void PluginLoader::load_directory(const fs::path& dir) {
@@ -389,12 +413,28 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
   report.plugin = info->name;
   report.version = info->version == nullptr ? "" : info->version;
   auto& names = plugin_files_;
+  const bool may_override = overrides_.count(report.plugin) != 0;
   if (const auto it = names.find(report.plugin); it != names.end()) {
-    return fail("duplicate plugin '" + report.plugin + "': " + where +
-                " has the same name as the already loaded " + it->second);
+    if (!may_override) {
+      return fail("duplicate plugin '" + report.plugin + "': " + where +
+                  " has the same name as the already loaded " + it->second +
+                  "; a plugin cannot take over a loaded plugin's name unless allowed to "
+                  "(--override-plugin " + report.plugin + ")");
+    }
+    // An allowed override: the earlier plugin of this name is withdrawn with its algorithms.
+    report.overrides = "overrides plugin '" + report.plugin + "' of " + it->second;
+    registry_.remove_plugin(report.plugin);
+    for (LoadReport& earlier : reports_) {
+      if (earlier.plugin == report.plugin && earlier.status == LoadReport::Status::kLoaded) {
+        earlier.overrides = "overridden by " + where;
+        earlier.algorithms.clear();
+      }
+    }
+    names.erase(it);
   }
 
-  registry_.set_current_plugin(report.plugin, where, static_cast<int>(plugin_abi.sdk_minor));
+  registry_.set_current_plugin(report.plugin, where, static_cast<int>(plugin_abi.sdk_minor),
+                               may_override);
   try {
     info->register_algorithms(registry_);
   } catch (const sdk::Error& e) {
@@ -415,6 +455,24 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
     registry_.set_current_plugin("", "");
     return fail(where + ": plugin '" + report.plugin +
                 "' failed to register: unknown exception");
+  }
+  for (const std::string& taken : registry_.taken_over()) {
+    report.overrides += (report.overrides.empty() ? "overrides " : "; overrides ") + taken;
+  }
+  if (!registry_.taken_over().empty()) {
+    // Earlier reports list only what their plugin still owns.
+    for (LoadReport& earlier : reports_) {
+      std::vector<std::string> kept;
+      for (const AlgorithmEntry& entry : registry_.algorithms()) {
+        if (entry.plugin == earlier.plugin && earlier.status == LoadReport::Status::kLoaded) {
+          kept.push_back(std::string(algorithm_kind_name(entry.kind)) + " " + entry.info.name);
+        }
+      }
+      if (kept.size() != earlier.algorithms.size() && earlier.status == LoadReport::Status::kLoaded) {
+        earlier.algorithms = kept;
+        earlier.overrides = "partly overridden by " + where;
+      }
+    }
   }
   registry_.set_current_plugin("", "");
   names.emplace(report.plugin, where);

@@ -42,10 +42,13 @@ const char* algorithm_kind_name(AlgorithmKind kind) {
 PluginRegistry::PluginRegistry() = default;
 PluginRegistry::~PluginRegistry() = default;
 
-void PluginRegistry::set_current_plugin(std::string name, std::string path, int sdk_minor) {
+void PluginRegistry::set_current_plugin(std::string name, std::string path, int sdk_minor,
+                                        bool may_override) {
   current_plugin_ = std::move(name);
   current_path_ = std::move(path);
   current_sdk_minor_ = sdk_minor;
+  may_override_ = may_override;
+  taken_over_.clear();
 }
 
 void PluginRegistry::remove_plugin(const std::string& plugin) {
@@ -63,10 +66,24 @@ void PluginRegistry::add(Slot slot) {
               " registered a ", algorithm_kind_name(entry.kind), " with an empty name");
   const auto key = std::make_pair(entry.kind, entry.info.name);
   const auto existing = slots_.find(key);
+  if (existing != slots_.end() && may_override_ && existing->second.entry.plugin != entry.plugin) {
+    // An allowed override: the earlier algorithm and the NNI class it declared are withdrawn.
+    taken_over_.push_back(std::string(algorithm_kind_name(entry.kind)) + " '" + entry.info.name +
+                          "' of " + owner_text(existing->second.entry));
+    for (auto it = counterparts_.begin(); it != counterparts_.end();) {
+      const bool replaced = it->second.counterpart.algorithm == entry.info.name &&
+                            it->second.kind == entry.kind &&
+                            it->second.plugin == existing->second.entry.plugin;
+      it = replaced ? counterparts_.erase(it) : std::next(it);
+    }
+    existing->second = std::move(slot);
+    return;
+  }
   LITHE_CHECK(existing == slots_.end(), sdk::Errc::kPluginLoad, "duplicate ",
               algorithm_kind_name(entry.kind), " '", entry.info.name, "': registered by ",
               existing == slots_.end() ? std::string() : owner_text(existing->second.entry),
-              " and again by ", owner_text(entry));
+              " and again by ", owner_text(entry), "; a plugin cannot take over a name another "
+              "plugin owns unless allowed to (--override-plugin ", entry.plugin, ")");
   slots_.emplace(key, std::move(slot));
 }
 
@@ -113,7 +130,9 @@ const PluginRegistry::Slot& PluginRegistry::lookup(AlgorithmKind kind,
     LITHE_CHECK(false, sdk::Errc::kInvalidConfig, "unknown ", algorithm_kind_name(kind), " '",
                 name, "'; known ", algorithm_kind_name(kind), "s: ",
                 known.empty() ? std::string("none (were the plugins found? see `lithe plugins`)")
-                              : known);
+                              : known,
+                search_summary_.empty() ? std::string()
+                                        : "; plugin folders searched: " + search_summary_);
   }
   return it->second;
 }

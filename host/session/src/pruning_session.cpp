@@ -57,7 +57,7 @@ PruningSession::PruningSession(Model& model, const PluginRegistry& registry,
     invoke_plugin(owner(), [&] {
       pruner_->validate_config(entry.options);
       return 0;
-    });
+    }, "validate_config");
   });
   register_gradient_hooks();
 }
@@ -105,7 +105,7 @@ void PruningSession::update_masks() {
       invoke_plugin(owner(), [&] {
         pruner_->attach(*this);
         return 0;
-      });
+      }, "attach");
     } catch (const std::exception& e) {
       attach_failure_ = e.what();
       // Whatever the half-attached pruner registered must not keep running on later forwards
@@ -117,7 +117,7 @@ void PruningSession::update_masks() {
   for (const auto& layer : views()) {
     const std::string context = owner() + " on layer '" + layer->name() + "'";
     std::optional<sdk::Masks> masks =
-        invoke_plugin(context, [&] { return pruner_->calc_mask(*layer); });
+        invoke_plugin(context, [&] { return pruner_->calc_mask(*layer); }, "calc_mask");
     if (masks.has_value()) {
       invoke_plugin(context, [&] {
         layer->set_masks(std::move(*masks));
@@ -178,10 +178,11 @@ void PruningSession::check_weights_unchanged_outside(const char* call) const {
 
 void PruningSession::update_epoch(int64_t epoch) {
   check_weights_unchanged_outside("update_epoch()");
+  note_epoch_update();
   invoke_plugin(owner(), [&] {
     pruner_->update_epoch(epoch);
     return 0;
-  });
+  }, "update_epoch");
 }
 
 void PruningSession::step() {
@@ -189,10 +190,11 @@ void PruningSession::step() {
   invoke_plugin(owner(), [&] {
     pruner_->step();
     return 0;
-  });
+  }, "step");
 }
 
 void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
+  check_epoch_updates("optimizer_step");
   if (take_optimizer_state_reset()) {
     // A restored model starts over with a fresh optimizer state, as NNI's LotteryTicket
     // restores the optimizer's state saved before any step.
@@ -204,7 +206,7 @@ void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
   invoke_plugin(owner(), [&] {
     pruner_->after_optimizer_step();
     return 0;
-  });
+  }, "after_optimizer_step");
   run_optimizer_step_callbacks();
   // update_masks() recorded the weights' fingerprints; a plugin changes weights only through
   // the context (update_masks_now, restore_model_state), which records them again.

@@ -54,7 +54,7 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
         invoke_plugin(owner(), [&] {
           quantizer_->validate_config(entry.options);
           return 0;
-        });
+        }, "validate_config");
       },
       needs_weight, "quantize (\"weight\" is in its quant_types)");
   for (const auto& view : views()) {
@@ -139,7 +139,7 @@ void QuantizationSession::compress() {
     invoke_plugin(owner(), [&] {
       quantizer_->attach(*this);
       return 0;
-    });
+    }, "attach");
     check_state_names();
   } catch (const std::exception& e) {
     attach_failure_ = e.what();  // a half-attached quantizer is never run nor attached twice
@@ -170,7 +170,7 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
   LITHE_CHECK(it != by_name_.end(), sdk::Errc::kInternal, "no quantized layer named '", module,
               "'");
   sdk::LayerView& view = *it->second->view;
-  const bool training = model().is_training() || calibrating_;
+  const bool training = model().is_training() || calibrating();
   LITHE_CHECK(x.is_floating_point(), sdk::Errc::kUnsupportedLayer, owner(), " on layer '",
               module, "': its ", sdk::quant_type_name(type), " is a ", x.scalar_type(),
               " tensor; only floating-point tensors can be fake-quantized");
@@ -255,6 +255,7 @@ void QuantizationSession::store_state_in_model() {
 
 void QuantizationSession::update_epoch(int64_t epoch) {
   require_compressed("update_epoch()");
+  note_epoch_update();
   invoke_plugin(owner(), [&] {
     quantizer_->update_epoch(epoch);
     return 0;
@@ -263,6 +264,7 @@ void QuantizationSession::update_epoch(int64_t epoch) {
 
 void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
   require_compressed("optimizer_step()");
+  check_epoch_updates("optimizer_step");
   if (take_optimizer_state_reset()) {
     optimizer.state().clear();  // a restored model starts over, as in PruningSession
   }

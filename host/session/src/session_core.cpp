@@ -18,7 +18,8 @@ SessionCore::SessionCore(Model& model, const PluginRegistry& registry,
       // A fresh record of read keys: one parsed config may serve several sessions.
       options_(sdk::options_from_json(sdk::options_json(config_.options), "/options")),
       collectors_(std::make_unique<detail::ActivationCollectors>(model)),
-      step_callbacks_(std::make_unique<detail::OptimizerStepCallbacks>()),
+      step_callbacks_(std::make_unique<detail::PluginCallbacks>("optimizer_step")),
+      end_of_data_callbacks_(std::make_unique<detail::PluginCallbacks>("end_of_data")),
       saved_states_(std::make_unique<detail::SavedModelStates>()) {}
 
 SessionCore::~SessionCore() = default;
@@ -75,9 +76,26 @@ void SessionCore::remove_optimizer_step_callback(int64_t id) { step_callbacks_->
 
 void SessionCore::run_optimizer_step_callbacks() { step_callbacks_->run(owner_); }
 
+int64_t SessionCore::add_end_of_data_callback(std::function<void()> callback) {
+  return end_of_data_callbacks_->add(std::move(callback));
+}
+
+void SessionCore::remove_end_of_data_callback(int64_t id) { end_of_data_callbacks_->remove(id); }
+
+void SessionCore::end_of_data() { end_of_data_callbacks_->run(owner_); }
+
+void SessionCore::check_epoch_updates(const char* call) const {
+  LITHE_CHECK(!epoch_updates_required_ || epoch_updated_ || calibrating_, sdk::Errc::kInvalidConfig,
+              owner_, " follows the epoch, but ", call,
+              "() came before any update_epoch(): call session.update_epoch(epoch) at the start "
+              "of every epoch (0-based), before its first optimizer step; without it the "
+              "schedule stays at its first sparsity");
+}
+
 void SessionCore::drop_plugin_registrations() noexcept {
   collectors_->clear();
   step_callbacks_->clear();
+  end_of_data_callbacks_->clear();
 }
 
 int64_t SessionCore::save_model_state() { return saved_states_->save(model_); }

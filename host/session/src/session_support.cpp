@@ -1,5 +1,7 @@
 #include "session_support.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "lithe/host/runtime/invoke_plugin.h"
@@ -86,26 +88,30 @@ void ActivationCollectors::refresh() {
   });
 }
 
-int64_t OptimizerStepCallbacks::add(std::function<void()> callback) {
-  LITHE_CHECK(static_cast<bool>(callback), sdk::Errc::kInvalidConfig,
-              "add_optimizer_step_callback: the callback is empty");
+int64_t PluginCallbacks::add(std::function<void()> callback) {
+  LITHE_CHECK(static_cast<bool>(callback), sdk::Errc::kInvalidConfig, "add_", event_,
+              "_callback: the callback is empty");
   const int64_t id = next_id_++;
   callbacks_[id] = std::move(callback);
   return id;
 }
 
-void OptimizerStepCallbacks::remove(int64_t id) {
-  LITHE_CHECK(callbacks_.erase(id) == 1, sdk::Errc::kInvalidConfig,
-              "remove_optimizer_step_callback: no optimizer-step callback with id ", id);
+void PluginCallbacks::remove(int64_t id) {
+  std::string label = event_;
+  std::replace(label.begin(), label.end(), '_', '-');
+  LITHE_CHECK(callbacks_.erase(id) == 1, sdk::Errc::kInvalidConfig, "remove_", event_,
+              "_callback: no ", label, " callback with id ", id);
 }
 
-void OptimizerStepCallbacks::run(const std::string& owner) {
+void PluginCallbacks::run(const std::string& owner) {
   const auto callbacks = callbacks_;  // a callback may add or remove callbacks
   for (const auto& [id, callback] : callbacks) {
     if (callbacks_.count(id) == 0) {
-      continue;  // removed by an earlier callback of this step
+      continue;  // removed by an earlier callback of this run
     }
-    invoke_plugin(owner + " (optimizer-step callback)", [&] {
+    std::string label = event_;
+    std::replace(label.begin(), label.end(), '_', '-');
+    invoke_plugin(owner + " (" + label + " callback)", [&] {
       callback();
       return 0;
     });

@@ -1,7 +1,7 @@
 #pragma once
 // What the pruning and the quantization sessions offer plugins alike through
 // sdk::CompressionContext: activation collectors (observed through Model::set_taps), optimizer-
-// step callbacks and saved model states. Internal to liblithe_host.
+// step and end-of-data callbacks, and saved model states. Internal to liblithe_host.
 
 #include <ATen/core/Tensor.h>
 
@@ -51,9 +51,13 @@ class ActivationCollectors {
   int64_t next_id_ = 1;
 };
 
-/// Callbacks run after every optimizer step, in registration order.
-class OptimizerStepCallbacks {
+/// Callbacks a plugin registered for one event (after every optimizer step; end of data), run
+/// in registration order.
+class PluginCallbacks {
  public:
+  /// `event` names the callbacks in messages as in the SDK's add_<event>_callback:
+  /// "optimizer_step", "end_of_data".
+  explicit PluginCallbacks(std::string event) : event_(std::move(event)) {}
   /// Same contract as sdk::CompressionContext::add_optimizer_step_callback.
   int64_t add(std::function<void()> callback);
   /// Same contract as sdk::CompressionContext::remove_optimizer_step_callback.
@@ -64,6 +68,7 @@ class OptimizerStepCallbacks {
   void run(const std::string& owner);
 
  private:
+  std::string event_;
   std::map<int64_t, std::function<void()>> callbacks_;
   int64_t next_id_ = 1;
 };

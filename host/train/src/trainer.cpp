@@ -259,12 +259,17 @@ int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, in
                   int64_t batch_size) {
   check_calibration_request(data, batches, batch_size);
   check_dataset_fits_model(model, data);
-  struct RestoreMode {
+  struct Restore {
     Model& model;
+    PruningSession& session;
     bool training;
-    ~RestoreMode() { model.train(training); }
-  } restore{model, model.is_training()};
+    ~Restore() {
+      session.set_calibrating(false);
+      model.train(training);
+    }
+  } restore{model, session, model.is_training()};
   model.train(false);
+  session.set_calibrating(true);  // a statistics pass, not training: no epochs yet
   // lr 0: the pruner's statistics see gradients and optimizer steps, the weights stay as they
   // are (SGD without momentum or weight decay adds exactly -0 * grad, as long as the gradient
   // is finite, which is checked before every step).

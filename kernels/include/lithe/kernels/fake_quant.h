@@ -12,6 +12,7 @@
 /// count. Rounding is the current FP environment's round-to-nearest-even (never changed by Lithe).
 
 #include <cstdint>
+#include "lithe/kernels/export.h"
 
 namespace lithe::kernels {
 
@@ -37,6 +38,7 @@ enum class QuantFormula : std::uint8_t {
 /// receives 0/1 bytes. Preconditions (checked by the ATen glue, not here): scale finite and > 0,
 /// qmin < qmax, x/y/mask hold n elements; y may alias x (in place), mask overlaps neither.
 /// `num_threads` <= 0 means "use the current OpenMP thread count".
+LITHE_KERNELS_API
 void fake_quant_per_tensor_cpu(const float* x, std::int64_t n, float scale, float zero_point,
                                std::int64_t qmin, std::int64_t qmax, float* y,
                                std::uint8_t* mask, QuantFormula formula = QuantFormula::kNni,
@@ -46,6 +48,7 @@ void fake_quant_per_tensor_cpu(const float* x, std::int64_t n, float scale, floa
 /// (channels = size of the quantization axis, outer/inner = products of the sizes before/after
 /// it). Element (o, c, i) uses scale[c] and zero_point[c]. Same preconditions as the per-tensor
 /// variant for every channel; scale and zero_point hold `channels` floats.
+LITHE_KERNELS_API
 void fake_quant_per_channel_cpu(const float* x, std::int64_t outer, std::int64_t channels,
                                 std::int64_t inner, const float* scale, const float* zero_point,
                                 std::int64_t qmin, std::int64_t qmax, float* y,

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "lithe/kernels/fake_quant.h"
+#include "lithe/kernels/export.h"
 
 namespace lithe::kernels {
 
@@ -29,6 +30,7 @@ struct FakeQuantResult {
 /// in logical order). Requires: scale finite and > 0 (also after conversion to float32),
 /// zero_point finite, qmin < qmax. With QuantFormula::kAten additionally zero_point integral and
 /// in [qmin, qmax], as at::fake_quantize_per_tensor_affine requires.
+LITHE_KERNELS_API
 FakeQuantResult fake_quantize_per_tensor(const at::Tensor& x, double scale, double zero_point,
                                          int64_t qmin, int64_t qmax,
                                          QuantFormula formula = QuantFormula::kNni);
@@ -37,6 +39,7 @@ FakeQuantResult fake_quantize_per_tensor(const at::Tensor& x, double scale, doub
 /// `scale` and `zero_point` are 1-D floating tensors with x.size(axis) elements on x's device
 /// (converted to float32); every scale must be finite and > 0, every zero point finite (kAten:
 /// integral and in [qmin, qmax]); qmin < qmax.
+LITHE_KERNELS_API
 FakeQuantResult fake_quantize_per_channel(const at::Tensor& x, const at::Tensor& scale,
                                           const at::Tensor& zero_point, int64_t axis,
                                           int64_t qmin, int64_t qmax,

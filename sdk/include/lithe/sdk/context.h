@@ -83,6 +83,28 @@ class LITHE_SDK_API CompressionContext {
   /// host averages them before the optimizer step. Throws sdk::Error(kIo) when another process
   /// died or stopped answering. Since SDK 1.3.
   virtual void reduce_over_processes(std::vector<at::Tensor>& tensors, Reduction op);
+
+  // --- appended in SDK 1.4 (not pure: contexts written for 1.3, e.g. plugin authors' test
+  // fakes, keep compiling; Lithe's host implements them) ---
+
+  /// Registers `callback` to run each time the data of a pass has run out: after a
+  /// calibration pass (`lithe compress --calibration-batches N`, the host's calibrate()), after
+  /// training (`--epochs N`, the host's train()), and when an embedder's own loop calls
+  /// session.end_of_data(). A data-driven algorithm uses it to fail loudly instead of leaving
+  /// layers unpruned: when a layer saw fewer batches than the algorithm needs, throw
+  /// sdk::Error(kInvalidConfig) naming the layer, the option and both counts (the host adds
+  /// the algorithm's name). Runs in registration order. Returns an id (ids start at 1); the
+  /// default implementation never runs the callback and returns 0.
+  virtual int64_t add_end_of_data_callback(std::function<void()> callback);
+  /// Removes an end-of-data callback; throws sdk::Error(kInvalidConfig) for an unknown id
+  /// (the default implementation accepts any id).
+  virtual void remove_end_of_data_callback(int64_t id);
+  /// Declares that the algorithm's masks follow the epoch (a schedule such as AGP): the host
+  /// then fails the first optimizer step after compress() that comes before any
+  /// update_epoch(), naming session.update_epoch(epoch); without it the schedule would stay at
+  /// its first sparsity and the run would end with no word. Call it from attach(). The default
+  /// implementation does nothing.
+  virtual void require_epoch_updates();
 };
 
 }  // namespace lithe::sdk

@@ -1,18 +1,25 @@
 #pragma once
 // Every call into plugin code goes through invoke_plugin: whatever the plugin throws comes back
 // as one sdk::Error that says which algorithm failed where, keeping the plugin's own message
-// (which states where, the rule and the value).
+// (which states where, the rule and the value); a crash inside it is reported naming the call
+// (crash_report.h).
 
 #include <c10/util/Exception.h>
 
 #include <string>
 
+#include "lithe/host/runtime/crash_report.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host::detail {
 
+/// Runs `fn` (plugin code). `call`, when given, names the plugin function for the crash
+/// report only ("calc_mask"); errors keep `context` alone.
 template <class Fn>
-auto invoke_plugin(const std::string& context, Fn&& fn) -> decltype(fn()) {
+auto invoke_plugin(const std::string& context, Fn&& fn, const char* call = nullptr)
+    -> decltype(fn()) {
+  // What a fatal signal inside the call reports.
+  const PluginCallRecord record(call == nullptr ? context : context + ", in " + call + "()");
   try {
     return fn();
   } catch (const sdk::Error& e) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,13 +32,19 @@ struct LoadReport {
   std::string version;         ///< plugin version (idem)
   std::string message;         ///< why it failed; empty when loaded
   std::vector<std::string> algorithms;  ///< "pruner level", ... registered by this file
+  /// For a loaded plugin that replaced an earlier one by an allowed override: "overrides
+  /// plugin 'level' of <file>"; empty otherwise.
+  std::string overrides;
 };
 
-/// Directories searched, in order, each once: `cli_dirs`, then each entry of $LITHE_PLUGIN_PATH
-/// (':'-separated), then <directory of the running executable>/../<libdir>/lithe/plugins, then
-/// <directory of liblithe_host>/lithe/plugins (the plugins of the build or install tree the
-/// library belongs to: a program embedding the library from anywhere finds them with no
-/// settings; for the `lithe` CLI both are the same folder).
+/// Directories searched, in order, each once: <directory of liblithe_host>/lithe/plugins (the
+/// plugins of the build or install tree the library belongs to: a program embedding the
+/// library from anywhere finds them with no settings), then <directory of the running
+/// executable>/../<libdir>/lithe/plugins (for the `lithe` CLI the same folder), then each
+/// entry of $LITHE_PLUGIN_PATH (':'-separated), then `cli_dirs` (--plugin-dir, folders given
+/// in code). Lithe's own plugins therefore load first and own their names: a plugin found
+/// later with the same plugin or algorithm name is refused unless allowed to override it
+/// (PluginLoader::allow_override).
 /// Directories that do not exist are kept (the loader reports nothing for them); relative
 /// $LITHE_PLUGIN_PATH entries are kept too and refused by PluginLoader::load_search_path.
 std::vector<std::filesystem::path> plugin_search_path(
@@ -54,8 +61,17 @@ class PluginLoader {
   void load_directory(const std::filesystem::path& dir);
   /// Loads one file; returns (a copy of) its report, also kept in reports().
   LoadReport load_file(const std::filesystem::path& file);
-  /// Loads every directory of plugin_search_path(cli_dirs).
+  /// Loads every directory of plugin_search_path(cli_dirs), then tells the registry what was
+  /// searched (each folder and what it held), for its "unknown algorithm" messages.
   void load_search_path(const std::vector<std::filesystem::path>& cli_dirs);
+
+  /// Names are owned by the plugin that registered them first: a plugin file whose plugin
+  /// name, or one of whose algorithm names, is already taken is refused (its report says by
+  /// whom and how to override). After allow_override("acme"), a plugin named "acme" loaded
+  /// later replaces instead: an earlier plugin of the same name is withdrawn with all its
+  /// algorithms, and algorithms of other plugins that it registers again are taken over (the
+  /// report's `overrides` says which). Call before loading. The CLI's --override-plugin.
+  void allow_override(const std::string& plugin_name);
 
   const std::vector<LoadReport>& reports() const { return reports_; }
 
@@ -66,6 +82,7 @@ class PluginLoader {
   PluginRegistry& registry_;
   std::vector<LoadReport> reports_;
   std::map<std::string, std::string> plugin_files_;  // plugin name -> file it came from
+  std::set<std::string> overrides_;                   // plugin names allowed to replace
   std::vector<std::shared_ptr<Library>> libraries_;  // kept until process exit (never unloaded)
 };
 

@@ -43,7 +43,16 @@ class PluginRegistry final : public sdk::Registry {
   /// Algorithms registered from now on are attributed to this plugin (host use, loader).
   /// `sdk_minor` is the SDK minor version the plugin was built against: quantizers need 1.2,
   /// the first SDK whose Quantizer interface a host drives (1.0/1.1 declared a preview).
-  void set_current_plugin(std::string name, std::string path, int sdk_minor = kHostSdkMinor);
+  /// `may_override`: the plugin may take over algorithm names (and NNI classes) registered
+  /// before it instead of failing on them (PluginLoader::allow_override).
+  void set_current_plugin(std::string name, std::string path, int sdk_minor = kHostSdkMinor,
+                          bool may_override = false);
+  /// What the loader searched ("<folder> (2 loaded)", ...), added to the message for an
+  /// unknown algorithm name so a user sees where plugins were looked for.
+  void set_search_summary(std::string summary) { search_summary_ = std::move(summary); }
+  /// Algorithms taken over by the current plugin's registration so far ("pruner 'level' of
+  /// plugin 'level' (<file>)"), for the loader's report.
+  const std::vector<std::string>& taken_over() const { return taken_over_; }
   /// Withdraws every algorithm and NNI counterpart attributed to `plugin` (used when its
   /// registration throws).
   void remove_plugin(const std::string& plugin);
@@ -83,6 +92,9 @@ class PluginRegistry final : public sdk::Registry {
   std::string current_plugin_;
   std::string current_path_;
   int current_sdk_minor_ = kHostSdkMinor;
+  bool may_override_ = false;
+  std::vector<std::string> taken_over_;
+  std::string search_summary_;
 };
 
 }  // namespace lithe::host

@@ -72,9 +72,6 @@ class QuantizationSession final : public SessionCore {
   void compress();
   /// Removes the fake quantization from the model's forward (the state buffers stay).
   void detach();
-  /// While on, quantizers are told `training` on every forward even when the model is in
-  /// evaluation mode: post-training range calibration without changing BatchNorm statistics.
-  void set_calibrating(bool on) { calibrating_ = on; }
   /// While on, the session keeps a copy of the latest quantization of every (layer, type):
   /// for conformance checks and debugging (costs a copy per quantized tensor and forward).
   void set_recording(bool on);
@@ -119,7 +116,6 @@ class QuantizationSession final : public SessionCore {
   std::map<std::string, Layer*> by_name_;
   std::string attach_failure_;  // why attach failed; the session is then unusable
   bool installed_ = false;
-  bool calibrating_ = false;
   bool recording_ = false;
   std::map<std::pair<std::string, sdk::QuantType>, QuantRecord> records_;
 };

@@ -30,7 +30,7 @@ namespace lithe::host {
 
 namespace detail {
 class ActivationCollectors;
-class OptimizerStepCallbacks;
+class PluginCallbacks;
 class SavedModelStates;
 }  // namespace detail
 
@@ -63,6 +63,22 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
     reduce_with_group(tensors, op);
   }
+  int64_t add_end_of_data_callback(std::function<void()> callback) override;
+  void remove_end_of_data_callback(int64_t id) override;
+  /// Makes optimizer_step() fail while update_epoch() was never called (see the SDK).
+  void require_epoch_updates() override { epoch_updates_required_ = true; }
+
+  /// No more data will come (the calibration and training passes are over): runs the
+  /// end-of-data callbacks plugins registered, so that a data-driven algorithm that saw too
+  /// few batches fails here, naming itself, the layer and the rule, instead of leaving layers
+  /// unpruned. `lithe compress` calls it after its last pass; an embedder's own loop calls it
+  /// once after its last batch. Throws the plugin's sdk::Error.
+  void end_of_data() override;
+  /// While on, the batches are a calibration pass, not training: quantizers are told
+  /// `training` on every forward even in evaluation mode (range calibration without changing
+  /// BatchNorm statistics), and a schedule does not yet require update_epoch().
+  void set_calibrating(bool on) { calibrating_ = on; }
+  bool calibrating() const { return calibrating_; }
 
  protected:
   /// `kind` names the algorithm's role in messages ("pruner" gives "pruner 'level'").
@@ -97,6 +113,12 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
 
   /// Runs every optimizer-step callback a plugin registered (errors name the plugin).
   void run_optimizer_step_callbacks();
+  /// Records that update_epoch was called (each session's update_epoch calls it).
+  void note_epoch_update() { epoch_updated_ = true; }
+  /// Throws sdk::Error(kInvalidConfig) naming session.update_epoch(epoch) when the algorithm
+  /// follows the epoch (require_epoch_updates), the batches are training (not calibrating)
+  /// and update_epoch was never called. `call` names the caller, e.g. "optimizer_step".
+  void check_epoch_updates(const char* call) const;
   /// Drops every collector and callback a plugin registered (after its attach failed, so
   /// nothing it left behind keeps running).
   void drop_plugin_registrations() noexcept;
@@ -113,10 +135,14 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   ResolvedConfig resolved_;
   std::vector<std::unique_ptr<sdk::LayerView>> views_;
   std::unique_ptr<detail::ActivationCollectors> collectors_;
-  std::unique_ptr<detail::OptimizerStepCallbacks> step_callbacks_;
+  std::unique_ptr<detail::PluginCallbacks> step_callbacks_;
+  std::unique_ptr<detail::PluginCallbacks> end_of_data_callbacks_;
   std::unique_ptr<detail::SavedModelStates> saved_states_;
   std::optional<LayerDependencies> dependencies_;  // analysed on first use
   bool reset_optimizer_state_ = false;
+  bool epoch_updates_required_ = false;
+  bool epoch_updated_ = false;
+  bool calibrating_ = false;
 };
 
 }  // namespace lithe::host

@@ -31,6 +31,9 @@ class TrainingHooks {
   virtual void step() = 0;
   /// Tensors the optimizer must train besides the model's parameters (e.g. LSQ's step sizes).
   virtual std::vector<at::Tensor> extra_parameters();
+  /// After the last batch of the last pass (calibration, training): lets the algorithm check
+  /// it saw enough data. Defaults to nothing.
+  virtual void end_of_data();
 
   /// Data-parallel runs: the group whose ranks run this session together (nullptr: a single
   /// process, the default). The algorithm's reduce_over_processes calls combine over it. The

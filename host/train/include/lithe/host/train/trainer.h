@@ -86,6 +86,9 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size = 1000
 /// or more batches than the data holds, kShapeMismatch when the data does not fit the model
 /// (all before any work), and kInvalidConfig when a batch gives a non-finite gradient (before
 /// that batch's step). The model's training mode is restored in every case.
+/// The session is marked calibrating meanwhile (schedules need no update_epoch yet). Neither
+/// calibrate() nor train() calls session.end_of_data(): more passes may follow; the caller
+/// calls it after the last one.
 int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, int64_t batches,
                   int64_t batch_size = 64);
 
