@@ -21,10 +21,11 @@ int run_plugins(const std::vector<std::string>& args) {
   prepare(common, loader, /*warn_failed_plugins=*/false);
 
   // NNI classes each plugin declared it reproduces (SDK 1.4 plugins; none for older ones).
-  const auto counterparts_of = [&registry](const std::string& plugin) {
+  // (A file whose plugin was overridden by a later one of the same name owns nothing now.)
+  const auto counterparts_of = [&registry](const host::LoadReport& report) {
     std::vector<sdk::NniCounterpart> out;
     for (const host::NniCounterpartEntry& entry : registry.nni_counterparts()) {
-      if (entry.plugin == plugin) {
+      if (entry.plugin == report.plugin && entry.plugin_path == report.path.string()) {
         out.push_back(entry.counterpart);
       }
     }
@@ -41,7 +42,7 @@ int run_plugins(const std::vector<std::string>& args) {
     for (const host::LoadReport& r : loader.reports()) {
       const bool loaded = r.status == host::LoadReport::Status::kLoaded;
       nlohmann::ordered_json counterparts = nlohmann::ordered_json::array();
-      for (const sdk::NniCounterpart& c : loaded ? counterparts_of(r.plugin)
+      for (const sdk::NniCounterpart& c : loaded ? counterparts_of(r)
                                                  : std::vector<sdk::NniCounterpart>()) {
         counterparts.push_back(
             {{"algorithm", c.algorithm}, {"nni_class", c.nni_class}, {"replay", c.replay}});
@@ -77,7 +78,7 @@ int run_plugins(const std::vector<std::string>& args) {
       for (const std::string& algorithm : r.algorithms) {
         std::cout << "          " << algorithm << "\n";
       }
-      for (const sdk::NniCounterpart& c : counterparts_of(r.plugin)) {
+      for (const sdk::NniCounterpart& c : counterparts_of(r)) {
         std::cout << "          " << c.algorithm << " reproduces NNI v2.0 " << c.nni_class
                   << " (conformance replay: " << c.replay << ")\n";
       }

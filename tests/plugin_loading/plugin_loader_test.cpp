@@ -623,3 +623,36 @@ TEST(PluginCrashReportTest, SegfaultInsidePluginNamesThePluginCallAndItsFile) {
 
 }  // namespace
 }  // namespace lithe::host
+
+namespace lithe::host {
+namespace {
+
+// The CLI side of the override: refused without --override-plugin (a warning naming it), and
+// with it the listing shows who replaced whom; the replaced file owns nothing any more.
+TEST(PluginOverrideCliTest, OverridePluginFlagReplacesTheBuiltInAndTheListingSaysSo) {
+  const fs::path dir = test::scratch_dir("plugin_loading/override_cli");
+  const fs::path copy = copy_into(dir, {LITHE_PLUGIN_LEVEL}).front();
+
+  const test::CliRun refused = test::run_lithe("plugins --plugin-dir " + dir.string());
+  EXPECT_EQ(refused.exit_code, 0) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("FAILED  duplicate plugin 'level': " + reported(copy)));
+  EXPECT_THAT(refused.out, HasSubstr("(--override-plugin level)"));
+
+  const test::CliRun replaced =
+      test::run_lithe("plugins --plugin-dir " + dir.string() + " --override-plugin level");
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.out;
+  EXPECT_THAT(replaced.out, HasSubstr("lithe: note: plugin 'level' (" + reported(copy) +
+                                      ") overrides plugin 'level' of " +
+                                      reported(LITHE_PLUGIN_LEVEL)));
+  const std::string builtin_block =
+      "  loaded  level 1.1.0  " + reported(LITHE_PLUGIN_LEVEL) + "\n          (overridden by " +
+      reported(copy) + ")\n  loaded  ";
+  EXPECT_THAT(replaced.out, HasSubstr(builtin_block)) << replaced.out;
+  EXPECT_THAT(replaced.out, HasSubstr("  loaded  level 1.1.0  " + reported(copy) +
+                                      "\n          (overrides plugin 'level' of " +
+                                      reported(LITHE_PLUGIN_LEVEL) + ")\n          masker level"))
+      << replaced.out;
+}
+
+}  // namespace
+}  // namespace lithe::host
