@@ -1,24 +1,180 @@
-// `lithe plugins`: what was found where, and why a file was skipped.
+// `lithe plugins`: what was found where, and why a file was skipped; `--describe NAME`: the
+// keys one algorithm accepts, from its own declaration (SDK 1.4 describe_options).
+#include <algorithm>
+#include <iomanip>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
+#include "lithe/sdk/error.h"
 #include "verbs.h"
 
 namespace lithe::cli {
+namespace {
+
+nlohmann::ordered_json spec_json(const sdk::OptionSpec& spec) {
+  nlohmann::ordered_json out{{"key", spec.key},
+                             {"type", sdk::option_type_name(spec.type)},
+                             {"rule", spec.rule()},
+                             {"required", spec.required}};
+  out["default"] = spec.default_json.empty() ? nlohmann::ordered_json()
+                                             : nlohmann::ordered_json::parse(spec.default_json);
+  out["help"] = spec.help;
+  return out;
+}
+
+// One table of keys (one scope): key, rule, default or "required", help; columns as wide as
+// the widest of `all` so that both scopes' tables line up.
+void print_keys(const std::vector<const sdk::OptionSpec*>& specs,
+                const std::vector<sdk::OptionSpec>& all) {
+  size_t key_width = 0;
+  size_t rule_width = 0;
+  for (const sdk::OptionSpec& spec : all) {
+    key_width = std::max(key_width, spec.key.size());
+    rule_width = std::max(rule_width, spec.rule().size());
+  }
+  for (const sdk::OptionSpec* spec : specs) {
+    const std::string presence = spec->required            ? "required"
+                                 : spec->default_json.empty() ? "optional"
+                                                              : "default " + spec->default_json;
+    std::cout << "  " << std::left << std::setw(static_cast<int>(key_width)) << spec->key << "  "
+              << std::setw(static_cast<int>(rule_width)) << spec->rule() << "  "
+              << std::setw(16) << presence << "  " << spec->help << "\n";
+  }
+}
+
+// `lithe plugins --describe NAME`: every kind registered under NAME, its plugin, and the keys
+// it declared. An unknown name is an error listing the known ones.
+int describe(const host::PluginRegistry& registry, const host::PluginLoader& loader,
+             const std::string& name, bool json) {
+  std::vector<host::AlgorithmEntry> entries;
+  std::vector<std::string> known;
+  for (const host::AlgorithmEntry& entry : registry.algorithms()) {
+    if (entry.info.name == name) {
+      entries.push_back(entry);
+    }
+    if (std::find(known.begin(), known.end(), entry.info.name) == known.end()) {
+      known.push_back(entry.info.name);
+    }
+  }
+  if (entries.empty()) {
+    std::sort(known.begin(), known.end());
+    std::string list;
+    for (const std::string& k : known) {
+      list += (list.empty() ? "" : ", ") + k;
+    }
+    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, "--describe '", name,
+                "': no algorithm of that name is registered; known: ",
+                list.empty() ? std::string("none (see `lithe plugins`)") : list);
+  }
+  const auto version_of = [&loader](const host::AlgorithmEntry& entry) {
+    for (const host::LoadReport& r : loader.reports()) {
+      if (r.plugin == entry.plugin && r.path.string() == entry.plugin_path) {
+        return r.version;
+      }
+    }
+    return std::string();
+  };
+  const auto nni_class_of = [&registry](const host::AlgorithmEntry& entry) {
+    for (const host::NniCounterpartEntry& c : registry.nni_counterparts()) {
+      if (c.counterpart.algorithm == entry.info.name && c.kind == entry.kind &&
+          c.plugin == entry.plugin) {
+        return c.counterpart.nni_class;
+      }
+    }
+    return std::string();
+  };
+  // Every kind of one name comes from one plugin (PluginRegistry::describe_options applies to
+  // all of them), but an override may have replaced one kind only: report each.
+  const sdk::OptionSchema* schema = nullptr;
+  for (const host::AlgorithmEntry& entry : entries) {
+    if (entry.options.has_value()) {
+      schema = &*entry.options;
+      break;
+    }
+  }
+  std::vector<const sdk::OptionSpec*> options;
+  std::vector<const sdk::OptionSpec*> entry_keys;
+  if (schema != nullptr) {
+    for (const sdk::OptionSpec& spec : schema->specs()) {
+      (spec.scope == sdk::OptionScope::kOptions ? options : entry_keys).push_back(&spec);
+    }
+  }
+  if (json) {
+    nlohmann::ordered_json out{{"name", name}};
+    out["kinds"] = nlohmann::ordered_json::array();
+    for (const host::AlgorithmEntry& entry : entries) {
+      const std::string nni_class = nni_class_of(entry);
+      out["kinds"].push_back({{"kind", host::algorithm_kind_name(entry.kind)},
+                              {"description", entry.info.description},
+                              {"plugin", entry.plugin},
+                              {"version", version_of(entry)},
+                              {"path", entry.plugin_path},
+                              {"declares_options", entry.options.has_value()},
+                              {"nni_class", nni_class.empty() ? nlohmann::ordered_json()
+                                                              : nlohmann::ordered_json(nni_class)}});
+    }
+    out["options"] = nlohmann::ordered_json::array();
+    for (const sdk::OptionSpec* spec : options) {
+      out["options"].push_back(spec_json(*spec));
+    }
+    out["config_entry"] = nlohmann::ordered_json::array();
+    for (const sdk::OptionSpec* spec : entry_keys) {
+      out["config_entry"].push_back(spec_json(*spec));
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  for (const host::AlgorithmEntry& entry : entries) {
+    std::cout << host::algorithm_kind_name(entry.kind) << " '" << name << "': "
+              << entry.info.description << "\n  plugin " << entry.plugin << " "
+              << version_of(entry) << "  " << entry.plugin_path << "\n";
+    if (const std::string nni_class = nni_class_of(entry); !nni_class.empty()) {
+      std::cout << "  reproduces NNI v2.0 " << nni_class << "\n";
+    }
+  }
+  if (schema == nullptr) {
+    std::cout << "declares no option keys (its plugin was built before SDK 1.4's "
+                 "describe_options; see its README)\n";
+    return 0;
+  }
+  std::cout << "\"options\" keys:\n";
+  if (options.empty()) {
+    std::cout << "  none\n";
+  }
+  print_keys(options, schema->specs());
+  std::cout << "config_list entry keys (besides op_types, op_names, exclude):\n";
+  if (entry_keys.empty()) {
+    std::cout << "  none\n";
+  }
+  print_keys(entry_keys, schema->specs());
+  return 0;
+}
+
+}  // namespace
 
 int run_plugins(const std::vector<std::string>& args) {
   CommonOptions common;
   bool json = false;
   po::options_description desc("options");
   add_common_options(desc, common);
-  desc.add_options()("json", po::bool_switch(&json), "print the load reports as JSON");
-  if (!parse_verb_args("plugins", "[--plugin-dir DIR]... [--override-plugin NAME]... [--json]", args, desc)) {
+  std::string describe_name;
+  desc.add_options()("json", po::bool_switch(&json), "print the load reports as JSON")(
+      "describe", po::value(&describe_name)->value_name("NAME"),
+      "print the keys algorithm NAME accepts (type, range, default, meaning), as it declares "
+      "them");
+  if (!parse_verb_args("plugins",
+                       "[--plugin-dir DIR]... [--override-plugin NAME]... [--describe NAME] "
+                       "[--json]",
+                       args, desc)) {
     return 0;
   }
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
-  prepare(common, loader, /*warn_failed_plugins=*/false);
+  prepare(common, loader, /*warn_failed_plugins=*/!describe_name.empty());
+  if (!describe_name.empty()) {
+    return describe(registry, loader, describe_name, json);
+  }
 
   // NNI classes each plugin declared it reproduces (SDK 1.4 plugins; none for older ones).
   // (A file whose plugin was overridden by a later one of the same name owns nothing now.)

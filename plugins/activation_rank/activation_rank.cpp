@@ -25,16 +25,27 @@ const char* algorithm_name(Criterion criterion) {
 
 }  // namespace
 
+const sdk::OptionSchema& option_keys() {
+  static const sdk::OptionSchema schema =
+      sdk::OptionSchema()
+          .add(sdk::sparsity_keys())
+          .add(sdk::filter_pruner_keys())
+          .add(sdk::option("activation", sdk::OptionType::kString,
+                           "the activation applied to each Conv2d output before it is counted")
+                   .defaults_to("\"relu\"")
+                   .one_of({"relu", "relu6"}))
+          .add(sdk::option("statistics_batch_num", sdk::OptionType::kInteger,
+                           "forwards per layer observed before filters are ranked")
+                   .defaults_to("1")
+                   .above(0));
+  return schema;
+}
+
 ActivationRankOptions read_options(const sdk::Options& options) {
   ActivationRankOptions out;
-  const std::string activation = options.get_or<std::string>("activation", "relu");
-  LITHE_CHECK(activation == "relu" || activation == "relu6", sdk::Errc::kInvalidConfig,
-              options.path(), "/activation must be \"relu\" or \"relu6\", got \"", activation,
-              "\"");
+  const std::string activation = option_keys().read<std::string>(options, "activation");
   out.activation = activation == "relu" ? Activation::kRelu : Activation::kRelu6;
-  out.statistics_batch_num = options.get_or<int64_t>("statistics_batch_num", 1);
-  LITHE_CHECK(out.statistics_batch_num > 0, sdk::Errc::kInvalidConfig, options.path(),
-              "/statistics_batch_num must be an integer > 0, got ", out.statistics_batch_num);
+  out.statistics_batch_num = option_keys().read<int64_t>(options, "statistics_batch_num");
   return out;
 }
 
@@ -204,6 +215,7 @@ void register_criterion(sdk::Registry& registry, Criterion criterion, const char
                             name, options);
                       });
   registry.add_nni_counterpart({name, nni_class, "activation_statistics"});
+  registry.describe_options(name, option_keys());
 }
 
 }  // namespace

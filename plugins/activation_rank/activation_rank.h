@@ -8,6 +8,7 @@
 #include <lithe/sdk/context.h>
 #include <lithe/sdk/filter_pruning.h>
 #include <lithe/sdk/layer.h>
+#include <lithe/sdk/option_spec.h>
 #include <lithe/sdk/options.h>
 #include <lithe/sdk/registry.h>
 
@@ -34,6 +35,10 @@ struct ActivationRankOptions {
   Activation activation = Activation::kRelu;
   int64_t statistics_batch_num = 1;  ///< forwards per layer before filters can be ranked
 };
+
+/// Every key apoz and mean_activation read: sparsity, dependency_aware, dummy_input (the SDK's),
+/// "activation" and "statistics_batch_num".
+const sdk::OptionSchema& option_keys();
 
 /// Reads "activation" ("relu" | "relu6", default "relu") and "statistics_batch_num" (integer
 /// > 0, default 1) from `options`. Throws sdk::Error(kInvalidConfig) naming options.path() +

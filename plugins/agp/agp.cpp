@@ -19,8 +19,6 @@
 namespace lithe::plugins::agp {
 namespace {
 
-constexpr const char* kDefaultMasker = "level";
-
 class AgpPruner final : public sdk::Pruner {
  public:
   explicit AgpPruner(std::unique_ptr<sdk::WeightMasker> masker) : masker_(std::move(masker)) {}
@@ -85,8 +83,7 @@ void register_algorithms(sdk::Registry& registry) {
   registry.add_pruner(
       {"agp", "automated gradual pruning: a cubic sparsity schedule over epochs, with any masker"},
       [](const sdk::Options& options, const sdk::Registry& algorithms) {
-        const std::string requested =
-            options.get_or<std::string>("pruning_algorithm", kDefaultMasker);
+        const std::string requested = option_keys().read<std::string>(options, "pruning_algorithm");
         const sdk::Options masker_options =
             options.has("masker_options") ? options.child("masker_options") : sdk::Options();
         try {
@@ -98,6 +95,7 @@ void register_algorithms(sdk::Registry& registry) {
         }
       });
   registry.add_nni_counterpart({"agp", "AGPPruner", "epoch_schedule"});
+  registry.describe_options("agp", option_keys());
 }
 
 }  // namespace lithe::plugins::agp

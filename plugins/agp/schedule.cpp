@@ -6,25 +6,49 @@
 
 namespace lithe::plugins::agp {
 
+const sdk::OptionSchema& option_keys() {
+  using sdk::OptionType;
+  static const sdk::OptionSchema schema{
+      sdk::option("pruning_algorithm", OptionType::kString,
+                  "the masker that chooses which weights go, by registered name (NNI's l1, l2, "
+                  "taylorfo accepted)")
+          .defaults_to("\"level\""),
+      sdk::option("masker_options", OptionType::kObject, "options passed to the masker's factory")
+          .defaults_to("{}"),
+      sdk::entry_key("initial_sparsity", OptionType::kNumber, "sparsity at start_epoch")
+          .defaults_to("0")
+          .at_least(0)
+          .below(1),
+      sdk::entry_key("final_sparsity", OptionType::kNumber,
+                     "sparsity reached at end_epoch; at least initial_sparsity")
+          .mandatory()
+          .at_least(0)
+          .below(1),
+      sdk::entry_key("start_epoch", OptionType::kInteger, "first epoch that prunes")
+          .defaults_to("0")
+          .at_least(0),
+      sdk::entry_key("end_epoch", OptionType::kInteger,
+                     "epoch from which final_sparsity holds; end_epoch - start_epoch - 1 must be "
+                     "at least frequency")
+          .mandatory(),
+      sdk::entry_key("frequency", OptionType::kInteger, "epochs between two mask updates")
+          .defaults_to("1")
+          .above(0)};
+  return schema;
+}
+
 Schedule read_schedule(const sdk::Options& entry) {
+  const sdk::OptionSchema& keys = option_keys();
   Schedule s;
-  s.initial_sparsity = entry.get_or<double>("initial_sparsity", 0.0);
-  s.final_sparsity = entry.require<double>("final_sparsity");
-  s.start_epoch = entry.get_or<int64_t>("start_epoch", 0);
-  s.end_epoch = entry.require<int64_t>("end_epoch");
-  s.frequency = entry.get_or<int64_t>("frequency", 1);
+  s.initial_sparsity = keys.read<double>(entry, "initial_sparsity");
+  s.final_sparsity = keys.read<double>(entry, "final_sparsity");
+  s.start_epoch = keys.read<int64_t>(entry, "start_epoch");
+  s.end_epoch = keys.read<int64_t>(entry, "end_epoch");
+  s.frequency = keys.read<int64_t>(entry, "frequency");
   const std::string& at = entry.path();
-  LITHE_CHECK(s.initial_sparsity >= 0.0 && s.initial_sparsity < 1.0, sdk::Errc::kInvalidConfig,
-              at, "/initial_sparsity must be a number in [0, 1), got ", s.initial_sparsity);
-  LITHE_CHECK(s.final_sparsity >= 0.0 && s.final_sparsity < 1.0, sdk::Errc::kInvalidConfig, at,
-              "/final_sparsity must be a number in [0, 1), got ", s.final_sparsity);
   LITHE_CHECK(s.initial_sparsity <= s.final_sparsity, sdk::Errc::kInvalidConfig, at,
               "/initial_sparsity must not exceed final_sparsity (AGP only prunes more over "
               "time), got ", s.initial_sparsity, " > ", s.final_sparsity);
-  LITHE_CHECK(s.start_epoch >= 0, sdk::Errc::kInvalidConfig, at,
-              "/start_epoch must be >= 0, got ", s.start_epoch);
-  LITHE_CHECK(s.frequency > 0, sdk::Errc::kInvalidConfig, at, "/frequency must be > 0, got ",
-              s.frequency);
   LITHE_CHECK(s.end_epoch > s.start_epoch, sdk::Errc::kInvalidConfig, at,
               "/end_epoch must be greater than start_epoch (", s.start_epoch, "), got ",
               s.end_epoch);

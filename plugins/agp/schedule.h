@@ -2,6 +2,7 @@
 // AGP's sparsity schedule (Zhu & Gupta 2017, NNI v2.0 AGPPruner.compute_target_sparsity,
 // reference §2.9). Separate from the pruner so that unit tests can check the formula alone.
 
+#include <lithe/sdk/option_spec.h>
 #include <lithe/sdk/options.h>
 
 #include <cstdint>
@@ -16,6 +17,10 @@ struct Schedule {
   int64_t end_epoch = 1;          ///< > start_epoch
   int64_t frequency = 1;          ///< > 0, and end_epoch - start_epoch - 1 >= frequency
 };
+
+/// Every key agp reads: its options (pruning_algorithm, masker_options) and each entry's
+/// schedule keys, with their types, defaults and single-key ranges.
+const sdk::OptionSchema& option_keys();
 
 /// Reads and checks a config_list entry's schedule keys: final_sparsity and end_epoch are
 /// required; initial_sparsity (0), start_epoch (0) and frequency (1) have defaults (NNI v2.0

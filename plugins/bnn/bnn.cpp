@@ -10,6 +10,16 @@
 namespace lithe::plugins::bnn {
 namespace {
 
+// Every key this quantizer reads: the SDK's quant_types/quant_bits, narrowed to what it supports.
+const sdk::OptionSchema& option_keys() {
+  static const sdk::OptionSchema schema =
+      sdk::OptionSchema()
+          .add(sdk::quantizer_keys())
+          .replace(sdk::OptionSpec(*sdk::quantizer_keys().find("quant_types"))
+                       .one_of({"weight", "output"}));
+  return schema;
+}
+
 class BnnQuantizer final : public sdk::Quantizer {
  public:
   void validate_config(const sdk::Options& entry) const override {
@@ -64,6 +74,7 @@ void register_algorithms(sdk::Registry& registry) {
                            return std::make_unique<BnnQuantizer>();
                          });
   registry.add_nni_counterpart({"bnn", "BNNQuantizer", "eval_forwards"});
+  registry.describe_options("bnn", option_keys());
 }
 
 }  // namespace lithe::plugins::bnn

@@ -11,6 +11,16 @@
 namespace lithe::plugins::dorefa {
 namespace {
 
+// Every key this quantizer reads: the SDK's quant_types/quant_bits, narrowed to what it supports.
+const sdk::OptionSchema& option_keys() {
+  static const sdk::OptionSchema schema =
+      sdk::OptionSchema()
+          .add(sdk::quantizer_keys())
+          .replace(sdk::OptionSpec(*sdk::quantizer_keys().find("quant_types"))
+                       .one_of({"weight"}));
+  return schema;
+}
+
 class DorefaQuantizer final : public sdk::Quantizer {
  public:
   void validate_config(const sdk::Options& entry) const override {
@@ -52,6 +62,7 @@ void register_algorithms(sdk::Registry& registry) {
                            return std::make_unique<DorefaQuantizer>();
                          });
   registry.add_nni_counterpart({"dorefa", "DoReFaQuantizer", "eval_forwards"});
+  registry.describe_options("dorefa", option_keys());
 }
 
 }  // namespace lithe::plugins::dorefa

@@ -47,6 +47,9 @@ void register_norm(sdk::Registry& registry, Norm norm, const char* nni_class,
                                                        algorithm_name(norm), options);
                       });
   registry.add_nni_counterpart({algorithm_name(norm), nni_class, "one_shot"});
+  registry.describe_options(algorithm_name(norm), sdk::OptionSchema()
+                                                      .add(sdk::sparsity_keys())
+                                                      .add(sdk::filter_pruner_keys()));
 }
 
 }  // namespace

@@ -61,6 +61,8 @@ void register_algorithms(sdk::Registry& registry) {
                                                        options);
                       });
   registry.add_nni_counterpart({kAlgorithm, "FPGMPruner", "one_shot"});
+  registry.describe_options(
+      kAlgorithm, sdk::OptionSchema().add(sdk::sparsity_keys()).add(sdk::filter_pruner_keys()));
 }
 
 }  // namespace lithe::plugins::fpgm

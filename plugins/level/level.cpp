@@ -49,6 +49,7 @@ void register_algorithms(sdk::Registry& registry) {
         return sdk::make_one_shot_pruner(std::make_unique<LevelMasker>());
       });
   registry.add_nni_counterpart({"level", "LevelPruner", "one_shot"});
+  registry.describe_options("level", sdk::sparsity_keys());
 }
 
 }  // namespace lithe::plugins::level

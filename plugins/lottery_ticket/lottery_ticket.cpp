@@ -23,6 +23,28 @@ namespace {
 
 constexpr const char* kMasker = "level";
 
+// Every key lottery_ticket reads. Unlike the one-shot pruners, sparsity 0 is refused: the
+// rounds would prune nothing.
+const sdk::OptionSchema& option_keys() {
+  using sdk::OptionType;
+  static const sdk::OptionSchema schema{
+      sdk::option("reset_weights", OptionType::kBool,
+                  "rewind every parameter and buffer to its state before training at each round")
+          .defaults_to("true"),
+      sdk::option("epochs_per_iteration", OptionType::kInteger, "training epochs of each round")
+          .defaults_to("1")
+          .above(0),
+      sdk::entry_key("sparsity", OptionType::kNumber, "sparsity after the last round")
+          .mandatory()
+          .above(0)
+          .below(1),
+      sdk::entry_key("prune_iterations", OptionType::kInteger,
+                     "pruning rounds after the dense one; every entry must give the same")
+          .mandatory()
+          .above(0)};
+  return schema;
+}
+
 class LotteryTicketPruner final : public sdk::Pruner {
  public:
   LotteryTicketPruner(std::unique_ptr<sdk::WeightMasker> level, bool reset_weights,
@@ -32,12 +54,8 @@ class LotteryTicketPruner final : public sdk::Pruner {
         epochs_per_iteration_(epochs_per_iteration) {}
 
   void validate_config(const sdk::Options& entry) const override {
-    const double sparsity = entry.require<double>("sparsity");
-    LITHE_CHECK(sparsity > 0.0 && sparsity < 1.0, sdk::Errc::kInvalidConfig, entry.path(),
-                "/sparsity must be a number in (0, 1), got ", sparsity);
-    const auto iterations = entry.require<int64_t>("prune_iterations");
-    LITHE_CHECK(iterations > 0, sdk::Errc::kInvalidConfig, entry.path(),
-                "/prune_iterations must be > 0, got ", iterations);
+    (void)option_keys().read<double>(entry, "sparsity");
+    const auto iterations = option_keys().read<int64_t>(entry, "prune_iterations");
     // One schedule of rounds for the whole model: every entry must agree (NNI asserts).
     if (prune_iterations_ == 0) {
       prune_iterations_ = iterations;
@@ -129,14 +147,13 @@ void register_algorithms(sdk::Registry& registry) {
       {"lottery_ticket",
        "iterative magnitude pruning with weight rewinding (rounds of epochs_per_iteration)"},
       [](const sdk::Options& options, const sdk::Registry& algorithms) {
-        const bool reset_weights = options.get_or<bool>("reset_weights", true);
-        const auto epochs = options.get_or<int64_t>("epochs_per_iteration", 1);
-        LITHE_CHECK(epochs > 0, sdk::Errc::kInvalidConfig, options.path(),
-                    "/epochs_per_iteration must be > 0, got ", epochs);
+        const bool reset_weights = option_keys().read<bool>(options, "reset_weights");
+        const auto epochs = option_keys().read<int64_t>(options, "epochs_per_iteration");
         return std::make_unique<LotteryTicketPruner>(algorithms.make_masker(kMasker, sdk::Options()),
                                                      reset_weights, epochs);
       });
   registry.add_nni_counterpart({"lottery_ticket", "LotteryTicketPruner", "rewind_rounds"});
+  registry.describe_options("lottery_ticket", option_keys());
 }
 
 }  // namespace lithe::plugins::lottery_ticket

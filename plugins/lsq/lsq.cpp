@@ -31,6 +31,16 @@ using sdk::QuantType;
 
 int64_t signed_qmax(int64_t bits) { return (int64_t{1} << (bits - 1)) - 1; }
 
+// Every key this quantizer reads: the SDK's quant_types/quant_bits, narrowed to what it supports.
+const sdk::OptionSchema& option_keys() {
+  static const sdk::OptionSchema schema =
+      sdk::OptionSchema()
+          .add(sdk::quantizer_keys())
+          .replace(sdk::OptionSpec(*sdk::quantizer_keys().find("quant_bits"))
+                       .at_least(kMinBits));
+  return schema;
+}
+
 class LsqQuantizer final : public sdk::Quantizer {
  public:
   void validate_config(const sdk::Options& entry) const override {
@@ -190,8 +200,9 @@ void register_algorithms(sdk::Registry& registry) {
   registry.add_quantizer(
       {"lsq", "learned step size quantization: signed grid, step sizes trained with the model"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<LsqQuantizer>(); });
+  registry.describe_options("lsq", option_keys());
 }
 
 }  // namespace lithe::plugins::lsq
 
-LITHE_PLUGIN("lsq", "1.0.0", lithe::plugins::lsq::register_algorithms)
+LITHE_PLUGIN("lsq", "1.1.0", lithe::plugins::lsq::register_algorithms)

@@ -14,6 +14,18 @@ namespace {
 
 constexpr const char* kScaleKey = "weight_scale";
 
+// Every key this quantizer reads: the SDK's quant_types/quant_bits, narrowed to what it supports.
+const sdk::OptionSchema& option_keys() {
+  static const sdk::OptionSchema schema =
+      sdk::OptionSchema()
+          .add(sdk::quantizer_keys())
+          .replace(sdk::OptionSpec(*sdk::quantizer_keys().find("quant_types"))
+                       .one_of({"weight"}))
+          .replace(sdk::OptionSpec(*sdk::quantizer_keys().find("quant_bits"))
+                       .at_least(kMinBits));
+  return schema;
+}
+
 class NaiveQuantizer final : public sdk::Quantizer {
  public:
   void validate_config(const sdk::Options& entry) const override {
@@ -68,6 +80,7 @@ void register_algorithms(sdk::Registry& registry) {
         return std::make_unique<NaiveQuantizer>();
       });
   registry.add_nni_counterpart({"naive", "NaiveQuantizer", "eval_forwards"});
+  registry.describe_options("naive", option_keys());
 }
 
 }  // namespace lithe::plugins::naive

@@ -40,6 +40,19 @@ using sdk::QuantType;
 constexpr const char* kStepsKey = "steps";
 constexpr const char* kStartStepKey = "quant_start_step";
 
+// Every key qat reads: the SDK's quant_types/quant_bits and the warm-up step count.
+const sdk::OptionSchema& option_keys() {
+  static const sdk::OptionSchema schema =
+      sdk::OptionSchema()
+          .add(sdk::quantizer_keys())
+          .add(sdk::entry_key(kStartStepKey, sdk::OptionType::kInteger,
+                              "training steps before quantization starts (activation ranges "
+                              "are still observed)")
+                   .defaults_to("0")
+                   .at_least(0));
+  return schema;
+}
+
 /// The float values of single-element tensors on one device, with one copy to the host (one
 /// synchronisation on a GPU instead of one per value).
 std::vector<float> host_values(const std::vector<at::Tensor>& tensors) {
@@ -206,9 +219,7 @@ class QatQuantizer final : public sdk::Quantizer {
   void validate_config(const sdk::Options& entry) const override {
     sdk::require_quant_types(entry, {QuantType::kInput, QuantType::kWeight, QuantType::kOutput},
                              "qat");
-    const int64_t start = entry.get_or<int64_t>(kStartStepKey, 0);
-    LITHE_CHECK(start >= 0, sdk::Errc::kInvalidConfig, entry.path(), "/", kStartStepKey,
-                " must be an integer >= 0, got ", start);
+    (void)option_keys().read<int64_t>(entry, kStartStepKey);
   }
 
   void attach(sdk::CompressionContext& context) override {
@@ -217,7 +228,7 @@ class QatQuantizer final : public sdk::Quantizer {
     weight_layers_.clear();
     for (sdk::LayerView* layer : layers_) {
       LayerConfig& config = shared_.configs[layer];
-      config.start_step = layer->config().get_or<int64_t>(kStartStepKey, 0);
+      config.start_step = option_keys().read<int64_t>(layer->config(), kStartStepKey);
       for (QuantType type : sdk::quant_types(layer->config())) {
         config.bits[static_cast<int>(type)] = sdk::quant_bits(layer->config(), type);
       }
@@ -415,6 +426,7 @@ void register_algorithms(sdk::Registry& registry) {
       {"qat", "quantization-aware training: asymmetric fake quantization, EMA activation ranges"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<QatQuantizer>(); });
   registry.add_nni_counterpart({"qat", "QAT_Quantizer", "training_steps"});
+  registry.describe_options("qat", option_keys());
 }
 
 }  // namespace lithe::plugins::qat

@@ -46,9 +46,7 @@ void check_batchnorm(const sdk::LayerView& layer) {
 class SlimPruner final : public sdk::Pruner {
  public:
   void validate_config(const sdk::Options& entry) const override {
-    const double sparsity = entry.require<double>("sparsity");
-    LITHE_CHECK(sparsity >= 0.0 && sparsity < 1.0, sdk::Errc::kInvalidConfig, entry.path(),
-                "/sparsity must be a number in [0, 1), got ", sparsity);
+    const double sparsity = sdk::sparsity_keys().read<double>(entry, "sparsity");
     // NNI's schema: 'op_types': ['BatchNorm2d'] is required, nothing else is accepted.
     LITHE_CHECK(entry.has("op_types"), sdk::Errc::kInvalidConfig, entry.path(),
                 "/op_types must be exactly [\"BatchNorm2d\"] (slim prunes BatchNorm2d channels "
@@ -153,6 +151,7 @@ void register_algorithms(sdk::Registry& registry) {
       {"slim", "one-shot BatchNorm2d channel pruning by a global |gamma| ranking (network slimming)"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<SlimPruner>(); });
   registry.add_nni_counterpart({"slim", "SlimPruner", "one_shot_global"});
+  registry.describe_options("slim", sdk::sparsity_keys());
 }
 
 }  // namespace lithe::plugins::slim

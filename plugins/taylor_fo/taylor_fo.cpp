@@ -22,11 +22,20 @@ constexpr const char* kAlgorithm = "taylor_fo";
 
 }  // namespace
 
+const sdk::OptionSchema& option_keys() {
+  static const sdk::OptionSchema schema =
+      sdk::OptionSchema()
+          .add(sdk::sparsity_keys())
+          .add(sdk::filter_pruner_keys())
+          .add(sdk::option("statistics_batch_num", sdk::OptionType::kInteger,
+                           "optimizer steps whose gradients are summed before filters are ranked")
+                   .defaults_to("1")
+                   .above(0));
+  return schema;
+}
+
 int64_t read_statistics_batch_num(const sdk::Options& options) {
-  const int64_t batches = options.get_or<int64_t>("statistics_batch_num", 1);
-  LITHE_CHECK(batches > 0, sdk::Errc::kInvalidConfig, options.path(),
-              "/statistics_batch_num must be an integer > 0, got ", batches);
-  return batches;
+  return option_keys().read<int64_t>(options, "statistics_batch_num");
 }
 
 at::Tensor step_contribution(const at::Tensor& weight, const at::Tensor& grad) {
@@ -149,6 +158,7 @@ void register_algorithms(sdk::Registry& registry) {
             options);
       });
   registry.add_nni_counterpart({kAlgorithm, "TaylorFOWeightFilterPruner", "gradient_statistics"});
+  registry.describe_options(kAlgorithm, option_keys());
 }
 
 }  // namespace lithe::plugins::taylor_fo

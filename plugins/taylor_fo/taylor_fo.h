@@ -7,6 +7,7 @@
 #include <lithe/sdk/context.h>
 #include <lithe/sdk/filter_pruning.h>
 #include <lithe/sdk/layer.h>
+#include <lithe/sdk/option_spec.h>
 #include <lithe/sdk/options.h>
 #include <lithe/sdk/registry.h>
 
@@ -20,7 +21,11 @@
 
 namespace lithe::plugins::taylor_fo {
 
-/// Reads "statistics_batch_num" (integer > 0, default 1) from `options`. Throws
+/// Every key taylor_fo reads: sparsity, dependency_aware, dummy_input (the SDK's) and
+/// "statistics_batch_num" (integer > 0, default 1).
+const sdk::OptionSchema& option_keys();
+
+/// Reads "statistics_batch_num" from `options` by option_keys(). Throws
 /// sdk::Error(kInvalidConfig) naming options.path() + "/statistics_batch_num", the rule and the
 /// value.
 int64_t read_statistics_batch_num(const sdk::Options& options);

@@ -18,6 +18,7 @@
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/filter_pruning.h"
 #include "lithe/sdk/log.h"
+#include "lithe/sdk/option_spec.h"
 
 namespace lithe::sdk {
 namespace {
@@ -319,10 +320,10 @@ std::unique_ptr<Pruner> make_filter_pruner(std::shared_ptr<FilterScorer> scorer,
                                            const std::string& algorithm,
                                            const Options& options) {
   LITHE_INTERNAL_ASSERT(scorer != nullptr);
-  const bool dependency_aware = options.get_or<bool>("dependency_aware", false);
+  const bool dependency_aware = filter_pruner_keys().read<bool>(options, "dependency_aware");
   if (options.has("dummy_input")) {
     try {
-      (void)options.require<std::string>("dummy_input");
+      (void)filter_pruner_keys().read<std::string>(options, "dummy_input");
     } catch (const Error& e) {
       throw Error(Errc::kInvalidConfig,
                   detail::concat(e.what(), " (", algorithm,

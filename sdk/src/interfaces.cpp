@@ -27,5 +27,7 @@ Registry::~Registry() = default;
 // Not pure: registries that other code implements (test doubles, embedders' own) keep
 // compiling, and a registry with no use for NNI counterparts ignores them.
 void Registry::add_nni_counterpart(NniCounterpart /*counterpart*/) {}
+void Registry::describe_options(const std::string& /*algorithm*/,
+                                const OptionSchema& /*schema*/) {}
 
 }  // namespace lithe::sdk

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/option_spec.h"
 #include "lithe/sdk/pruner.h"
 
 namespace lithe::sdk {
@@ -40,9 +41,7 @@ class OneShotPruner final : public Pruner {
                     quoted_list(op_types));
       }
     }
-    const double sparsity = entry.require<double>("sparsity");
-    LITHE_CHECK(sparsity >= 0.0 && sparsity < 1.0, Errc::kInvalidConfig, entry.path(),
-                "/sparsity must be a number in [0, 1), got ", sparsity);
+    (void)sparsity_keys().read<double>(entry, "sparsity");
   }
 
   void attach(CompressionContext& context) override { masker_->attach(context); }

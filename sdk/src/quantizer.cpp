@@ -10,13 +10,11 @@
 #include <set>
 
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/option_spec.h"
 #include "lithe/sdk_internal/options_json.h"
 
 namespace lithe::sdk {
 namespace {
-
-constexpr int64_t kMinBits = 1;
-constexpr int64_t kMaxBits = 32;
 
 std::optional<QuantType> parse_quant_type(const std::string& name) {
   if (name == "input") return QuantType::kInput;
@@ -147,7 +145,9 @@ void check_quant_config(const Options& entry) {
     LITHE_CHECK(value.is_number_integer(), Errc::kInvalidConfig, path,
                 ": bits must be an integer in 1..32, got ", value.dump());
     const int64_t b = value.get<int64_t>();
-    LITHE_CHECK(b >= kMinBits && b <= kMaxBits, Errc::kInvalidConfig, path,
+    // The bounds are the declaration's (quantizer_keys), which `lithe plugins --describe` shows.
+    const OptionSpec& declared = *quantizer_keys().find("quant_bits");
+    LITHE_CHECK(b >= *declared.minimum && b <= *declared.maximum, Errc::kInvalidConfig, path,
                 ": bits must be in 1..32, got ", b);
   };
   if (bits.is_object()) {

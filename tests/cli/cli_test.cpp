@@ -28,6 +28,35 @@ TEST(CliTest, PluginsFindsTheInTreeLevelPluginWithoutFlags) {
   EXPECT_THAT(json.out, HasSubstr("\"status\": \"loaded\""));
 }
 
+TEST(CliTest, PluginsDescribePrintsTheKeysAnAlgorithmDeclares) {
+  const CliRun run = run_lithe("plugins --describe agp");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("pruner 'agp': automated gradual pruning"));
+  EXPECT_THAT(run.out, HasSubstr("reproduces NNI v2.0 AGPPruner"));
+  EXPECT_THAT(run.out, HasSubstr("\"options\" keys:"));
+  EXPECT_THAT(run.out, HasSubstr("pruning_algorithm"));
+  EXPECT_THAT(run.out, HasSubstr("default \"level\""));
+  // One row per key: name, rule, default or required, help.
+  const std::string row = run.out.substr(run.out.find("  final_sparsity"));
+  EXPECT_THAT(row.substr(0, row.find('\n')),
+              ::testing::MatchesRegex(" +final_sparsity +a number in \\[0, 1\\) +required +sparsity "
+                                      "reached at end_epoch.*"));
+  EXPECT_THAT(run.out, HasSubstr("an integer > 0"));  // frequency
+
+  const CliRun json = run_lithe("plugins --describe level --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  EXPECT_THAT(json.out, HasSubstr("\"kind\": \"masker\""));
+  EXPECT_THAT(json.out, HasSubstr("\"kind\": \"pruner\""));
+  EXPECT_THAT(json.out, HasSubstr("\"key\": \"sparsity\""));
+  EXPECT_THAT(json.out, HasSubstr("\"rule\": \"a number in [0, 1)\""));
+
+  const CliRun unknown = run_lithe("plugins --describe agpp");
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_THAT(unknown.out, HasSubstr("--describe 'agpp': no algorithm of that name is registered; "
+                                     "known: "));
+  EXPECT_THAT(unknown.out, HasSubstr("agp, apoz"));
+}
+
 TEST(CliTest, EveryVerbHasHelp) {
   for (const std::string verb :
        {"plugins", "inspect", "compress", "apply", "conformance", "train", "eval", "flops",

@@ -256,8 +256,11 @@ TEST(PruningSessionTest, MisspelledConfigKeyIsRejectedInsteadOfIgnored) {
         PruningSession(*model, test::level_registry(),
                        level_config(R"([{"sparsity": 0.5, "sparsty": 0.9, "op_types": ["default"]}])"));
       },
-      ThrowsMessage<sdk::Error>(
-          HasSubstr("/config_list/0/sparsty: unknown key for pruner 'level'")));
+      ThrowsMessage<sdk::Error>(AllOf(
+          HasSubstr("/config_list/0/sparsty: unknown key for pruner 'level'"),
+          // level declares its keys (SDK 1.4): the message says what is accepted.
+          HasSubstr("it accepts sparsity, op_types, op_names, exclude in each entry "
+                    "(`lithe plugins --describe level`)"))));
 }
 
 TEST(PruningSessionTest, UnknownOptionIsRejectedWithItsPath) {
@@ -268,7 +271,22 @@ TEST(PruningSessionTest, UnknownOptionIsRejectedWithItsPath) {
                        level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])",
                                     R"({"dependency_aware": true})"));
       },
-      ThrowsMessage<sdk::Error>(HasSubstr("/options/dependency_aware: unknown key")));
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/options/dependency_aware: unknown key"),
+                                      HasSubstr("it accepts no keys in \"options\""))));
+}
+
+TEST(PruningSessionTest, DeclaredRulesAreCheckedBeforeTheAlgorithmSeesTheEntry) {
+  auto model = load_torchscript_model(test::lenet_model());
+  EXPECT_THAT(
+      [&] {
+        PruningSession(*model, test::level_registry(),
+                       level_config(R"([{"sparsity": 0.5, "op_types": ["Conv2d"]},
+                                        {"sparsity": 1.25, "op_types": ["Linear"]}])"));
+      },
+      ThrowsMessage<sdk::Error>(AllOf(
+          HasSubstr("/config_list/1/sparsity must be a number in [0, 1), got 1.25"),
+          HasSubstr("(sparsity: fraction of each selected layer's weights (or filters) to "
+                    "prune)"))));
 }
 
 TEST(PruningSessionTest, BadSparsityFailsBeforeTouchingTheModel) {

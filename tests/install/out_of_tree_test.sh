@@ -14,6 +14,8 @@
 #    LITHE_PLUGIN_PATH: they must find the installed plugins by themselves; prune_lenet prunes
 #    the model to exactly 0.8 per layer, prune_then_quantize does so with its own training loop
 #    (AGP) and keeps it through QAT, and its two --misuse runs must fail naming the call to use.
+#    tests/install/api_1_3 (Lithe 1.3's README example, 1.3 header names) is built the same way
+#    and run: the 1.x API keeps compiling for code written against 1.3.
 # Every consumer is configured with no CUDA toolkit visible (find_package(CUDAToolkit) disabled,
 # nvcc off PATH): the installed package must not need what Lithe only needed to build itself.
 # The install must also carry the documentation (share/doc/lithe).
@@ -172,6 +174,32 @@ if [[ -n $app_dir && -n $model ]]; then
   grep -qE "^quantized: sparsity 0\.8 " <<< "$output" \
     || fail "the pruning masks were not kept through QAT"
   [[ -s $work/app_qat.pt ]] || fail "prune_then_quantize did not write $work/app_qat.pt"
+
+  step "building and running a program written for Lithe 1.3 (1.3 header names and calls)"
+  api13_dir=$(dirname "${BASH_SOURCE[0]}")/api_1_3
+  api13_args=(-S "$api13_dir" -B "$work/api13_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+              "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+              "${no_cuda_args[@]}")
+  if command -v ccache > /dev/null; then
+    api13_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  if [[ -n ${LITHE_SAMPLE_CXX_FLAGS:-} ]]; then
+    api13_args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
+                 "-DCMAKE_EXE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
+  fi
+  "${no_cuda[@]}" "$cmake" "${api13_args[@]}" \
+    || fail "configuring the 1.3 program against the installed Lithe failed"
+  "$cmake" --build "$work/api13_build" -j 2 \
+    || fail "a program written for Lithe 1.3 no longer compiles against this install"
+  mkdir -p "$work/api13_out"
+  output=$(cd "$work" && env -u LITHE_PLUGIN_PATH "$work/api13_build/embed_1_3" "$model" \
+             "$prefix/share/doc/lithe/samples/configs/level.json" "$work/api13_out" 2>&1) \
+    || { echo "$output" >&2; fail "the 1.3 program failed"; }
+  echo "$output"
+  grep -qE "^1\.3 program: pruned [1-9][0-9]* layers$" <<< "$output" \
+    || fail "the 1.3 program did not prune"
+  [[ -s $work/api13_out/pruned.pt && -s $work/api13_out/mask.pth ]] \
+    || fail "the 1.3 program did not write pruned.pt and mask.pth"
 
   for misuse in optimizer-step no-update-epoch; do
     step "running prune_then_quantize --misuse $misuse (must be reported)"

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "lithe/sdk/error.h"
+#include "lithe/sdk_internal/options_json.h"
 
 namespace lithe::host {
 namespace {
@@ -127,6 +128,78 @@ TEST(PluginRegistryCounterpartTest, WithdrawingAPluginWithdrawsItsCounterpartsOn
   add_pruner(registry, "slim_again");
   registry.add_nni_counterpart({"slim_again", "SlimPruner", "one_shot_global"});
   EXPECT_EQ(registry.find_nni_counterpart("SlimPruner")->plugin, "later");
+}
+
+}  // namespace
+}  // namespace lithe::host
+
+// ---- describe_options (SDK 1.4): declared keys, checked before the factory runs ----
+
+namespace lithe::host {
+namespace {
+
+const sdk::OptionSchema& declared_keys() {
+  static const sdk::OptionSchema schema{
+      sdk::option("batches", sdk::OptionType::kInteger, "batches to observe")
+          .defaults_to("1")
+          .above(0),
+      sdk::entry_key("sparsity", sdk::OptionType::kNumber, "fraction pruned")
+          .mandatory()
+          .at_least(0)
+          .below(1)};
+  return schema;
+}
+
+TEST(PluginRegistryOptionsTest, ADeclarationAppliesToEveryKindOfThatNameOfThePlugin) {
+  PluginRegistry registry;
+  registry.set_current_plugin("acme", "/p/lithe_plugin_acme.so");
+  add_pruner(registry, "acme");
+  add_masker(registry, "acme");
+  add_pruner(registry, "acme_other");
+  registry.describe_options("acme", declared_keys());
+  ASSERT_NE(registry.declared_options(AlgorithmKind::kPruner, "acme"), nullptr);
+  ASSERT_NE(registry.declared_options(AlgorithmKind::kMasker, "acme"), nullptr);
+  EXPECT_EQ(registry.declared_options(AlgorithmKind::kPruner, "acme")->specs().size(), 2U);
+  EXPECT_EQ(registry.declared_options(AlgorithmKind::kPruner, "acme_other"), nullptr);
+  EXPECT_EQ(registry.declared_options(AlgorithmKind::kQuantizer, "acme"), nullptr);
+  EXPECT_THAT([&] { registry.describe_options("acme", declared_keys()); },
+              ThrowsMessage<sdk::Error>(HasSubstr("declared the option keys of 'acme' twice")));
+}
+
+TEST(PluginRegistryOptionsTest, RefusesADeclarationForAnotherPluginsAlgorithm) {
+  PluginRegistry registry;
+  registry.set_current_plugin("owner", "/p/lithe_plugin_owner.so");
+  add_pruner(registry, "owned");
+  registry.set_current_plugin("thief", "/p/lithe_plugin_thief.so");
+  try {
+    registry.describe_options("owned", declared_keys());
+    FAIL() << "expected an error";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), sdk::Errc::kPluginLoad);
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("plugin 'thief' (/p/lithe_plugin_thief.so) declared "
+                                          "option keys for 'owned'"),
+                                HasSubstr("not an algorithm it registered")));
+  }
+  EXPECT_EQ(registry.declared_options(AlgorithmKind::kPruner, "owned"), nullptr);
+}
+
+TEST(PluginRegistryOptionsTest, DeclaredOptionsAreCheckedBeforeTheFactoryRuns) {
+  PluginRegistry registry;
+  registry.set_current_plugin("acme", "/p/lithe_plugin_acme.so");
+  int factory_calls = 0;
+  registry.add_pruner({"acme", "test pruner"},
+                      [&factory_calls](const sdk::Options&, const sdk::Registry&) {
+                        ++factory_calls;
+                        return std::unique_ptr<sdk::Pruner>();
+                      });
+  registry.describe_options("acme", declared_keys());
+  const sdk::Options bad = sdk::options_from_json(nlohmann::ordered_json{{"batches", 0}}, "/options");
+  EXPECT_THAT([&] { (void)registry.make_pruner("acme", bad); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("pruner 'acme'"),
+                  HasSubstr("/options/batches must be an integer > 0, got 0"),
+                  HasSubstr("(batches: batches to observe)"))));
+  EXPECT_EQ(factory_calls, 0);
 }
 
 }  // namespace

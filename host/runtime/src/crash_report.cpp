@@ -16,8 +16,15 @@ namespace {
 
 // The running plugin call, NUL-terminated; `active` says whether one runs. Written by the
 // thread calling into plugins, read by the handler: a torn read can at worst garble the line.
-constexpr size_t kRecordSize = 1024;
+constexpr size_t kRecordSize = detail::PluginCallRecord::kSize;
 char g_record[kRecordSize];
+
+// Appends `text` to the record at `length`, bounded; returns the new length.
+size_t append_record(size_t length, const char* text, size_t size) {
+  const size_t n = std::min(size, kRecordSize - 1 - length);
+  std::memcpy(g_record + length, text, n);
+  return length + n;
+}
 std::atomic<bool> g_active{false};
 std::atomic<bool> g_installed{false};
 
@@ -109,14 +116,18 @@ void install_crash_reporter() {
 
 namespace detail {
 
-PluginCallRecord::PluginCallRecord(const std::string& context) {
+PluginCallRecord::PluginCallRecord(const std::string& context, const char* call) {
   if (g_active.load(std::memory_order_relaxed)) {
-    previous_ = g_record;
+    std::memcpy(previous_, g_record, kRecordSize);
     had_previous_ = true;
   }
   g_active.store(false, std::memory_order_release);
-  const size_t length = std::min(context.size(), kRecordSize - 1);
-  std::memcpy(g_record, context.data(), length);
+  size_t length = append_record(0, context.data(), context.size());
+  if (call != nullptr) {
+    length = append_record(length, ", in ", 5);
+    length = append_record(length, call, std::strlen(call));
+    length = append_record(length, "()", 2);
+  }
   g_record[length] = '\0';
   g_active.store(true, std::memory_order_release);
 }
@@ -124,9 +135,7 @@ PluginCallRecord::PluginCallRecord(const std::string& context) {
 PluginCallRecord::~PluginCallRecord() {
   g_active.store(false, std::memory_order_release);
   if (had_previous_) {
-    const size_t length = std::min(previous_.size(), kRecordSize - 1);
-    std::memcpy(g_record, previous_.data(), length);
-    g_record[length] = '\0';
+    std::memcpy(g_record, previous_, kRecordSize);
     g_active.store(true, std::memory_order_release);
   }
 }

@@ -459,16 +459,20 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
   for (const std::string& taken : registry_.taken_over()) {
     report.overrides += (report.overrides.empty() ? "overrides " : "; overrides ") + taken;
   }
+  // What every plugin owns now, "pruner level" per algorithm, in one pass over the registry.
+  std::map<std::string, std::vector<std::string>> owned;
+  for (const AlgorithmEntry& entry : registry_.algorithms()) {
+    owned[entry.plugin].push_back(std::string(algorithm_kind_name(entry.kind)) + " " +
+                                  entry.info.name);
+  }
   if (!registry_.taken_over().empty()) {
     // Earlier reports list only what their plugin still owns.
     for (LoadReport& earlier : reports_) {
-      std::vector<std::string> kept;
-      for (const AlgorithmEntry& entry : registry_.algorithms()) {
-        if (entry.plugin == earlier.plugin && earlier.status == LoadReport::Status::kLoaded) {
-          kept.push_back(std::string(algorithm_kind_name(entry.kind)) + " " + entry.info.name);
-        }
+      if (earlier.status != LoadReport::Status::kLoaded || earlier.plugin == report.plugin) {
+        continue;  // failed, or a same-named plugin this one replaced whole (reported above)
       }
-      if (kept.size() != earlier.algorithms.size() && earlier.status == LoadReport::Status::kLoaded) {
+      std::vector<std::string>& kept = owned[earlier.plugin];
+      if (kept.size() != earlier.algorithms.size()) {
         earlier.algorithms = kept;
         earlier.overrides = "partly overridden by " + where;
       }
@@ -476,12 +480,7 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
   }
   registry_.set_current_plugin("", "");
   names.emplace(report.plugin, where);
-  for (const AlgorithmEntry& entry : registry_.algorithms()) {
-    if (entry.plugin == report.plugin) {
-      report.algorithms.push_back(std::string(algorithm_kind_name(entry.kind)) + " " +
-                                  entry.info.name);
-    }
-  }
+  report.algorithms = owned[report.plugin];
   report.status = LoadReport::Status::kLoaded;
   reports_.push_back(report);
   return reports_.back();

@@ -28,6 +28,14 @@ auto invoke_factory(const AlgorithmEntry& entry, Fn&& fn) -> decltype(fn()) {
   return result;
 }
 
+// The declared "options" keys (SDK 1.4), checked before the factory reads them, so a plugin
+// that declared a rule cannot be reached with a value breaking it.
+void check_declared(const AlgorithmEntry& entry, const sdk::Options& options) {
+  if (entry.options.has_value()) {
+    entry.options->check(options, sdk::OptionScope::kOptions);
+  }
+}
+
 }  // namespace
 
 const char* algorithm_kind_name(AlgorithmKind kind) {
@@ -88,7 +96,8 @@ void PluginRegistry::add(Slot slot) {
 }
 
 void PluginRegistry::add_masker(sdk::AlgorithmInfo info, sdk::MaskerFactory factory) {
-  Slot slot{{AlgorithmKind::kMasker, std::move(info), current_plugin_, current_path_}, {}, {}, {}};
+  Slot slot{{AlgorithmKind::kMasker, std::move(info), current_plugin_, current_path_, std::nullopt},
+            {}, {}, {}};
   LITHE_CHECK(static_cast<bool>(factory), sdk::Errc::kPluginLoad, owner_text(slot.entry),
               " registered masker '", slot.entry.info.name, "' without a factory");
   slot.masker = std::move(factory);
@@ -96,7 +105,8 @@ void PluginRegistry::add_masker(sdk::AlgorithmInfo info, sdk::MaskerFactory fact
 }
 
 void PluginRegistry::add_pruner(sdk::AlgorithmInfo info, sdk::PrunerFactory factory) {
-  Slot slot{{AlgorithmKind::kPruner, std::move(info), current_plugin_, current_path_}, {}, {}, {}};
+  Slot slot{{AlgorithmKind::kPruner, std::move(info), current_plugin_, current_path_, std::nullopt},
+            {}, {}, {}};
   LITHE_CHECK(static_cast<bool>(factory), sdk::Errc::kPluginLoad, owner_text(slot.entry),
               " registered pruner '", slot.entry.info.name, "' without a factory");
   slot.pruner = std::move(factory);
@@ -104,7 +114,8 @@ void PluginRegistry::add_pruner(sdk::AlgorithmInfo info, sdk::PrunerFactory fact
 }
 
 void PluginRegistry::add_quantizer(sdk::AlgorithmInfo info, sdk::QuantizerFactory factory) {
-  Slot slot{{AlgorithmKind::kQuantizer, std::move(info), current_plugin_, current_path_}, {}, {}, {}};
+  Slot slot{{AlgorithmKind::kQuantizer, std::move(info), current_plugin_, current_path_, std::nullopt},
+            {}, {}, {}};
   LITHE_CHECK(static_cast<bool>(factory), sdk::Errc::kPluginLoad, owner_text(slot.entry),
               " registered quantizer '", slot.entry.info.name, "' without a factory");
   // SDK 1.0 and 1.1 declared a preview Quantizer with another vtable; no host drove it, so
@@ -140,19 +151,28 @@ const PluginRegistry::Slot& PluginRegistry::lookup(AlgorithmKind kind,
 std::unique_ptr<sdk::WeightMasker> PluginRegistry::make_masker(const std::string& name,
                                                                const sdk::Options& options) const {
   const Slot& slot = lookup(AlgorithmKind::kMasker, name);
-  return invoke_factory(slot.entry, [&] { return slot.masker(options, *this); });
+  return invoke_factory(slot.entry, [&] {
+    check_declared(slot.entry, options);
+    return slot.masker(options, *this);
+  });
 }
 
 std::unique_ptr<sdk::Pruner> PluginRegistry::make_pruner(const std::string& name,
                                                          const sdk::Options& options) const {
   const Slot& slot = lookup(AlgorithmKind::kPruner, name);
-  return invoke_factory(slot.entry, [&] { return slot.pruner(options, *this); });
+  return invoke_factory(slot.entry, [&] {
+    check_declared(slot.entry, options);
+    return slot.pruner(options, *this);
+  });
 }
 
 std::unique_ptr<sdk::Quantizer> PluginRegistry::make_quantizer(const std::string& name,
                                                                const sdk::Options& options) const {
   const Slot& slot = lookup(AlgorithmKind::kQuantizer, name);
-  return invoke_factory(slot.entry, [&] { return slot.quantizer(options, *this); });
+  return invoke_factory(slot.entry, [&] {
+    check_declared(slot.entry, options);
+    return slot.quantizer(options, *this);
+  });
 }
 
 void PluginRegistry::add_nni_counterpart(sdk::NniCounterpart counterpart) {
@@ -189,6 +209,29 @@ void PluginRegistry::add_nni_counterpart(sdk::NniCounterpart counterpart) {
   const std::string key = counterpart.nni_class;
   counterparts_.emplace(key, NniCounterpartEntry{std::move(counterpart), entry->kind,
                                                  current_plugin_, current_path_});
+}
+
+void PluginRegistry::describe_options(const std::string& algorithm,
+                                      const sdk::OptionSchema& schema) {
+  const std::string owner = owner_text(current_plugin_, current_path_);
+  bool found = false;
+  for (auto& [key, slot] : slots_) {
+    if (key.second != algorithm || slot.entry.plugin != current_plugin_) {
+      continue;
+    }
+    LITHE_CHECK(!slot.entry.options.has_value(), sdk::Errc::kPluginLoad, owner,
+                " declared the option keys of '", algorithm, "' twice");
+    slot.entry.options = schema;
+    found = true;
+  }
+  LITHE_CHECK(found, sdk::Errc::kPluginLoad, owner, " declared option keys for '", algorithm,
+              "', which is not an algorithm it registered (register it first)");
+}
+
+const sdk::OptionSchema* PluginRegistry::declared_options(AlgorithmKind kind,
+                                                          const std::string& name) const {
+  const AlgorithmEntry* entry = find(kind, name);
+  return entry == nullptr || !entry->options.has_value() ? nullptr : &*entry->options;
 }
 
 const NniCounterpartEntry* PluginRegistry::find_nni_counterpart(

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lithe/host/runtime/crash_report.h"
 #include "lithe/host/runtime/invoke_plugin.h"
 #include "lithe/sdk/error.h"
 
@@ -174,6 +175,11 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
   LITHE_CHECK(x.is_floating_point(), sdk::Errc::kUnsupportedLayer, owner(), " on layer '",
               module, "': its ", sdk::quant_type_name(type), " is a ", x.scalar_type(),
               " tensor; only floating-point tensors can be fake-quantized");
+  // What a crash inside the quantizer reports; no allocation (this runs for every quantized
+  // tensor of every forward).
+  static constexpr const char* kCalls[] = {"quantize_input", "quantize_weight",
+                                           "quantize_output"};
+  const detail::PluginCallRecord record(owner(), kCalls[static_cast<int>(type)]);
   at::Tensor out;
   try {
     if (!quantizer_->records_autograd()) {

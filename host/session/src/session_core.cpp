@@ -13,6 +13,7 @@ SessionCore::SessionCore(Model& model, const PluginRegistry& registry,
     : model_(model),
       registry_(registry),
       algorithm_(config.algorithm),
+      kind_(kind == "quantizer" ? AlgorithmKind::kQuantizer : AlgorithmKind::kPruner),
       owner_(kind + " '" + config.algorithm + "'"),
       config_(parsed_compression_config(config)),
       // A fresh record of read keys: one parsed config may serve several sessions.
@@ -27,14 +28,25 @@ SessionCore::~SessionCore() = default;
 void SessionCore::select_layers(const std::function<void(const ConfigEntry&)>& validate,
                                 const std::function<bool(const ConfigEntry&)>& needs_weight,
                                 const std::string& what_needs_weight) {
-  detail::reject_unread_options(options_, owner_);
+  // Keys the algorithm declared (SDK 1.4) are checked by the declaration before its own
+  // validate_config sees the entry, and listed when a key is unknown.
+  const sdk::OptionSchema* declared = registry_.declared_options(kind_, algorithm_);
+  detail::reject_unread_options(options_, owner_, declared, sdk::OptionScope::kOptions);
   resolved_ = resolve_config_list(config_.config_list, "/config_list", model_, needs_weight,
                                   what_needs_weight);
   for (const ConfigEntry& entry : resolved_.entries) {
     if (!entry.exclude) {
+      if (declared != nullptr) {
+        try {
+          declared->check(entry.options, sdk::OptionScope::kConfigEntry);
+        } catch (const sdk::Error& e) {
+          throw sdk::Error(e.code(), owner_ + ": " + e.what());  // as the plugin's own errors
+        }
+      }
       validate(entry);
     }
-    detail::reject_unread_options(entry.options, owner_);
+    detail::reject_unread_options(entry.options, owner_, declared,
+                                  sdk::OptionScope::kConfigEntry);
   }
   LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,
               "/config_list selects no layer of the model (", model_.modules().size(),

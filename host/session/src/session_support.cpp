@@ -10,16 +10,37 @@
 
 namespace lithe::host::detail {
 
-void reject_unread_options(const sdk::Options& options, const std::string& owner) {
+void reject_unread_options(const sdk::Options& options, const std::string& owner,
+                           const sdk::OptionSchema* declared, sdk::OptionScope scope) {
   const std::vector<std::string> unread = sdk::unread_option_paths(options);
-  if (!unread.empty()) {
-    std::string list;
-    for (const std::string& path : unread) {
-      list += (list.empty() ? "" : ", ") + path;
-    }
-    LITHE_CHECK(false, sdk::Errc::kInvalidConfig, list, ": unknown key",
-                unread.size() > 1 ? "s" : "", " for ", owner, " (misspelled?)");
+  if (unread.empty()) {
+    return;
   }
+  std::string list;
+  for (const std::string& path : unread) {
+    list += (list.empty() ? "" : ", ") + path;
+  }
+  std::string accepted;
+  if (declared != nullptr) {
+    for (const sdk::OptionSpec& spec : declared->specs()) {
+      if (spec.scope == scope) {
+        accepted += (accepted.empty() ? "" : ", ") + spec.key;
+      }
+    }
+    if (scope == sdk::OptionScope::kConfigEntry) {
+      accepted += std::string(accepted.empty() ? "" : ", ") + "op_types, op_names, exclude";
+    }
+    // owner is "pruner 'agp'": the quoted part is the name `--describe` takes.
+    const size_t open = owner.find('\'');
+    const std::string name = open == std::string::npos
+                                 ? owner
+                                 : owner.substr(open + 1, owner.rfind('\'') - open - 1);
+    accepted = "; it accepts " + (accepted.empty() ? std::string("no keys") : accepted) +
+               (scope == sdk::OptionScope::kOptions ? " in \"options\"" : " in each entry") +
+               " (`lithe plugins --describe " + name + "`)";
+  }
+  LITHE_CHECK(false, sdk::Errc::kInvalidConfig, list, ": unknown key",
+              unread.size() > 1 ? "s" : "", " for ", owner, " (misspelled?)", accepted);
 }
 
 
@@ -88,6 +109,10 @@ void ActivationCollectors::refresh() {
   });
 }
 
+PluginCallbacks::PluginCallbacks(std::string event) : event_(std::move(event)), label_(event_) {
+  std::replace(label_.begin(), label_.end(), '_', '-');
+}
+
 int64_t PluginCallbacks::add(std::function<void()> callback) {
   LITHE_CHECK(static_cast<bool>(callback), sdk::Errc::kInvalidConfig, "add_", event_,
               "_callback: the callback is empty");
@@ -97,21 +122,29 @@ int64_t PluginCallbacks::add(std::function<void()> callback) {
 }
 
 void PluginCallbacks::remove(int64_t id) {
-  std::string label = event_;
-  std::replace(label.begin(), label.end(), '_', '-');
   LITHE_CHECK(callbacks_.erase(id) == 1, sdk::Errc::kInvalidConfig, "remove_", event_,
-              "_callback: no ", label, " callback with id ", id);
+              "_callback: no ", label_, " callback with id ", id);
 }
 
 void PluginCallbacks::run(const std::string& owner) {
-  const auto callbacks = callbacks_;  // a callback may add or remove callbacks
-  for (const auto& [id, callback] : callbacks) {
-    if (callbacks_.count(id) == 0) {
+  if (callbacks_.empty()) {
+    return;
+  }
+  // Runs on every optimizer step: one message prefix per run, and the ids (not the callbacks)
+  // copied, since a callback may add or remove callbacks.
+  const std::string context = owner + " (" + label_ + " callback)";
+  std::vector<int64_t> ids;
+  ids.reserve(callbacks_.size());
+  for (const auto& [id, callback] : callbacks_) {
+    ids.push_back(id);
+  }
+  for (const int64_t id : ids) {
+    const auto it = callbacks_.find(id);
+    if (it == callbacks_.end()) {
       continue;  // removed by an earlier callback of this run
     }
-    std::string label = event_;
-    std::replace(label.begin(), label.end(), '_', '-');
-    invoke_plugin(owner + " (" + label + " callback)", [&] {
+    const std::function<void()> callback = it->second;  // survives its own removal
+    invoke_plugin(context, [&] {
       callback();
       return 0;
     });

@@ -14,13 +14,17 @@
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/context.h"
 #include "lithe/sdk/layer.h"
+#include "lithe/sdk/option_spec.h"
 #include "lithe/sdk/options.h"
 
 namespace lithe::host::detail {
 
 /// Throws sdk::Error(kInvalidConfig) listing the JSON paths of every key of `options` that no
-/// algorithm read (misspelled or unknown keys), naming `owner` (e.g. "pruner 'level'").
-void reject_unread_options(const sdk::Options& options, const std::string& owner);
+/// algorithm read (misspelled or unknown keys), naming `owner` (e.g. "pruner 'level'"). When
+/// the algorithm declared its keys (`declared`, may be null), the message lists those of
+/// `scope`, so the user sees what is accepted.
+void reject_unread_options(const sdk::Options& options, const std::string& owner,
+                           const sdk::OptionSchema* declared, sdk::OptionScope scope);
 
 /// The activation collectors of one session. Taps are installed on the session's layers only
 /// while at least one collector exists.
@@ -57,7 +61,7 @@ class PluginCallbacks {
  public:
   /// `event` names the callbacks in messages as in the SDK's add_<event>_callback:
   /// "optimizer_step", "end_of_data".
-  explicit PluginCallbacks(std::string event) : event_(std::move(event)) {}
+  explicit PluginCallbacks(std::string event);
   /// Same contract as sdk::CompressionContext::add_optimizer_step_callback.
   int64_t add(std::function<void()> callback);
   /// Same contract as sdk::CompressionContext::remove_optimizer_step_callback.
@@ -69,6 +73,7 @@ class PluginCallbacks {
 
  private:
   std::string event_;
+  std::string label_;  // "optimizer-step", for messages
   std::map<int64_t, std::function<void()>> callbacks_;
   int64_t next_id_ = 1;
 };

@@ -11,6 +11,7 @@
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/masker.h"
+#include "lithe/sdk/option_spec.h"
 #include "lithe/sdk/options.h"
 #include "lithe/sdk/plugin.h"
 #include "lithe/sdk/pruner.h"

@@ -356,7 +356,7 @@ TEST_F(ActivationRankTest, OptionsAreValidatedWithPathRuleAndValue) {
     EXPECT_THAT(
         [&] { registry_.make_pruner(algorithm, options_json({{"activation", "tanh"}})); },
         ThrowsMessage<sdk::Error>(
-            HasSubstr("/options/activation must be \"relu\" or \"relu6\", got \"tanh\"")));
+            HasSubstr("/options/activation must be one of \"relu\", \"relu6\", got \"tanh\"")));
     EXPECT_EQ(error_code([&] {
                 registry_.make_pruner(algorithm, options_json({{"statistics_batch_num", 0}}));
               }),

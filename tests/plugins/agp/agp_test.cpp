@@ -85,8 +85,8 @@ TEST(AgpScheduleTest, DefaultsAndBadSchedulesNameTheKeyAndValue) {
   fails(schedule_json(0, 1.0, 0, 10, 1), "/config_list/2/final_sparsity must be a number in [0, 1), got 1");
   fails(schedule_json(0.5, 0.4, 0, 10, 1), "initial_sparsity must not exceed final_sparsity");
   fails(schedule_json(0, 0.8, 5, 5, 1), "/end_epoch must be greater than start_epoch (5), got 5");
-  fails(schedule_json(0, 0.8, 0, 10, 0), "/frequency must be > 0, got 0");
-  fails(schedule_json(0, 0.8, -1, 10, 1), "/start_epoch must be >= 0, got -1");
+  fails(schedule_json(0, 0.8, 0, 10, 0), "/frequency must be an integer > 0, got 0");
+  fails(schedule_json(0, 0.8, -1, 10, 1), "/start_epoch must be an integer >= 0, got -1");
   fails(schedule_json(0, 0.8, 0, 3, 3),
         "end_epoch - start_epoch - 1 must be at least frequency");
 }

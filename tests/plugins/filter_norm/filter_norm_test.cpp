@@ -288,8 +288,9 @@ TEST_F(FilterNormTest, OptionsAreDependencyAwareAndAStringDummyInput) {
                                   "/options"));
       },
       ThrowsMessage<sdk::Error>(
-          AllOf(HasSubstr("/options/dummy_input must be a string"),
-                HasSubstr("l2_filter accepts dummy_input only as a string"))));
+          // Checked by the declaration (SDK 1.4) before the factory runs; the help explains.
+          AllOf(HasSubstr("pruner 'l2_filter'"), HasSubstr("/options/dummy_input must be a string"),
+                HasSubstr("accepted only as a string, for NNI compatibility"))));
   // The maskers (used by schedules such as AGP) take no options.
   const sdk::Options masker_options = sdk::options_from_json(
       nlohmann::ordered_json{{"dependency_aware", true}}, "/options");

@@ -227,8 +227,10 @@ TEST_F(FpgmTest, OptionsAreDependencyAwareAndAStringDummyInput) {
         registry_.make_pruner(
             "fpgm", sdk::options_from_json(nlohmann::ordered_json{{"dummy_input", 3}}, "/options"));
       },
-      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/options/dummy_input must be a string"),
-                                      HasSubstr("fpgm accepts dummy_input only as a string"))));
+      // Checked by fpgm's declaration (SDK 1.4) before its factory runs; the help explains.
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("pruner 'fpgm'"),
+                                      HasSubstr("/options/dummy_input must be a string, got 3"),
+                                      HasSubstr("accepted only as a string, for NNI compatibility"))));
 }
 
 TEST_F(FpgmTest, DependencyAwareAddedLayersPruneTheSameChannels) {

@@ -111,7 +111,7 @@ TEST_F(LotteryTicketTest, ConfigAndOptionErrorsNameTheirPlace) {
   EXPECT_THAT([&] { lt->validate_config(entry(0.0, 5)); },
               ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/sparsity must be a number in (0, 1), got 0")));
   EXPECT_THAT([&] { lt->validate_config(entry(0.5, 0)); },
-              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/prune_iterations must be > 0, got 0")));
+              ThrowsMessage<sdk::Error>(HasSubstr("/config_list/0/prune_iterations must be an integer > 0, got 0")));
   auto fresh = pruner();
   fresh->validate_config(entry(0.5, 3, 0));
   EXPECT_THAT([&] { fresh->validate_config(entry(0.5, 4, 1)); },
@@ -119,7 +119,7 @@ TEST_F(LotteryTicketTest, ConfigAndOptionErrorsNameTheirPlace) {
                   HasSubstr("/config_list/1/prune_iterations must equal every other entry's"),
                   HasSubstr("/config_list/0/prune_iterations is 3"), HasSubstr("got 4"))));
   EXPECT_THAT([&] { pruner({{"epochs_per_iteration", 0}}); },
-              ThrowsMessage<sdk::Error>(HasSubstr("/options/epochs_per_iteration must be > 0, got 0")));
+              ThrowsMessage<sdk::Error>(HasSubstr("/options/epochs_per_iteration must be an integer > 0, got 0")));
 }
 
 // The host side of a round: a real TorchScript model in a real PruningSession.

@@ -9,6 +9,7 @@
 
 #include "lithe/sdk/export.h"
 #include "lithe/sdk/masker.h"
+#include "lithe/sdk/option_spec.h"
 #include "lithe/sdk/options.h"
 #include "lithe/sdk/pruner.h"
 #include "lithe/sdk/quantizer.h"
@@ -77,6 +78,16 @@ class LITHE_SDK_API Registry {
   /// the same NNI class (Lithe's host does; the default implementation ignores the call, so
   /// registries written for SDK 1.3 keep compiling).
   virtual void add_nni_counterpart(NniCounterpart counterpart);
+
+  /// Declares every key an algorithm registered above accepts, in its "options" object and in
+  /// each "config_list" entry (SDK 1.4; see option_spec.h). Call it after add_masker/
+  /// add_pruner/add_quantizer; it applies to every kind the calling plugin registered under
+  /// `algorithm`. Lithe's host then checks those keys before the factory and validate_config
+  /// run, lists them when a key is unknown, and prints them for `lithe plugins --describe`.
+  /// Keys every algorithm shares (op_types, op_names, exclude) are the host's and are not
+  /// declared. Throws sdk::Error(kPluginLoad) when the calling plugin registered no algorithm
+  /// of that name or declared it before (the default implementation ignores the call).
+  virtual void describe_options(const std::string& algorithm, const OptionSchema& schema);
 };
 
 }  // namespace lithe::sdk

@@ -19,17 +19,19 @@ void install_crash_reporter();
 
 namespace detail {
 
-/// Records `context` as the running plugin call until destroyed (nests: the previous record
-/// comes back). Cheap: one bounded copy into a static buffer.
+/// Records `context` (and ", in <call>()" when `call` is given) as the running plugin call
+/// until destroyed (nests: the previous record comes back). Cheap enough for every plugin call
+/// on the training hot path: bounded copies into a static buffer, no allocation.
 class PluginCallRecord {
  public:
-  explicit PluginCallRecord(const std::string& context);
+  static constexpr size_t kSize = 1024;  ///< longer records are cut
+  explicit PluginCallRecord(const std::string& context, const char* call = nullptr);
   ~PluginCallRecord();
   PluginCallRecord(const PluginCallRecord&) = delete;
   PluginCallRecord& operator=(const PluginCallRecord&) = delete;
 
  private:
-  std::string previous_;
+  char previous_[kSize];
   bool had_previous_ = false;
 };
 

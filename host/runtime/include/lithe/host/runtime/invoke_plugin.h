@@ -19,7 +19,7 @@ template <class Fn>
 auto invoke_plugin(const std::string& context, Fn&& fn, const char* call = nullptr)
     -> decltype(fn()) {
   // What a fatal signal inside the call reports.
-  const PluginCallRecord record(call == nullptr ? context : context + ", in " + call + "()");
+  const PluginCallRecord record(context, call);
   try {
     return fn();
   } catch (const sdk::Error& e) {

@@ -5,6 +5,7 @@
 /// that any failure surfaces as one sdk::Error with the algorithm and plugin named.
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct AlgorithmEntry {
   sdk::AlgorithmInfo info;
   std::string plugin;       ///< plugin name ("" for algorithms registered by the host itself)
   std::string plugin_path;  ///< file the plugin came from ("" when linked in)
+  /// The keys it declared (SDK 1.4 describe_options); nullopt when its plugin declared none.
+  std::optional<sdk::OptionSchema> options;
 };
 
 /// One declared NNI counterpart (SDK 1.4), with the kind of the algorithm it names.
@@ -67,9 +70,12 @@ class PluginRegistry final : public sdk::Registry {
   std::unique_ptr<sdk::Quantizer> make_quantizer(const std::string& name,
                                                  const sdk::Options& options) const override;
   void add_nni_counterpart(sdk::NniCounterpart counterpart) override;
+  void describe_options(const std::string& algorithm, const sdk::OptionSchema& schema) override;
 
   /// Every algorithm, sorted by kind then name.
   std::vector<AlgorithmEntry> algorithms() const;
+  /// The keys (kind, name) declared, or nullptr when it declared none or is unknown.
+  const sdk::OptionSchema* declared_options(AlgorithmKind kind, const std::string& name) const;
   /// The entry for (kind, name), or nullptr.
   const AlgorithmEntry* find(AlgorithmKind kind, const std::string& name) const;
   /// The counterpart declared for an NNI class ("AGPPruner"), or nullptr.

@@ -129,6 +129,7 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   Model& model_;
   const PluginRegistry& registry_;
   std::string algorithm_;
+  AlgorithmKind kind_;
   std::string owner_;
   CompressionConfig config_;
   sdk::Options options_;
