@@ -139,21 +139,26 @@ if [[ -n $model ]]; then
     || fail "conv1 should have 108 of 150 weights pruned (6 rows x 18) by acme_magnitude"
 fi
 
-if [[ -n $app_dir && -n $model ]]; then
-  step "building $app_dir against $prefix (no CUDA toolkit visible)"
-  app_args=(-S "$app_dir" -B "$work/app_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-            "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-            "${no_cuda_args[@]}")
+# build_program SRC BUILD WHAT: configures and builds programs (not plugins) against the
+# prefix, as a consumer without CUDA would.
+build_program() {
+  local args=(-S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix"
+              -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "${no_cuda_args[@]}")
   if command -v ccache > /dev/null; then
-    app_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
   if [[ -n ${LITHE_SAMPLE_CXX_FLAGS:-} ]]; then
-    app_args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
-               "-DCMAKE_EXE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
+    args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
+           "-DCMAKE_EXE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
   fi
-  "${no_cuda[@]}" "$cmake" "${app_args[@]}" \
-    || fail "configuring the embedding app against the installed Lithe failed"
-  "$cmake" --build "$work/app_build" -j 2 || fail "building the embedding app failed"
+  "${no_cuda[@]}" "$cmake" "${args[@]}" \
+    || fail "configuring $3 against the installed Lithe failed"
+  "$cmake" --build "$2" -j 2 || fail "building $3 against the installed Lithe failed"
+}
+
+if [[ -n $app_dir && -n $model ]]; then
+  step "building $app_dir against $prefix (no CUDA toolkit visible)"
+  build_program "$app_dir" "$work/app_build" "the embedding app"
   step "running the embedding app from $work (outside the prefix, no LITHE_PLUGIN_PATH)"
   output=$(cd "$work" && env -u LITHE_PLUGIN_PATH "$work/app_build/prune_lenet" "$model" \
              "$work/app_pruned.pt" 0.8 2>&1) \
@@ -176,21 +181,8 @@ if [[ -n $app_dir && -n $model ]]; then
   [[ -s $work/app_qat.pt ]] || fail "prune_then_quantize did not write $work/app_qat.pt"
 
   step "building and running a program written for Lithe 1.3 (1.3 header names and calls)"
-  api13_dir=$(dirname "${BASH_SOURCE[0]}")/api_1_3
-  api13_args=(-S "$api13_dir" -B "$work/api13_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-              "-DCMAKE_PREFIX_PATH=$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-              "${no_cuda_args[@]}")
-  if command -v ccache > /dev/null; then
-    api13_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  fi
-  if [[ -n ${LITHE_SAMPLE_CXX_FLAGS:-} ]]; then
-    api13_args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
-                 "-DCMAKE_EXE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
-  fi
-  "${no_cuda[@]}" "$cmake" "${api13_args[@]}" \
-    || fail "configuring the 1.3 program against the installed Lithe failed"
-  "$cmake" --build "$work/api13_build" -j 2 \
-    || fail "a program written for Lithe 1.3 no longer compiles against this install"
+  build_program "$(dirname "${BASH_SOURCE[0]}")/api_1_3" "$work/api13_build" \
+    "a program written for Lithe 1.3"
   mkdir -p "$work/api13_out"
   output=$(cd "$work" && env -u LITHE_PLUGIN_PATH "$work/api13_build/embed_1_3" "$model" \
              "$prefix/share/doc/lithe/samples/configs/level.json" "$work/api13_out" 2>&1) \
