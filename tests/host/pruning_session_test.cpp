@@ -142,7 +142,7 @@ TEST(PruningSessionTest, AnOptimizerStepOutsideTheSessionIsReportedNotSilent) {
   EXPECT_THAT([&] { session.step(); },
               ThrowsMessage<sdk::Error>(AllOf(
                   HasSubstr("pruner 'level': session.step() found the weights of layer 'conv1' "
-                            "changed since the session last updated them"),
+                            "changed since the session last saw them"),
                   HasSubstr("Call session.optimizer_step(optimizer) instead of optimizer.step()"))));
   EXPECT_THAT([&] { session.update_epoch(2); },
               ThrowsMessage<sdk::Error>(HasSubstr("session.update_epoch() found the weights")));

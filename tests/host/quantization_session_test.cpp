@@ -282,6 +282,44 @@ TEST(QuantizationSessionTest, TrainingUpdatesTheFloatWeightsUnderWeightQuantizat
   }
 }
 
+TEST(QuantizationSessionTest, AnOptimizerSteppedOutsideTheSessionIsReportedAtStep) {
+  auto model = load_torchscript_model(test::lenet_model());
+  QuantizationSession session(
+      *model, registry(),
+      config(R"([{"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"]}])"));
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+  const at::Tensor input = torch::randn({4, 1, 28, 28});
+  auto train_step = [&] {
+    optimizer.zero_grad();
+    model->forward(input).sum().backward();
+  };
+  session.compress();
+  // The contract: optimizer_step, then step. Weights changed after the optimizer_step (as
+  // when pruning masks are re-applied during QAT) are fine.
+  train_step();
+  session.optimizer_step(optimizer);
+  {
+    at::NoGradGuard no_grad;
+    model->parameters().front().mul_(0.5);
+  }
+  session.step();
+  // A batch without an optimizer step (gradient accumulation) leaves the weights alone.
+  train_step();
+  session.step();
+  // optimizer.step() in place of session.optimizer_step: the quantizer's step never ran.
+  train_step();
+  optimizer.step();
+  EXPECT_THAT([&] { session.step(); },
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("quantizer 'rounding': session.step() found the weights of layer "
+                            "'conv1' changed since the session last saw them, with no "
+                            "session.optimizer_step in between"),
+                  HasSubstr("Call session.optimizer_step(optimizer) instead of optimizer.step() "
+                            "(it runs optimizer.step(), then the quantizer's step)"))));
+  session.accept_weight_changes();  // changed on purpose
+  session.step();
+}
+
 TEST(QuantizationSessionTest, CxxFrontendWeightAnywhereAndOutputInsideSequential) {
   torch::manual_seed(5);
   auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::ReLU(),

@@ -6,6 +6,7 @@
 #include "lithe/kernels/masking.h"
 #include "lithe/host/runtime/invoke_plugin.h"
 #include "lithe/sdk/error.h"
+#include "session_support.h"
 
 namespace lithe::host {
 namespace {
@@ -145,35 +146,17 @@ void PruningSession::apply_masks() {
   record_weight_fingerprints();
 }
 
-double PruningSession::weight_fingerprint(const sdk::LayerView& layer) {
-  // libtorch's optimizers update parameters through .data(), which does not bump the version
-  // counter, so the weights themselves are compared: their sum, exact, in double.
-  at::NoGradGuard no_grad;
-  return layer.weight().sum(at::kDouble).item<double>();
-}
-
 void PruningSession::record_weight_fingerprints() {
-  weight_fingerprints_.clear();
-  for (const auto& layer : views()) {
-    weight_fingerprints_.push_back(weight_fingerprint(*layer));
-  }
+  weight_fingerprints_ = detail::weight_fingerprints(views());
 }
 
 void PruningSession::check_weights_unchanged_outside(const char* call) const {
-  if (!attached_ || weight_fingerprints_.size() != views().size()) {
+  if (!attached_) {
     return;  // before compress(): the session has not touched the weights yet
   }
-  for (size_t i = 0; i < weight_fingerprints_.size(); ++i) {
-    const sdk::LayerView& layer = *views()[i];
-    const double now = weight_fingerprint(layer);
-    LITHE_CHECK(now == weight_fingerprints_[i] || (std::isnan(now) && std::isnan(weight_fingerprints_[i])),
-                sdk::Errc::kInvalidConfig,
-                owner(), ": session.", call, " found the weights of layer '", layer.name(),
-                "' changed since the session last updated them: an optimizer stepped outside "
-                "the session. Call session.optimizer_step(optimizer) instead of "
-                "optimizer.step() (it runs optimizer.step(), then updates and re-applies the "
-                "masks); after changing weights on purpose, call session.accept_weight_changes()");
-  }
+  detail::check_weights_unchanged(weight_fingerprints_, views(), owner(), call,
+                                  "it runs optimizer.step(), then updates and re-applies the "
+                                  "masks");
 }
 
 void PruningSession::update_epoch(int64_t epoch) {

@@ -10,6 +10,7 @@
 #include "lithe/host/runtime/crash_report.h"
 #include "lithe/host/runtime/invoke_plugin.h"
 #include "lithe/sdk/error.h"
+#include "session_support.h"
 
 namespace lithe::host {
 namespace {
@@ -151,6 +152,7 @@ void QuantizationSession::compress() {
                                           const at::Tensor& x) { return quantize(module, type, x); });
   installed_ = true;
   store_state_in_model();
+  accept_weight_changes();  // step() compares the weights against these
 }
 
 void QuantizationSession::require_compressed(const char* what) const {
@@ -278,11 +280,27 @@ void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
   invoke_plugin(owner(), [&] {
     quantizer_->step();
     return 0;
-  });
+  }, "step");
   run_optimizer_step_callbacks();
+  stepped_ = true;
 }
 
-void QuantizationSession::step() {}
+void QuantizationSession::step() {
+  if (!installed_) {
+    return;
+  }
+  if (!stepped_) {
+    detail::check_weights_unchanged(weight_fingerprints_, views(), owner(), "step()",
+                                     "it runs optimizer.step(), then the quantizer's step");
+    return;  // unchanged: nothing to record again
+  }
+  accept_weight_changes();
+}
+
+void QuantizationSession::accept_weight_changes() {
+  weight_fingerprints_ = detail::weight_fingerprints(views());
+  stepped_ = false;
+}
 
 std::vector<at::Tensor> QuantizationSession::extra_parameters() {
   require_compressed("extra_parameters()");

@@ -1,6 +1,7 @@
 #include "session_support.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <ATen/ATen.h>
 
@@ -107,6 +108,38 @@ void ActivationCollectors::refresh() {
       }
     }
   });
+}
+
+std::vector<double> weight_fingerprints(
+    const std::vector<std::unique_ptr<sdk::LayerView>>& views) {
+  at::NoGradGuard no_grad;
+  std::vector<double> out;
+  out.reserve(views.size());
+  for (const auto& view : views) {
+    const at::Tensor& weight = view->weight();
+    out.push_back(weight.defined() ? weight.sum(at::kDouble).item<double>() : 0.0);
+  }
+  return out;
+}
+
+void check_weights_unchanged(const std::vector<double>& recorded,
+                             const std::vector<std::unique_ptr<sdk::LayerView>>& views,
+                             const std::string& owner, const char* call,
+                             const char* what_step_does) {
+  if (recorded.empty() || recorded.size() != views.size()) {
+    return;  // nothing recorded yet: the session has not touched the weights
+  }
+  const std::vector<double> now = weight_fingerprints(views);
+  for (size_t i = 0; i < now.size(); ++i) {
+    LITHE_CHECK(now[i] == recorded[i] || (std::isnan(now[i]) && std::isnan(recorded[i])),
+                sdk::Errc::kInvalidConfig, owner, ": session.", call,
+                " found the weights of layer '", views[i]->name(),
+                "' changed since the session last saw them, with no session.optimizer_step in "
+                "between: an optimizer stepped outside the session. Call "
+                "session.optimizer_step(optimizer) instead of optimizer.step() (",
+                what_step_does, "); after changing weights on purpose, call "
+                "session.accept_weight_changes()");
+  }
 }
 
 PluginCallbacks::PluginCallbacks(std::string event) : event_(std::move(event)), label_(event_) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,19 @@ namespace lithe::host::detail {
 /// `scope`, so the user sees what is accepted.
 void reject_unread_options(const sdk::Options& options, const std::string& owner,
                            const sdk::OptionSchema* declared, sdk::OptionScope scope);
+
+/// An exact fingerprint of every view's weight (its sum in double; 0 for a view without one).
+/// libtorch's optimizers update parameters through .data(), which does not bump the version
+/// counter, so the weights themselves are compared.
+std::vector<double> weight_fingerprints(const std::vector<std::unique_ptr<sdk::LayerView>>& views);
+
+/// Throws sdk::Error(kInvalidConfig) naming `owner`, `call` and the first layer whose weight no
+/// longer matches `recorded`: an optimizer stepped outside the session. `what_step_does` says
+/// what session.optimizer_step does instead. Nothing when `recorded` is empty.
+void check_weights_unchanged(const std::vector<double>& recorded,
+                             const std::vector<std::unique_ptr<sdk::LayerView>>& views,
+                             const std::string& owner, const char* call,
+                             const char* what_step_does);
 
 /// The activation collectors of one session. Taps are installed on the session's layers only
 /// while at least one collector exists.

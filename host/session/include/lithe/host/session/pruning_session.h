@@ -84,7 +84,6 @@ class PruningSession final : public SessionCore {
   void after_model_state_restored() override { apply_masks(); }
   /// Remembers a fingerprint of every selected weight, as the session leaves it.
   void record_weight_fingerprints();
-  static double weight_fingerprint(const sdk::LayerView& layer);
   /// Throws when a weight's fingerprint moved since record_weight_fingerprints (see step()).
   void check_weights_unchanged_outside(const char* call) const;
 

@@ -79,8 +79,17 @@ class QuantizationSession final : public SessionCore {
   const QuantRecord* last_record(const std::string& layer, sdk::QuantType type) const;
 
   void update_epoch(int64_t epoch) override;
+  /// optimizer.step(), then the quantizer's step (and its optimizer-step callbacks).
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
+  /// End of a training batch. When no optimizer_step ran since the previous step() (or
+  /// compress()) but a selected weight changed, an optimizer stepped outside the session and
+  /// the quantizer's step (QAT's step count for quant_start_step, ...) never ran: fails naming
+  /// session.optimizer_step(optimizer). Weights changed after an optimizer_step (e.g. pruning
+  /// masks re-applied) and batches without a step (gradient accumulation) are fine.
   void step() override;
+  /// Tells the session that the weights were changed on purpose outside it, so step() accepts
+  /// them as they are now.
+  void accept_weight_changes();
   std::vector<at::Tensor> extra_parameters() override;
 
   /// Points the model's buffers at the layers' current state tensors (done by compress();
@@ -118,6 +127,8 @@ class QuantizationSession final : public SessionCore {
   bool installed_ = false;
   bool recording_ = false;
   std::map<std::pair<std::string, sdk::QuantType>, QuantRecord> records_;
+  std::vector<double> weight_fingerprints_;  // per layer, at the last step() or compress()
+  bool stepped_ = false;                     // optimizer_step ran since then
 };
 
 }  // namespace lithe::host
