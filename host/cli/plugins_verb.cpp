@@ -84,8 +84,9 @@ int describe(const host::PluginRegistry& registry, const host::PluginLoader& loa
     }
     return std::string();
   };
-  // Every kind of one name comes from one plugin (PluginRegistry::describe_options applies to
-  // all of them), but an override may have replaced one kind only: report each.
+  // Each kind is listed with its own plugin; the keys are those of the first kind that declared
+  // any. Kinds of one name normally come from one plugin, whose describe_options covers them
+  // all; only an override that replaced one kind could make them differ.
   const sdk::OptionSchema* schema = nullptr;
   for (const host::AlgorithmEntry& entry : entries) {
     if (entry.options.has_value()) {
