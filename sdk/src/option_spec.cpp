@@ -113,33 +113,39 @@ void check_rules(const OptionSpec& spec, const T& value, const std::string& wher
   }
 }
 
+// The value of `spec.key` (present, or required: a missing one throws naming a likely
+// misspelling), converted as T and held to the declared range and choices. The one place both
+// OptionSchema::read and OptionSchema::check convert a value.
+template <class T>
+T require_checked(const Options& options, const OptionSpec& spec) {
+  T value = options.require<T>(spec.key);
+  check_rules(spec, value, json_pointer_append(options.path(), spec.key));
+  return value;
+}
+
 // Converts and checks the value of `spec.key` in `options` (present) by its declared type.
 void check_present(const Options& options, const OptionSpec& spec) {
   switch (spec.type) {
     case OptionType::kBool:
-      (void)options.require<bool>(spec.key);
+      (void)require_checked<bool>(options, spec);
       break;
     case OptionType::kInteger:
-      check_rules(spec, options.require<int64_t>(spec.key), json_pointer_append(options.path(), spec.key));
+      (void)require_checked<int64_t>(options, spec);
       break;
     case OptionType::kNumber:
-      check_rules(spec, options.require<double>(spec.key), json_pointer_append(options.path(), spec.key));
+      (void)require_checked<double>(options, spec);
       break;
     case OptionType::kString:
-      check_rules(spec, options.require<std::string>(spec.key),
-                  json_pointer_append(options.path(), spec.key));
+      (void)require_checked<std::string>(options, spec);
       break;
     case OptionType::kIntegerList:
-      check_rules(spec, options.require<std::vector<int64_t>>(spec.key),
-                  json_pointer_append(options.path(), spec.key));
+      (void)require_checked<std::vector<int64_t>>(options, spec);
       break;
     case OptionType::kNumberList:
-      check_rules(spec, options.require<std::vector<double>>(spec.key),
-                  json_pointer_append(options.path(), spec.key));
+      (void)require_checked<std::vector<double>>(options, spec);
       break;
     case OptionType::kStringList:
-      check_rules(spec, options.require<std::vector<std::string>>(spec.key),
-                  json_pointer_append(options.path(), spec.key));
+      (void)require_checked<std::vector<std::string>>(options, spec);
       break;
     case OptionType::kObject:
       (void)options.child(spec.key);
@@ -333,9 +339,7 @@ T OptionSchema::read(const Options& options, const std::string& key) const {
   LITHE_CHECK(spec->type == type_of<T>(), Errc::kInternal, "option '", key, "' is declared as ",
               option_type_name(spec->type), " but read as ", option_type_name(type_of<T>()));
   if (options.has(key) || spec->required) {
-    T value = options.require<T>(key);  // names a missing required key with its path
-    check_rules(*spec, value, json_pointer_append(options.path(), key));
-    return value;
+    return require_checked<T>(options, *spec);
   }
   LITHE_CHECK(!spec->default_json.empty(), Errc::kInternal, "option '", key,
               "' has no default: check has() before reading it");

@@ -31,7 +31,8 @@ void SessionCore::select_layers(const std::function<void(const ConfigEntry&)>& v
   // Keys the algorithm declared (SDK 1.4) are checked by the declaration before its own
   // validate_config sees the entry, and listed when a key is unknown.
   const sdk::OptionSchema* declared = registry_.declared_options(kind_, algorithm_);
-  detail::reject_unread_options(options_, owner_, declared, sdk::OptionScope::kOptions);
+  detail::reject_unread_options(options_, owner_, algorithm_, declared,
+                                sdk::OptionScope::kOptions);
   resolved_ = resolve_config_list(config_.config_list, "/config_list", model_, needs_weight,
                                   what_needs_weight);
   for (const ConfigEntry& entry : resolved_.entries) {
@@ -45,7 +46,7 @@ void SessionCore::select_layers(const std::function<void(const ConfigEntry&)>& v
       }
       validate(entry);
     }
-    detail::reject_unread_options(entry.options, owner_, declared,
+    detail::reject_unread_options(entry.options, owner_, algorithm_, declared,
                                   sdk::OptionScope::kConfigEntry);
   }
   LITHE_CHECK(!resolved_.layers.empty(), sdk::Errc::kInvalidConfig,

@@ -12,7 +12,8 @@
 namespace lithe::host::detail {
 
 void reject_unread_options(const sdk::Options& options, const std::string& owner,
-                           const sdk::OptionSchema* declared, sdk::OptionScope scope) {
+                           const std::string& algorithm, const sdk::OptionSchema* declared,
+                           sdk::OptionScope scope) {
   const std::vector<std::string> unread = sdk::unread_option_paths(options);
   if (unread.empty()) {
     return;
@@ -31,14 +32,9 @@ void reject_unread_options(const sdk::Options& options, const std::string& owner
     if (scope == sdk::OptionScope::kConfigEntry) {
       accepted += std::string(accepted.empty() ? "" : ", ") + "op_types, op_names, exclude";
     }
-    // owner is "pruner 'agp'": the quoted part is the name `--describe` takes.
-    const size_t open = owner.find('\'');
-    const std::string name = open == std::string::npos
-                                 ? owner
-                                 : owner.substr(open + 1, owner.rfind('\'') - open - 1);
     accepted = "; it accepts " + (accepted.empty() ? std::string("no keys") : accepted) +
                (scope == sdk::OptionScope::kOptions ? " in \"options\"" : " in each entry") +
-               " (`lithe plugins --describe " + name + "`)";
+               " (`lithe plugins --describe " + algorithm + "`)";
   }
   LITHE_CHECK(false, sdk::Errc::kInvalidConfig, list, ": unknown key",
               unread.size() > 1 ? "s" : "", " for ", owner, " (misspelled?)", accepted);

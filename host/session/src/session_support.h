@@ -22,10 +22,11 @@ namespace lithe::host::detail {
 
 /// Throws sdk::Error(kInvalidConfig) listing the JSON paths of every key of `options` that no
 /// algorithm read (misspelled or unknown keys), naming `owner` (e.g. "pruner 'level'"). When
-/// the algorithm declared its keys (`declared`, may be null), the message lists those of
-/// `scope`, so the user sees what is accepted.
+/// `algorithm` declared its keys (`declared`, may be null), the message lists those of `scope`,
+/// so the user sees what is accepted.
 void reject_unread_options(const sdk::Options& options, const std::string& owner,
-                           const sdk::OptionSchema* declared, sdk::OptionScope scope);
+                           const std::string& algorithm, const sdk::OptionSchema* declared,
+                           sdk::OptionScope scope);
 
 /// An exact fingerprint of every view's weight (its sum in double; 0 for a view without one).
 /// libtorch's optimizers update parameters through .data(), which does not bump the version
