@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <ATen/ATen.h>
 
@@ -108,12 +109,27 @@ void ActivationCollectors::refresh() {
 
 std::vector<double> weight_fingerprints(
     const std::vector<std::unique_ptr<sdk::LayerView>>& views) {
+  // Runs once or twice per training step: the sums are gathered into one tensor and copied to
+  // the CPU once (one device sync, not one per layer).
   at::NoGradGuard no_grad;
-  std::vector<double> out;
-  out.reserve(views.size());
+  std::vector<at::Tensor> sums;
+  sums.reserve(views.size());
+  at::Device device(at::kCPU);
+  for (const auto& view : views) {
+    if (view->weight().defined()) {
+      device = view->weight().device();
+      break;
+    }
+  }
   for (const auto& view : views) {
     const at::Tensor& weight = view->weight();
-    out.push_back(weight.defined() ? weight.sum(at::kDouble).item<double>() : 0.0);
+    sums.push_back(weight.defined() ? weight.sum(at::kDouble).to(device)
+                                    : at::zeros({}, at::dtype(at::kDouble).device(device)));
+  }
+  std::vector<double> out(sums.size());
+  if (!sums.empty()) {
+    const at::Tensor all = at::stack(sums).cpu().contiguous();
+    std::memcpy(out.data(), all.data_ptr<double>(), out.size() * sizeof(double));
   }
   return out;
 }
