@@ -9,6 +9,10 @@ which has python3-torch). Outputs are committed; rerun only to change them.
                                     shared TorchScript class type) pruned to different widths
   tests/data/speedup_const_view.pt  LeNet whose flatten is x.view(-1, 256): a constant size
   tests/data/speedup_grouped.pt     a convolution with groups=2 between two others
+  tests/data/constant_branches.pt   MobileNet-style blocks that branch on constant attributes
+                                    (`use_res_connect`, a `downsample` that may be None) and a
+                                    stem that branches on the input's rank: after folding, a
+                                    straight graph for the dependency analysis and speedup
   tests/data/speedup_rule_*.pt      one model per rule a channel must not be removed against
                                     (in-place ops, softmax over channels, a depthwise bias, a
                                     read channel count, a tied weight) or that must not crash
@@ -191,6 +195,40 @@ class DictOutput(nn.Module):
         return {"out": self.conv2(torch.relu(self.conv1(x)))}
 
 
+class ConstantBlock(nn.Module):
+    def __init__(self, channels, residual, downsample):
+        super().__init__()
+        self.use_res_connect = residual
+        self.conv = nn.Sequential(conv(channels, channels, bias=False), nn.BatchNorm2d(channels),
+                                  nn.ReLU())
+        self.downsample = nn.Conv2d(channels, channels, 1) if downsample else None
+
+    def forward(self, x):
+        y = self.conv(x)
+        if self.downsample is not None:
+            y = self.downsample(y)
+        if self.use_res_connect:
+            return x + y
+        return y
+
+
+class ConstantBranches(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.blocks = nn.Sequential(ConstantBlock(8, True, False), ConstantBlock(8, False, True),
+                                    ConstantBlock(8, True, False))
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        if x.dim() == 4:
+            y = self.stem(x)
+        else:
+            y = self.stem(x.unsqueeze(0))
+        y = self.blocks(y)
+        return self.fc(nn.functional.adaptive_avg_pool2d(y, 1).flatten(1))
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -219,6 +257,8 @@ def main():
     save(ConstView(), "tests/data/speedup_const_view.pt")
     torch.manual_seed(14)
     save(Grouped(), "tests/data/speedup_grouped.pt")
+    torch.manual_seed(15)
+    save(randomize_batchnorm(ConstantBranches()), "tests/data/constant_branches.pt")
     rules = {"inplace_add": InPlaceAdd, "channel_softmax": ChannelSoftmax,
              "gated_cat": GatedCat, "depthwise_bias": DepthwiseBias,
              "channel_assert": ChannelAssert, "batchnorm_no_stats": BatchNormNoStats,

@@ -191,6 +191,7 @@ int run_speedup(const std::vector<std::string>& args) {
   }
   report["max_abs_diff"] = result.max_abs_diff;
   report["max_abs_diff_without_bn_shift"] = result.max_abs_diff_without_bn_shift;
+  report["reference_max_abs"] = result.reference_max_abs;
   report["params"] = {{"before", params_before}, {"after", params_after},
                       {"ratio", ratio(params_after, params_before)}};
   if (flops_problem.empty()) {

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/torch.h>
 
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/layer_dependencies.h"
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
@@ -224,6 +227,119 @@ TEST(DependencyAnalysisTest, ModelsWithoutAnalysableGraphThrowUnsupported) {
             sdk::Errc::kUnsupported);
   EXPECT_THAT(message, HasSubstr("dependencies"));
   EXPECT_THAT(message, HasSubstr("no forward method"));
+}
+
+// ---- control flow the model fixes: folded before any analysis --------------------------------
+
+size_t count_ifs(const torch::jit::Block* block) {
+  size_t n = 0;
+  for (const torch::jit::Node* node : block->nodes()) {
+    n += node->kind() == c10::prim::If ? 1 : 0;
+    for (const torch::jit::Block* sub : node->blocks()) {
+      n += count_ifs(sub);
+    }
+  }
+  return n;
+}
+
+// Whether a condition is computed from a tensor's rank (aten::dim, or aten::len of aten::size),
+// looking a few ops back.
+bool reads_rank(const torch::jit::Value* value, int depth = 4) {
+  const torch::jit::Node* node = value->node();
+  if (node->kind() == c10::Symbol::fromQualString("aten::dim") ||
+      (node->kind() == c10::Symbol::fromQualString("aten::len") &&
+       node->input(0)->node()->kind() == c10::Symbol::fromQualString("aten::size"))) {
+    return true;
+  }
+  if (depth == 0) {
+    return false;
+  }
+  for (const torch::jit::Value* input : node->inputs()) {
+    if (reads_rank(input, depth - 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(ConstantFoldingTest, BranchesOnAttributesFoldAndATraceFoldsTheRankChecksToo) {
+  const torch::jit::Module module =
+      torch::jit::load((test::source_dir() / "tests/data/constant_branches.pt").string());
+  std::shared_ptr<torch::jit::Graph> raw =
+      torch::jit::toGraphFunction(module.get_method("forward").function()).graph()->copy();
+  torch::jit::Inline(*raw);
+  const size_t raw_ifs = count_ifs(raw->block());
+  // 3 x (use_res_connect, downsample is not None), the stem's rank check, BatchNorm's.
+  EXPECT_GE(raw_ifs, 8u);
+
+  const std::shared_ptr<torch::jit::Graph> folded = graph_trace::inline_forward(module);
+  // Without an input only rank checks are left: the stem's `x.dim() == 4` and adaptive
+  // pooling's `len(input.size()) > 2`.
+  size_t left = 0;
+  for (const torch::jit::Node* node : folded->nodes()) {
+    if (node->kind() == c10::prim::If) {
+      ++left;
+      EXPECT_TRUE(reads_rank(node->input())) << *node;
+    }
+  }
+  EXPECT_EQ(left, 2u);
+  EXPECT_EQ(count_ifs(folded->block()), 2u);
+
+  const graph_trace::Trace trace = graph_trace::trace_forward(module, torch::randn({1, 3, 8, 8}));
+  EXPECT_EQ(count_ifs(trace.graph->block()), 0u);
+  // The module's own graph keeps its control flow: folding works on a copy.
+  std::shared_ptr<torch::jit::Graph> again =
+      torch::jit::toGraphFunction(module.get_method("forward").function()).graph()->copy();
+  torch::jit::Inline(*again);
+  EXPECT_EQ(count_ifs(again->block()), raw_ifs);
+}
+
+TEST(ConstantFoldingTest, AssignedAttributesStayAndTrainingFoldsToTheCurrentMode) {
+  torch::jit::Module module("FoldProbe");
+  module.register_attribute("training", c10::BoolType::get(), true);
+  module.register_attribute("calls", c10::IntType::get(), int64_t{0});
+  module.register_attribute("double_it", c10::BoolType::get(), true);
+  module.define(R"(
+def forward(self, x):
+    self.calls = self.calls + 1
+    if self.calls > 1:
+        x = x + 1
+    if self.double_it:
+        x = x * 2
+    if self.training:
+        x = x - 3
+    return x
+)");
+  const auto has = [](const std::shared_ptr<torch::jit::Graph>& graph, const char* op) {
+    for (const torch::jit::Node* node : graph->nodes()) {
+      if (node->kind() == c10::Symbol::fromQualString(op)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  module.train();
+  std::shared_ptr<torch::jit::Graph> graph = graph_trace::inline_forward(module);
+  EXPECT_EQ(count_ifs(graph->block()), 1u);  // `calls` is assigned in forward: not a constant
+  EXPECT_TRUE(has(graph, "aten::mul"));
+  EXPECT_TRUE(has(graph, "aten::sub"));
+  module.eval();
+  graph = graph_trace::inline_forward(module);
+  EXPECT_EQ(count_ifs(graph->block()), 1u);
+  EXPECT_TRUE(has(graph, "aten::mul"));
+  EXPECT_FALSE(has(graph, "aten::sub"));  // eval: the training branch is gone
+}
+
+TEST(DependencyAnalysisTest, BranchesOnConstantAttributesDoNotMergeTheirArms) {
+  // blocks.1 has no residual add (use_res_connect = False): its output, from its downsample,
+  // meets only blocks.2's add. Without folding, both arms of blocks.1's `if` would be walked
+  // and the add it never runs would couple everything into one set.
+  const LayerDependencies deps =
+      model_dependencies(test::source_dir() / "tests/data/constant_branches.pt");
+  EXPECT_EQ(as_set_of_sets(deps.channel_sets),
+            (SetOfSets{{"stem", "blocks.0.conv.0"},
+                       {"blocks.1.conv.0"},
+                       {"blocks.1.downsample", "blocks.2.conv.0"}}));
 }
 
 }  // namespace

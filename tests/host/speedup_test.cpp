@@ -280,6 +280,30 @@ TEST(SpeedupTest, AnOpThatMixesChannelsBlocksOnlyItsOwnBranch) {
   EXPECT_LT(result.max_abs_diff, 1e-5);
 }
 
+TEST(SpeedupTest, BranchesOnConstantAttributesAndOnTheInputRankDoNotBlock) {
+  // MobileNet-style blocks (`if self.use_res_connect`, `if self.downsample is not None`) and a
+  // stem chosen by `x.dim() == 4`: folded, the graph is straight and every channel goes.
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/constant_branches.pt").string());
+  NamedMasks masks;
+  masks.push_back({"stem", zero_first({8, 3, 3, 3}, 4, true)});
+  masks.push_back({"blocks.0.conv.0", zero_first({8, 8, 3, 3}, 4, false)});
+  masks.push_back({"blocks.1.conv.0", zero_first({8, 8, 3, 3}, 4, false)});
+  masks.push_back({"blocks.1.downsample", zero_first({8, 8, 1, 1}, 4, true)});
+  masks.push_back({"blocks.2.conv.0", zero_first({8, 8, 3, 3}, 4, false)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 8, 8}));
+  const torch::jit::Module& small = *result.module;
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_EQ(parameter_shape(small, "stem.weight"), (Shape{4, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "blocks.0.conv.0.weight"), (Shape{4, 4, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "blocks.1.conv.0.weight"), (Shape{4, 4, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "blocks.1.downsample.weight"), (Shape{4, 4, 1, 1}));
+  EXPECT_EQ(parameter_shape(small, "blocks.2.conv.0.weight"), (Shape{4, 4, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "fc.weight"), (Shape{10, 4}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
 TEST(SpeedupTest, TwoDepthwiseConvolutionsOfOneClassTypeGetTheirOwnWidths) {
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/speedup_twin_dw.pt").string());

@@ -65,8 +65,9 @@ class Emitter {
   Emitter(const jit::Module& module, const OnnxExportOptions& options)
       : module_(module), options_(options) {
     quantized_ = onnx_quantization::read_quantized_layers(module);
-    graph_ = graph_trace::inline_forward(module);
-    values_ = graph_trace::run_and_capture(module, graph_, at::zeros(options.input_shape));
+    graph_trace::Trace trace = graph_trace::trace_forward(module, at::zeros(options.input_shape));
+    graph_ = std::move(trace.graph);
+    values_ = std::move(trace.values);
   }
 
   onnx::ModelProto run() {

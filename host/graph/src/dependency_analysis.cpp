@@ -4,11 +4,9 @@
 // every method call inlined instead: a layer is then not a node but the op that consumes its
 // weight (aten::conv2d(%x, GetAttr[weight](GetAttr[conv1](%self)), ...)), and the walk has to
 // see through what tracing would have removed (control flow, list building, tuples).
-#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/passes/inliner.h>
 
 #include <algorithm>
 #include <deque>
@@ -469,10 +467,8 @@ LayerDependencies analyze_dependencies(const torch::jit::Module& module) {
               module.type()->name() ? module.type()->name()->qualifiedName() : "the module",
               ": it has no forward method");
   try {
-    // A copy: inlining must not touch the module's own (possibly already executed) graph.
-    std::shared_ptr<jit::Graph> graph = jit::toGraphFunction(forward->function()).graph()->copy();
-    jit::Inline(*graph);
-    return GraphAnalysis(module, graph).run();
+    // A copy, with the branches the module's attributes fix folded away (as tracing does).
+    return GraphAnalysis(module, graph_trace::inline_forward(module)).run();
   } catch (const c10::Error& e) {
     throw sdk::Error(sdk::Errc::kUnsupported,
                      std::string("cannot analyse the dependencies of the module's forward "

@@ -416,7 +416,17 @@ FlopsReport count_flops(const torch::jit::Module& module, const std::vector<int6
       masks != nullptr ? check_masks(module, *masks, masks_source)
                        : std::map<std::string, const sdk::Masks*>{};
   const std::set<std::string>& types = counted_types(mode);
-  const std::shared_ptr<jit::Graph> graph = graph_trace::inline_forward(module);
+  // Shapes as deployed: the graph is read and run in eval mode (`restore` undoes it), so that
+  // the branches folded on `self.training` are the ones eval runs.
+  graph_trace::Trace trace;
+  {
+    ModelStateGuard restore(module);
+    jit::Module handle = module;  // shares the object
+    handle.eval();
+    trace = graph_trace::trace_forward(handle, at::zeros(input_shape));
+  }
+  const std::shared_ptr<jit::Graph>& graph = trace.graph;
+  const graph_trace::ValueTensors& values = trace.values;
   std::vector<std::string> inside_control_flow;
   std::vector<ModuleCall> calls = find_calls(*graph, types, &inside_control_flow);
   LITHE_CHECK(inside_control_flow.empty(), sdk::Errc::kUnsupported, "cannot count layer '",
@@ -427,13 +437,6 @@ FlopsReport count_flops(const torch::jit::Module& module, const std::vector<int6
   const std::string root_type = module.type()->name() ? module.type()->name()->name() : "";
   const bool root_counted = types.count(root_type) != 0 && is_torch_nn_class(module, root_type);
 
-  graph_trace::ValueTensors values;
-  {
-    ModelStateGuard restore(module);
-    jit::Module handle = module;  // shares the object: eval() is undone by `restore`
-    handle.eval();
-    values = graph_trace::run_and_capture(handle, graph, at::zeros(input_shape));
-  }
   const auto shape_of = [&](const jit::Value* value, const std::string& layer, const char* what) {
     const auto found = value != nullptr ? values.find(value) : values.end();
     LITHE_CHECK(found != values.end(), sdk::Errc::kUnsupported, "cannot count layer '", layer,

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "lithe/host/graph/constant_folding.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host::graph_trace {
@@ -60,6 +61,13 @@ std::shared_ptr<jit::Graph> inline_forward(const jit::Module& module) {
                 sdk::Errc::kUnsupported, "the model's forward calls method '",
                 node->s(c10::attr::name), "' of ", receiver->str(),
                 " through an interface, so the layers it runs cannot be seen");
+  }
+  try {
+    constant_folding::fold_module_attributes(module, graph);
+  } catch (const c10::Error& e) {
+    throw sdk::Error(sdk::Errc::kUnsupported,
+                     std::string("cannot fold the constant attributes of the model's forward: ") +
+                         e.what_without_backtrace());
   }
   return graph;
 }
@@ -185,6 +193,28 @@ ValueTensors run_and_capture(const jit::Module& module, const std::shared_ptr<ji
     }
   }
   return out;
+}
+
+Trace trace_forward(const jit::Module& module, const at::Tensor& input) {
+  Trace trace{inline_forward(module), {}};
+  trace.values = run_and_capture(module, trace.graph, input);
+  // Each fold can inline a branch whose own rank checks then reach the top level; nesting is
+  // shallow in practice, the bound only guarantees an end.
+  for (int round = 0; round < 16; ++round) {
+    size_t folded = 0;
+    try {
+      folded = constant_folding::fold_tensor_ranks(trace.graph, trace.values);
+    } catch (const c10::Error& e) {
+      throw sdk::Error(sdk::Errc::kUnsupported,
+                       std::string("cannot fold the tensor ranks of the model's forward: ") +
+                           e.what_without_backtrace());
+    }
+    if (folded == 0) {
+      break;
+    }
+    trace.values = run_and_capture(module, trace.graph, input);
+  }
+  return trace;
 }
 
 }  // namespace lithe::host::graph_trace

@@ -150,8 +150,9 @@ class ChannelFlow {
     for (const auto& [name, m] : masks) {
       masks_.emplace(name, &m);
     }
-    graph_ = graph_trace::inline_forward(module);
-    values_ = graph_trace::run_and_capture(module, graph_, input);
+    graph_trace::Trace trace = graph_trace::trace_forward(module, input);
+    graph_ = std::move(trace.graph);
+    values_ = std::move(trace.values);
   }
 
   ChannelPlan run() {

@@ -26,9 +26,11 @@ struct Scope {
   std::string call;
 };
 
-/// A copy of `module`'s forward graph with every method call inlined. The module is not changed
-/// and not run. Throws sdk::Error(kUnsupported) when it has no forward or a call cannot be
-/// inlined (calls through module interfaces).
+/// A copy of `module`'s forward graph with every method call inlined and the control flow its
+/// attributes fix folded away (constant_folding::fold_module_attributes: the graph describes the
+/// module in its current mode). The module is not changed and not run. Throws
+/// sdk::Error(kUnsupported) when it has no forward or a call cannot be inlined (calls through
+/// module interfaces).
 std::shared_ptr<torch::jit::Graph> inline_forward(const torch::jit::Module& module);
 
 /// The chain of module calls (outermost first, the root excluded) that `node` was inlined from,
@@ -57,5 +59,15 @@ using ValueTensors = std::unordered_map<const torch::jit::Value*, at::Tensor>;
 ValueTensors run_and_capture(const torch::jit::Module& module,
                              const std::shared_ptr<torch::jit::Graph>& graph,
                              const at::Tensor& input);
+
+/// `module`'s forward as it runs on `input`: inline_forward's graph with the tensor ranks it reads
+/// folded too (constant_folding::fold_tensor_ranks, repeated while a fold uncovers another), and
+/// the tensors its top-level values take (run_and_capture). The module must be in the mode the
+/// caller wants described, as for both.
+struct Trace {
+  std::shared_ptr<torch::jit::Graph> graph;
+  ValueTensors values;
+};
+Trace trace_forward(const torch::jit::Module& module, const at::Tensor& input);
 
 }  // namespace lithe::host::graph_trace

@@ -1,0 +1,148 @@
+// Folds constant module attributes and tensor ranks into an inlined forward graph. Both passes
+// only replace reads by constants and then let TorchScript's own constant propagation inline the
+// branches whose condition became constant (and dead-code elimination drop what they fed), so
+// every node that survives is a node of the original graph, with its inlined call stack (the
+// module scopes the analyses read) intact.
+#include "lithe/host/graph/constant_folding.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace lithe::host::constant_folding {
+
+namespace jit = torch::jit;
+
+namespace {
+
+void collect_assigned(const jit::Block* block, std::unordered_set<std::string>& names) {
+  for (const jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::SetAttr) {
+      names.insert(node->s(c10::attr::name));
+    }
+    for (const jit::Block* sub : node->blocks()) {
+      collect_assigned(sub, names);
+    }
+  }
+}
+
+bool foldable(const c10::IValue& value) {
+  return value.isBool() || value.isInt() || value.isDouble() || value.isString() ||
+         value.isNone();
+}
+
+class AttributeFolder {
+ public:
+  AttributeFolder(const jit::Module& module, jit::Graph& graph) : graph_(graph) {
+    collect_assigned(graph.block(), assigned_);
+    objects_.emplace(graph.inputs().at(0), module._ivalue());
+  }
+
+  size_t fold(jit::Block* block) {
+    size_t folded = 0;
+    for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
+      jit::Node* node = *it;
+      for (jit::Block* sub : node->blocks()) {
+        folded += fold(sub);
+      }
+      if (node->kind() != c10::prim::GetAttr) {
+        continue;
+      }
+      const auto owner = objects_.find(node->input());
+      const std::string& name = node->s(c10::attr::name);
+      if (owner == objects_.end() || !owner->second->type()->hasAttribute(name)) {
+        continue;
+      }
+      const c10::IValue value = owner->second->getAttr(name);
+      if (value.isObject()) {
+        objects_.emplace(node->output(), value.toObject());
+        continue;
+      }
+      if (!foldable(value) || assigned_.count(name) != 0) {
+        continue;
+      }
+      jit::WithInsertPoint here(node);
+      jit::Value* constant = graph_.insertConstant(value);
+      node->output()->replaceAllUsesWith(constant);
+      ++folded;
+    }
+    return folded;
+  }
+
+ private:
+  jit::Graph& graph_;
+  std::unordered_set<std::string> assigned_;
+  std::unordered_map<const jit::Value*, c10::intrusive_ptr<c10::ivalue::Object>> objects_;
+};
+
+void propagate(std::shared_ptr<jit::Graph> graph) {
+  // Custom classes (packed quantized weights) are never run: packing is not ours to fold.
+  jit::ConstantPropagation(graph, /*ignore_custom_classes=*/true);
+  jit::EliminateDeadCode(graph);
+}
+
+// x's rank when `node` reads it: aten::dim(x), or aten::len(aten::size(x)).
+const at::Tensor* ranked_tensor(const jit::Node* node, const graph_trace::ValueTensors& values) {
+  static const c10::Symbol dim = c10::Symbol::fromQualString("aten::dim");
+  static const c10::Symbol len = c10::Symbol::fromQualString("aten::len");
+  static const c10::Symbol size = c10::Symbol::fromQualString("aten::size");
+  const jit::Value* tensor = nullptr;
+  if (node->kind() == dim && node->inputs().size() == 1) {
+    tensor = node->input(0);
+  } else if (node->kind() == len && node->inputs().size() == 1 &&
+             node->input(0)->node()->kind() == size &&
+             node->input(0)->node()->inputs().size() == 1) {
+    tensor = node->input(0)->node()->input(0);
+  }
+  if (tensor == nullptr) {
+    return nullptr;
+  }
+  const auto found = values.find(tensor);
+  return found != values.end() && found->second.defined() ? &found->second : nullptr;
+}
+
+size_t fold_ranks(jit::Graph& graph, jit::Block* block, const graph_trace::ValueTensors& values) {
+  size_t folded = 0;
+  for (jit::Node* node : block->nodes()) {
+    for (jit::Block* sub : node->blocks()) {
+      folded += fold_ranks(graph, sub, values);
+    }
+    if (const at::Tensor* tensor = ranked_tensor(node, values)) {
+      jit::WithInsertPoint here(node);
+      node->output()->replaceAllUsesWith(
+          graph.insertConstant(static_cast<int64_t>(tensor->dim())));
+      ++folded;
+    }
+  }
+  return folded;
+}
+
+}  // namespace
+
+size_t fold_module_attributes(const jit::Module& module,
+                              const std::shared_ptr<jit::Graph>& graph) {
+  if (graph->inputs().empty()) {
+    return 0;
+  }
+  const size_t folded = AttributeFolder(module, *graph).fold(graph->block());
+  if (folded != 0) {
+    propagate(graph);
+  }
+  return folded;
+}
+
+size_t fold_tensor_ranks(const std::shared_ptr<jit::Graph>& graph,
+                         const graph_trace::ValueTensors& values) {
+  const size_t folded = fold_ranks(*graph, graph->block(), values);
+  if (folded != 0) {
+    propagate(graph);
+  }
+  return folded;
+}
+
+}  // namespace lithe::host::constant_folding

@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Builds torchvision architectures as TorchScript files for the model zoo sweep (scripts/zoo.py).
+
+Each model is built with random weights from a fixed seed, put in eval mode and scripted; where
+scripting fails it is traced on the sweep's input, and the manifest says so and why.
+Segmentation models return a dict: they are wrapped so that forward returns its "out" tensor.
+
+Usage: /usr/bin/python3 scripts/make_zoo_models.py OUT_DIR [--models a,b,...] [--size N]
+       [--family classification|segmentation|video|all]
+Writes OUT_DIR/<model>.pt and OUT_DIR/manifest.json: [{"model", "family", "file", "input_shape",
+"built": "scripted"|"traced", "note"}, ...]; a model that cannot be built at all is listed with
+"built": "failed" and the reason.
+Needs Debian's python3-torchvision (random weights only; nothing is downloaded).
+"""
+import argparse
+import json
+import os
+import sys
+import warnings
+
+import torch
+import torchvision
+from torchvision import models
+
+warnings.filterwarnings("ignore")
+
+# Architectures whose input size is fixed by a positional table (ViT) or that need a minimum
+# size larger than the sweep's default.
+FIXED_SIZE = {"vit_b_16": 224, "vit_b_32": 224, "vit_l_16": 224, "vit_l_32": 224,
+              "vit_h_14": 224, "maxvit_t": 224}
+MIN_SIZE = {"inception_v3": 75}
+
+
+class SegmentationOut(torch.nn.Module):
+    """A segmentation model whose forward returns the "out" tensor of its result dict."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def family_models(family):
+    module = {"classification": models, "segmentation": models.segmentation,
+              "video": models.video}[family]
+    return sorted(models.list_models(module=module))
+
+
+def build(name, family):
+    kwargs = {}
+    if name in ("googlenet", "inception_v3"):
+        # Their auxiliary heads only run in training; without them forward returns one tensor.
+        kwargs = {"aux_logits": False, "init_weights": False}
+    if family == "segmentation":
+        kwargs = {"weights_backbone": None, "aux_loss": False}
+    model = models.get_model(name, weights=None, **kwargs)
+    if family == "segmentation":
+        model = SegmentationOut(model)
+    return model.eval()
+
+
+def input_shape(name, family, size):
+    if family == "video":
+        return [1, 3, 8, size, size]
+    size = FIXED_SIZE.get(name, max(size, MIN_SIZE.get(name, 0)))
+    return [1, 3, size, size]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--models", default="")
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--family", default="all",
+                        choices=["classification", "segmentation", "video", "all"])
+    args = parser.parse_args()
+    torch.set_num_threads(int(os.environ.get("LITHE_ZOO_THREADS", "2")))
+    os.makedirs(args.out, exist_ok=True)
+    families = ["classification", "segmentation", "video"] if args.family == "all" else [args.family]
+    wanted = [m for m in args.models.split(",") if m]
+    entries = []
+    for family in families:
+        for name in family_models(family):
+            if wanted and name not in wanted:
+                continue
+            shape = input_shape(name, family, args.size)
+            entry = {"model": name, "family": family, "file": name + ".pt", "input_shape": shape,
+                     "built": "failed", "note": ""}
+            entries.append(entry)
+            torch.manual_seed(0)
+            try:
+                model = build(name, family)
+            except Exception as e:  # noqa: BLE001 - reported in the manifest
+                entry["note"] = "cannot build: %s" % str(e).splitlines()[0]
+                continue
+            path = os.path.join(args.out, entry["file"])
+            try:
+                torch.jit.script(model).save(path)
+                entry["built"] = "scripted"
+            except Exception as e:  # noqa: BLE001
+                reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                try:
+                    with torch.no_grad():
+                        torch.jit.trace(model, torch.randn(shape), check_trace=False).save(path)
+                    entry["built"] = "traced"
+                    entry["note"] = "torch.jit.script failed: %s" % reason
+                except Exception as e2:  # noqa: BLE001
+                    entry["note"] = "script: %s; trace: %s" % (reason, str(e2).splitlines()[0])
+            print("%-32s %s %s" % (name, entry["built"], entry["note"][:100]), flush=True)
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(entries, f, indent=1)
+    return 0 if all(e["built"] != "failed" for e in entries) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+#!/usr/bin/python3
+"""Model zoo sweep: every torchvision architecture through Lithe's stages, one Markdown row each.
+
+Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval mode):
+  inspect   lithe inspect
+  flops     lithe flops (NNI's default counter): parameters and FLOPs of the dense model
+  level     lithe compress with level 0.5 on the default op types
+  l1+speedup lithe compress with l1_filter 0.5 on every Conv2d, dependency_aware, then
+            lithe speedup: parameters and FLOPs after, the measured latency ratio (median of
+            alternating forwards in one process), max |smaller - masked| relative to the output,
+            and every place a channel was kept with the op and the reason
+  onnx      lithe export-onnx (opset 17) of the dense model, run in ONNX Runtime
+            (onnxruntime-node from scripts/setup-ort.sh) against torch.jit.load's output on one
+            random input: |ort - torch| <= 1e-4·max|torch| + 1e-4·|torch|
+A stage that fails records its first error line; the sweep goes on with the next stage/model.
+
+Usage:
+  /usr/bin/python3 scripts/zoo.py [--lithe build/bin/lithe] [--work build/zoo]
+      [--models a,b,...] [--family classification|segmentation|video|all] [--size 224]
+      [--runs 20] [--output MODEL_ZOO.md] [--json zoo.json] [--require-pass]
+--require-pass exits 1 unless every model passes every stage and shrinks with parity and no
+kept channel (the CI subset uses it). Threads: LITHE_ZOO_THREADS (default 2).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PARITY = 1e-4  # max |smaller - masked| relative to the output's largest value
+
+
+def first_error(text):
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for line in lines:
+        if line.startswith("lithe: error") or "error" in line.lower():
+            return line[:300]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+class Runner:
+    def __init__(self, lithe, threads, timeout):
+        self.lithe = lithe
+        self.threads = threads
+        self.timeout = timeout
+
+    def lithe_run(self, *args):
+        env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), OPENBLAS_NUM_THREADS="1")
+        try:
+            done = subprocess.run([self.lithe, *args], capture_output=True, text=True,
+                                  timeout=self.timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return False, "timed out after %d s" % self.timeout
+        if done.returncode != 0:
+            return False, first_error(done.stderr + done.stdout)
+        return True, done.stdout
+
+
+def write_config(path, algorithm, options, config_list):
+    with open(path, "w") as f:
+        json.dump({"algorithm": algorithm, "options": options, "config_list": config_list}, f)
+
+
+def ort_parity(work, name, model_path, onnx_path, shape, ort_dir):
+    """Runs the ONNX file in ORT and the TorchScript file in torch on one input."""
+    if shutil.which("node") is None:
+        return None, "node is not installed"
+    if not os.path.exists(os.path.join(ort_dir, "node_modules", "onnxruntime-node")):
+        return None, "onnxruntime-node is not installed in %s (scripts/setup-ort.sh)" % ort_dir
+    import torch
+    torch.manual_seed(11)
+    x = torch.randn(shape)
+    with torch.no_grad():
+        y = torch.jit.load(model_path).eval()(x)
+    x_file = os.path.join(work, name + ".input.bin")
+    y_file = os.path.join(work, name + ".expected.bin")
+    x.numpy().astype("float32").tofile(x_file)
+    y.numpy().astype("float32").tofile(y_file)
+    scale = float(y.abs().max())
+    env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
+    done = subprocess.run(["node", os.path.join(ROOT, "tests/host/onnx_runtime_run.js"),
+                           onnx_path, x_file, ",".join(map(str, shape)), y_file,
+                           "%.9g" % (PARITY * scale), "%.9g" % PARITY],
+                          capture_output=True, text=True, env=env)
+    return done.returncode == 0, (done.stdout + done.stderr).strip().splitlines()[-1][:300]
+
+
+def sweep_model(entry, args, runner, work):
+    name = entry["model"]
+    row = {"model": name, "family": entry["family"], "built": entry["built"],
+           "build_note": entry["note"], "input_shape": entry["input_shape"], "stages": {}}
+    if entry["built"] == "failed":
+        return row
+    model = os.path.join(work, entry["file"])
+    shape = ",".join(map(str, entry["input_shape"]))
+    stages = row["stages"]
+
+    ok, out = runner.lithe_run("inspect", "--model", model)
+    stages["inspect"] = {"ok": ok, "error": None if ok else out}
+
+    ok, out = runner.lithe_run("flops", "--model", model, "--input-shape", shape, "--json",
+                               "--threads", str(args.threads))
+    stages["flops"] = {"ok": ok, "error": None if ok else out}
+    if ok:
+        report = json.loads(out)
+        stages["flops"].update(flops=report["total_flops"], params=report["total_params"])
+
+    level_cfg = os.path.join(work, "level.json")
+    ok, out = runner.lithe_run("compress", "--model", model, "--config", level_cfg,
+                               "--output", os.path.join(work, name + ".level.pt"))
+    stages["level"] = {"ok": ok, "error": None if ok else out}
+
+    masked = os.path.join(work, name + ".masked.pt")
+    masks = os.path.join(work, name + ".masks.pth")
+    ok, out = runner.lithe_run("compress", "--model", model, "--config",
+                               os.path.join(work, "l1_filter.json"), "--output", masked,
+                               "--masks", masks)
+    stages["l1_filter"] = {"ok": ok, "error": None if ok else out}
+    if ok:
+        report_file = os.path.join(work, name + ".speedup.json")
+        ok, out = runner.lithe_run("speedup", "--model", masked, "--masks", masks,
+                                   "--input-shape", shape, "--output",
+                                   os.path.join(work, name + ".small.pt"), "--json", report_file,
+                                   "--latency-runs", str(args.runs), "--warmup", "3",
+                                   "--threads", str(args.threads))
+        stages["speedup"] = {"ok": ok, "error": None if ok else out}
+        if ok:
+            with open(report_file) as f:
+                report = json.load(f)
+            reference = report.get("reference_max_abs") or 1.0
+            stages["speedup"].update(
+                params=report["params"], flops=report["flops"], latency=report["latency_ms"],
+                max_abs_diff=report["max_abs_diff_without_bn_shift"],
+                relative_diff=report["max_abs_diff_without_bn_shift"] / max(reference, 1e-30),
+                blocked=report["blocked"])
+
+    onnx_file = os.path.join(work, name + ".onnx")
+    ok, out = runner.lithe_run("export-onnx", "--model", model, "--input-shape", shape,
+                               "--output", onnx_file, "--opset", "17")
+    stages["onnx"] = {"ok": ok, "error": None if ok else out}
+    if ok:
+        parity, detail = ort_parity(work, name, model, onnx_file, entry["input_shape"],
+                                    args.ort)
+        stages["onnx"].update(ort=parity, ort_detail=detail)
+    return row
+
+
+def passed(row):
+    stages = row["stages"]
+    if row["built"] == "failed" or not stages:
+        return False
+    for key in ("inspect", "flops", "level", "l1_filter", "speedup", "onnx"):
+        if not stages.get(key, {}).get("ok"):
+            return False
+    sp = stages["speedup"]
+    return (not sp["blocked"] and sp["relative_diff"] <= PARITY and
+            stages["onnx"].get("ort") is not False)
+
+
+def ratio(d):
+    return "%.2f" % d["ratio"] if "ratio" in d else "—"
+
+
+def mega(n):
+    return "%.1f M" % (n / 1e6) if n >= 1e5 else "%.2f M" % (n / 1e6)
+
+
+def giga(n):
+    return "%.2f G" % (n / 1e9) if n >= 1e8 else "%.1f M" % (n / 1e6)
+
+
+def markdown(rows, args):
+    out = ["| model | built | input | params before → after | FLOPs before → after "
+           "| latency ratio | max \\|Δ\\| rel. | level | ONNX (ORT) | kept channels: op and reason |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        st = row["stages"]
+        cells = [row["model"], row["built"], "×".join(map(str, row["input_shape"][1:]))]
+        sp = st.get("speedup", {})
+        fl = st.get("flops", {})
+        if sp.get("ok"):
+            cells.append("%s → %s (%s)" % (mega(sp["params"]["before"]),
+                                           mega(sp["params"]["after"]), ratio(sp["params"])))
+            flops = sp["flops"]
+            cells.append("%s → %s (%s)" % (giga(flops["before"]), giga(flops["after"]),
+                                           ratio(flops)) if "before" in flops
+                         else "not counted: " + flops.get("error", "")[:80])
+            cells.append(ratio(sp["latency"]))
+            cells.append("%.1e" % sp["relative_diff"])
+        else:
+            cells.append(mega(fl["params"]) if fl.get("ok") else "—")
+            cells.append(giga(fl["flops"]) if fl.get("ok") else
+                         "flops: " + str(fl.get("error", ""))[:80])
+            cells.append("—")
+            cells.append("—")
+        cells.append("ok" if st.get("level", {}).get("ok") else
+                     "fails: " + str(st.get("level", {}).get("error", row["build_note"]))[:80])
+        onnx = st.get("onnx", {})
+        if onnx.get("ok"):
+            cells.append({True: "ok", False: "**ORT differs**: ", None: "exported (ORT not run): "}
+                         [onnx.get("ort")] + ("" if onnx.get("ort") else onnx.get("ort_detail", "")[:80]))
+        else:
+            cells.append("fails: " + str(onnx.get("error", row["build_note"]))[:100])
+        notes = []
+        if not row["stages"]:
+            notes.append(row["build_note"])
+        elif not st.get("l1_filter", {}).get("ok"):
+            notes.append("compress fails: " + str(st["l1_filter"]["error"])[:160])
+        elif not sp.get("ok"):
+            notes.append("speedup fails: " + str(sp.get("error"))[:160])
+        else:
+            seen = set()
+            for b in sp["blocked"]:
+                key = (b["where"].split(":")[-1].strip() if ":" in b["where"] else b["where"],
+                       b["reason"])
+                if key not in seen:
+                    seen.add(key)
+                    notes.append("%s (%s)" % (b["where"][:70], b["reason"][:90]))
+            if len(notes) > 3:
+                notes = notes[:3] + ["and %d more" % (len(seen) - 3)]
+        cells.append("; ".join(notes).replace("|", "\\|") or "—")
+        out.append("| " + " | ".join(c.replace("\n", " ") for c in cells) + " |")
+    return "\n".join(out)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lithe", default=os.path.join(ROOT, "build/bin/lithe"))
+    parser.add_argument("--work", default=os.path.join(ROOT, "build/zoo"))
+    parser.add_argument("--models", default="")
+    parser.add_argument("--family", default="all")
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("LITHE_ZOO_THREADS", "2")))
+    parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--ort", default=os.path.join(ROOT, "build/ort"))
+    parser.add_argument("--output", default="")
+    parser.add_argument("--json", default="")
+    parser.add_argument("--require-pass", action="store_true")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    build = [sys.executable, os.path.join(ROOT, "scripts/make_zoo_models.py"), args.work,
+             "--size", str(args.size), "--family", args.family]
+    if args.models:
+        build += ["--models", args.models]
+    subprocess.run(build, check=False)
+    with open(os.path.join(args.work, "manifest.json")) as f:
+        manifest = json.load(f)
+    write_config(os.path.join(args.work, "level.json"), "level", {},
+                 [{"sparsity": 0.5, "op_types": ["default"]}])
+    write_config(os.path.join(args.work, "l1_filter.json"), "l1_filter",
+                 {"dependency_aware": True}, [{"sparsity": 0.5, "op_types": ["Conv2d"]}])
+    runner = Runner(args.lithe, args.threads, args.timeout)
+    rows = []
+    for entry in manifest:
+        start = time.time()
+        row = sweep_model(entry, args, runner, args.work)
+        row["seconds"] = round(time.time() - start, 1)
+        rows.append(row)
+        print("%-34s %-5s %6.1fs" % (entry["model"], "PASS" if passed(row) else "FAIL",
+                                     row["seconds"]), flush=True)
+        if not passed(row):
+            for stage, result in row["stages"].items():
+                if not result.get("ok"):
+                    print("    %s: %s" % (stage, result.get("error")), flush=True)
+            sp = row["stages"].get("speedup", {})
+            for b in sp.get("blocked", [])[:3]:
+                print("    kept %d channel(s) at %s: %s" % (b["channels"], b["where"], b["reason"]))
+            if sp.get("ok") and sp["relative_diff"] > PARITY:
+                print("    parity: relative difference %.2e" % sp["relative_diff"])
+            if row["stages"].get("onnx", {}).get("ort") is False:
+                print("    ORT: %s" % row["stages"]["onnx"]["ort_detail"])
+            if row["built"] == "failed":
+                print("    build: %s" % row["build_note"])
+    table = markdown(rows, args)
+    good = sum(passed(r) for r in rows)
+    summary = "%d of %d models pass every stage" % (good, len(rows))
+    print(summary)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(table + "\n")
+    return 0 if good == len(rows) or not args.require_pass else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
