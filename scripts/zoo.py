@@ -75,6 +75,8 @@ def ort_parity(work, name, model_path, onnx_path, shape, ort_dir):
     x = torch.randn(shape)
     with torch.no_grad():
         y = torch.jit.load(model_path).eval()(x)
+    while not isinstance(y, torch.Tensor):  # the first tensor of a tuple (ONNX's first output)
+        y = next(v for v in (y.values() if isinstance(y, dict) else y) if v is not None)
     x_file = os.path.join(work, name + ".input.bin")
     y_file = os.path.join(work, name + ".expected.bin")
     x.numpy().astype("float32").tofile(x_file)

@@ -19,9 +19,11 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "lithe/host/graph/graph_trace.h"
+#include "lithe/host/graph/op_table.h"
 #include "lithe/host/io/file_io.h"
 #include "onnx_quantization.h"
 #include "lithe/sdk/error.h"
@@ -31,17 +33,6 @@ namespace lithe::host {
 namespace {
 
 namespace jit = torch::jit;
-
-c10::Symbol op(const char* name) { return c10::Symbol::fromQualString(name); }
-
-bool in(c10::Symbol kind, std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    if (kind == op(n)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 std::string where(const jit::Node* node) {
   std::string text = std::string(node->kind().toQualString()) + " (node %" +
@@ -60,7 +51,7 @@ std::string where(const jit::Node* node) {
                    "cannot export to ONNX: " + where(node) + ": " + why + "; nothing was written");
 }
 
-class Emitter {
+class Emitter : public ops::OnnxWriter {
  public:
   Emitter(const jit::Module& module, const OnnxExportOptions& options)
       : module_(module), options_(options) {
@@ -88,7 +79,7 @@ class Emitter {
     add_value_info(graph_proto_->add_input(), "input", tensor_of(input));
 
     for (const jit::Node* node : graph_->nodes()) {
-      emit(node);
+      emit_node(node);
     }
     std::vector<const jit::Value*> outputs;
     for (const jit::Value* v : graph_->outputs()) {
@@ -120,8 +111,57 @@ class Emitter {
     return it->second;
   }
 
+  // ---- ops::OnnxWriter: what the op table's emissions write through --------------------------
+  int64_t opset() const override { return options_.opset; }
+  const at::Tensor& tensor(const jit::Value* v) const override { return tensor_of(v); }
+  std::string value(const jit::Value* v, const jit::Node* reader) override {
+    return name_of(v, reader);
+  }
+  std::string initializer(const std::string& stem, const at::Tensor& value) override {
+    return named_initializer(fresh(stem), value);
+  }
+  std::string emit(const jit::Node* source, const std::string& type,
+                   const std::vector<std::string>& inputs,
+                   const std::vector<ops::OnnxAttribute>& attributes) override {
+    onnx::NodeProto* made = emit_as(source, type, inputs, source->output(0));
+    set_attributes(made, attributes);
+    return made->output(0);
+  }
+  std::string step(const jit::Node* source, const std::string& type,
+                   const std::vector<std::string>& inputs,
+                   const std::vector<ops::OnnxAttribute>& attributes) override {
+    const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(source);
+    const std::string name = fresh(source->outputs().empty() ? std::string("step")
+                                                             : source->output(0)->debugName());
+    set_attributes(node(type, inputs, name, scope ? scope->module : std::string("model")),
+                   attributes);
+    return name;
+  }
+  [[noreturn]] void unsupported(const jit::Node* n, const std::string& why) const override {
+    lithe::host::unsupported(n, why);
+  }
+
+  static void set_attributes(onnx::NodeProto* n, const std::vector<ops::OnnxAttribute>& list) {
+    for (const ops::OnnxAttribute& a : list) {
+      if (const auto* i = std::get_if<int64_t>(&a.value)) {
+        attr(n, a.name, *i);
+      } else if (const auto* f = std::get_if<double>(&a.value)) {
+        attr_f(n, a.name, *f);
+      } else {
+        attr(n, a.name, std::get<std::vector<int64_t>>(a.value));
+      }
+    }
+  }
+
   void flatten_output(const jit::Value* v, std::vector<const jit::Value*>& out) const {
+    for (auto alias = aliases_.find(v); alias != aliases_.end(); alias = aliases_.find(v)) {
+      v = alias->second;  // what an unpacked tuple element was packed from
+    }
     const jit::Node* maker = v->node();
+    const c10::optional<c10::IValue> constant = jit::toIValue(v);
+    if (v->type()->kind() == c10::TypeKind::NoneType || (constant && constant->isNone())) {
+      return;  // an optional output that is None (GoogLeNet's auxiliary logits in eval)
+    }
     if (maker->kind() == c10::prim::TupleConstruct || maker->kind() == c10::prim::ListConstruct) {
       for (const jit::Value* part : maker->inputs()) {
         flatten_output(part, out);
@@ -144,7 +184,7 @@ class Emitter {
     }
   }
 
-  std::string initializer(const std::string& name, const at::Tensor& value) {
+  std::string named_initializer(const std::string& name, const at::Tensor& value) {
     onnx::TensorProto* t = graph_proto_->add_initializer();
     t->set_name(name);
     const at::Tensor c = value.detach().cpu().contiguous();
@@ -220,7 +260,7 @@ class Emitter {
     const at::Tensor scale = per_tensor ? g.scale.reshape({}) : g.scale;
     const at::Tensor zero = (per_tensor ? g.zero_point.reshape({}) : g.zero_point)
                                 .to(g.is_signed() ? at::kChar : at::kByte);
-    return {initializer(stem + "_scale", scale), initializer(stem + "_zero_point", zero)};
+    return {named_initializer(stem + "_scale", scale), named_initializer(stem + "_zero_point", zero)};
   }
 
   // QuantizeLinear + DequantizeLinear of activation `name` with `scope`'s grid for `type` (a
@@ -243,8 +283,8 @@ class Emitter {
       const float z = g->zero_point.item<float>();
       x = stem + "_clipped";
       node("Clip",
-           {name, initializer(stem + "_min", at::scalar_tensor((g->quant_min - z) * s, at::kFloat)),
-            initializer(stem + "_max", at::scalar_tensor((g->quant_max - z) * s, at::kFloat))},
+           {name, named_initializer(stem + "_min", at::scalar_tensor((g->quant_min - z) * s, at::kFloat)),
+            named_initializer(stem + "_max", at::scalar_tensor((g->quant_max - z) * s, at::kFloat))},
            x, scope.module);
     }
     const auto [scale, zero] = grid_initializers(stem, *g);
@@ -260,7 +300,7 @@ class Emitter {
   // state_dict key, as float weights are.
   std::string quantized_weight(const std::string& key, const std::string& module,
                                const at::Tensor& weight, const onnx_quantization::LinearGrid& g) {
-    const std::string codes = initializer(key + "_quantized", onnx_quantization::weight_codes(weight, g));
+    const std::string codes = named_initializer(key + "_quantized", onnx_quantization::weight_codes(weight, g));
     const auto [scale, zero] = grid_initializers(key, g);
     onnx::NodeProto* dq = node("DequantizeLinear", {codes, scale, zero}, key, module);
     if (g.scale.numel() != 1) {
@@ -289,7 +329,7 @@ class Emitter {
   }
 
   // Whether raw_name_of gives op `n`'s weight as a DequantizeLinear output.
-  bool weight_is_quantized(const jit::Node* n) const {
+  bool weight_is_quantized(const jit::Node* n) const override {
     const std::optional<std::string> owner = weight_owner(n);
     return owner && quantized_read(n->input(1)->node(), *owner) != nullptr;
   }
@@ -299,6 +339,9 @@ class Emitter {
   std::string raw_name_of(const jit::Value* v, const jit::Node* user) {
     if (const auto it = names_.find(v); it != names_.end()) {
       return it->second;
+    }
+    if (const auto alias = aliases_.find(v); alias != aliases_.end()) {
+      return raw_name_of(alias->second, user);
     }
     const jit::Node* maker = v->node();
     if (maker->kind() == c10::prim::GetAttr) {
@@ -319,16 +362,16 @@ class Emitter {
           }
           return names_[v] = tensor_names_[name] =
                      g != nullptr ? quantized_weight(key, *owner, value.toTensor(), *g)
-                                  : initializer(name, value.toTensor());
+                                  : named_initializer(name, value.toTensor());
         }
       }
     }
     if (const c10::optional<c10::IValue> constant = jit::toIValue(v)) {
       if (constant->isTensor()) {
-        return names_[v] = initializer(fresh("constant"), constant->toTensor());
+        return names_[v] = named_initializer(fresh("constant"), constant->toTensor());
       }
       if (constant->isDouble() || constant->isInt()) {
-        return names_[v] = initializer(fresh("scalar"), at::scalar_tensor(constant->toScalar(),
+        return names_[v] = named_initializer(fresh("scalar"), at::scalar_tensor(constant->toScalar(),
                                                                          at::kFloat));
       }
     }
@@ -338,7 +381,7 @@ class Emitter {
   }
 
   // Whether an optional tensor argument (bias: Optional[Tensor]) is given.
-  bool present(const jit::Value* v) const {
+  bool present(const jit::Value* v) const override {
     if (v->type()->kind() == c10::TypeKind::NoneType) {
       return false;
     }
@@ -356,7 +399,7 @@ class Emitter {
     return true;
   }
 
-  std::vector<int64_t> ints(const jit::Node* node, size_t index) const {
+  std::vector<int64_t> ints(const jit::Node* node, size_t index) const override {
     const c10::optional<c10::IValue> value = jit::toIValue(node->input(index));
     if (value && value->isIntList()) {
       return value->toIntVector();
@@ -381,7 +424,7 @@ class Emitter {
     unsupported(node, "argument " + std::to_string(index) + " is not a constant int list");
   }
 
-  c10::IValue constant(const jit::Node* node, size_t index) const {
+  c10::IValue constant(const jit::Node* node, size_t index) const override {
     const c10::optional<c10::IValue> value = jit::toIValue(node->input(index));
     if (!value) {
       unsupported(node, "argument " + std::to_string(index) + " is not a constant");
@@ -432,11 +475,23 @@ class Emitter {
   }
 
   // ---- ops ----------------------------------------------------------------------------------
-  void emit(const jit::Node* n) {
+  void emit_node(const jit::Node* n) {
     const c10::Symbol kind = n->kind();
     bool tensor_output = false;
     for (const jit::Value* out : n->outputs()) {
       tensor_output = tensor_output || out->type()->kind() == c10::TypeKind::TensorType;
+    }
+    // Unpacking a tuple or list built in the graph (a forward returning several values): the
+    // parts are the values that were packed.
+    if (kind == c10::prim::TupleUnpack || kind == c10::prim::ListUnpack) {
+      const jit::Node* pack = n->input(0)->node();
+      if ((pack->kind() == c10::prim::TupleConstruct || pack->kind() == c10::prim::ListConstruct) &&
+          pack->inputs().size() == n->outputs().size()) {
+        for (size_t i = 0; i < n->outputs().size(); ++i) {
+          aliases_[n->output(i)] = pack->input(i);
+        }
+        return;
+      }
     }
     if (!tensor_output) {
       return;  // constants, attribute reads, shape checks, list building: read by their users
@@ -444,59 +499,13 @@ class Emitter {
     if (kind == c10::prim::GetAttr || kind == c10::prim::Constant) {
       return;  // parameters and constants become initializers when something reads them
     }
-    const jit::Value* y = n->output(0);
-    const jit::Value* x = n->inputs().empty() ? nullptr : n->input(0);
-    if (in(kind, {"aten::conv2d", "aten::_convolution", "aten::convolution"})) {
-      emit_conv(n);
-    } else if (kind == op("aten::linear")) {
-      emit_linear(n);
-    } else if (kind == op("aten::batch_norm")) {
-      emit_batch_norm(n);
-    } else if (in(kind, {"aten::relu", "aten::relu_"})) {
-      emit_as(n, "Relu", {name_of(x, n)}, y);
-    } else if (in(kind, {"aten::sigmoid", "aten::sigmoid_"})) {
-      emit_as(n, "Sigmoid", {name_of(x, n)}, y);
-    } else if (in(kind, {"aten::tanh", "aten::tanh_"})) {
-      emit_as(n, "Tanh", {name_of(x, n)}, y);
-    } else if (in(kind, {"aten::leaky_relu", "aten::leaky_relu_"})) {
-      attr_f(emit_as(n, "LeakyRelu", {name_of(x, n)}, y), "alpha",
-             constant(n, 1).toScalar().toDouble());
-    } else if (in(kind, {"aten::hardtanh", "aten::hardtanh_", "aten::relu6", "aten::relu6_"})) {
-      const bool six = in(kind, {"aten::relu6", "aten::relu6_"});
-      const double lo = six ? 0.0 : constant(n, 1).toScalar().toDouble();
-      const double hi = six ? 6.0 : constant(n, 2).toScalar().toDouble();
-      emit_as(n, "Clip",
-              {name_of(x, n), initializer(fresh("clip_min"), at::scalar_tensor(lo, at::kFloat)),
-               initializer(fresh("clip_max"), at::scalar_tensor(hi, at::kFloat))},
-              y);
-    } else if (kind == op("aten::max_pool2d")) {
-      emit_pool(n, "MaxPool");
-    } else if (kind == op("aten::avg_pool2d")) {
-      emit_pool(n, "AveragePool");
-    } else if (kind == op("aten::adaptive_avg_pool2d")) {
-      emit_adaptive_avg_pool(n);
-    } else if (in(kind, {"aten::flatten", "aten::view", "aten::reshape"})) {
-      emit_reshape(n);
-    } else if (in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul",
-                         "aten::mul_", "aten::div", "aten::div_"})) {
-      emit_binary(n);
-    } else if (in(kind, {"aten::cat", "aten::concat"})) {
-      emit_cat(n);
-    } else if (in(kind, {"aten::softmax", "aten::log_softmax"})) {
-      const int64_t rank = tensor_of(x).dim();
-      const int64_t dim = constant(n, 1).toInt();
-      attr(emit_as(n, kind == op("aten::softmax") ? "Softmax" : "LogSoftmax", {name_of(x, n)}, y),
-           "axis", (dim % rank + rank) % rank);
-    } else if (kind == op("aten::mean")) {
-      onnx::NodeProto* mean = emit_as(n, "ReduceMean", {name_of(x, n)}, y);
-      attr(mean, "axes", ints(n, 1));
-      attr(mean, "keepdims", constant(n, 2).toBool() ? 1 : 0);
-    } else if (in(kind, {"aten::dropout", "aten::dropout_", "aten::feature_dropout",
-                         "aten::detach", "aten::clone", "aten::contiguous"})) {
-      emit_as(n, "Identity", {name_of(x, n)}, y);
-    } else {
+    const ops::OpSpec* spec = ops::find_op(kind);
+    if (spec == nullptr || spec->onnx == nullptr) {
       unsupported(n, "this op is not supported by Lithe's ONNX export");
     }
+    spec->onnx(*this, n);
+    const jit::Value* x = n->inputs().empty() ? nullptr : n->input(0);
+    const jit::Value* y = n->output(0);
     // An in-place op changed its input: later readers of that value read the new one.
     const c10::FunctionSchema* schema = n->maybeSchema();
     // Unless the op read x through an input quantization: the runtime gives the module a
@@ -508,172 +517,13 @@ class Emitter {
     }
   }
 
-  void emit_conv(const jit::Node* n) {
-    const bool plain = n->kind() == op("aten::conv2d");
-    if (!plain && constant(n, 6).toBool()) {
-      unsupported(n, "transposed convolutions are not supported");
-    }
-    if (plain && n->input(4)->type()->kind() == c10::TypeKind::StringType) {
-      unsupported(n, "padding given as a string is not supported");
-    }
-    const at::Tensor& w = tensor_of_weight(n);
-    if (w.dim() != 4) {
-      unsupported(n, "only 2-d convolutions are supported");
-    }
-    std::vector<std::string> inputs = {name_of(n->input(0), n), name_of(n->input(1), n)};
-    if (present(n->input(2))) {
-      inputs.push_back(name_of(n->input(2), n));
-    }
-    onnx::NodeProto* conv = emit_as(n, "Conv", inputs, n->output());
-    const std::vector<int64_t> padding = ints(n, 4);
-    attr(conv, "kernel_shape", {w.size(2), w.size(3)});
-    attr(conv, "strides", ints(n, 3));
-    attr(conv, "pads", {padding.at(0), padding.at(1), padding.at(0), padding.at(1)});
-    attr(conv, "dilations", ints(n, 5));
-    attr(conv, "group", constant(n, plain ? 6 : 8).toInt());
-  }
-
-  at::Tensor tensor_of_weight(const jit::Node* n) {
-    const std::optional<std::string> owner = weight_owner(n);
-    if (!owner) {
-      unsupported(n, "its weight is not a module parameter");
-    }
-    return submodule(module_, *owner).attr(n->input(1)->node()->s(c10::attr::name)).toTensor();
-  }
-
-  void emit_linear(const jit::Node* n) {
-    const jit::Value* x = n->input(0);
-    const bool has_bias = present(n->input(2));
-    if (tensor_of(x).dim() == 2) {
-      std::vector<std::string> inputs = {name_of(x, n), name_of(n->input(1), n)};
-      if (has_bias) {
-        inputs.push_back(name_of(n->input(2), n));
-      }
-      attr(emit_as(n, "Gemm", inputs, n->output()), "transB", 1);
-      return;
-    }
-    // x @ Wᵀ + b for inputs of any rank (a quantized weight is transposed after dequantizing).
-    std::string transposed;
-    if (weight_is_quantized(n)) {
-      transposed = fresh("weight_t");
-      attr(node("Transpose", {name_of(n->input(1), n)}, transposed, "linear"), "perm",
-           std::vector<int64_t>{1, 0});
-    } else {
-      transposed = initializer(fresh("weight_t"), tensor_of_weight(n).t());
-    }
-    if (!has_bias) {
-      emit_as(n, "MatMul", {name_of(x, n), transposed}, n->output());
-      return;
-    }
-    const std::string product = fresh("matmul");
-    node("MatMul", {name_of(x, n), transposed}, product, "linear");
-    emit_as(n, "Add", {product, name_of(n->input(2), n)}, n->output());
-  }
-
-  void emit_batch_norm(const jit::Node* n) {
-    const int64_t channels = tensor_of(n->input(0)).size(1);
-    std::vector<std::string> inputs = {name_of(n->input(0), n)};
-    const at::Tensor defaults[] = {at::ones({channels}), at::zeros({channels})};
-    for (size_t i = 1; i <= 4; ++i) {
-      if (present(n->input(i))) {
-        inputs.push_back(name_of(n->input(i), n));
-      } else if (i <= 2) {  // affine=False: γ = 1, β = 0
-        inputs.push_back(initializer(fresh(i == 1 ? "bn_scale" : "bn_bias"), defaults[i - 1]));
-      } else {
-        unsupported(n, "BatchNorm without running statistics normalises with batch statistics, "
-                       "which ONNX's BatchNormalization (inference) cannot express");
-      }
-    }
-    attr_f(emit_as(n, "BatchNormalization", inputs, n->output()), "epsilon",
-           constant(n, 7).toDouble());
-  }
-
-  void emit_pool(const jit::Node* n, const char* type) {
-    const std::vector<int64_t> kernel = ints(n, 1);
-    std::vector<int64_t> stride = ints(n, 2);
-    if (stride.empty()) {
-      stride = kernel;
-    }
-    const std::vector<int64_t> padding = ints(n, 3);
-    onnx::NodeProto* pool = emit_as(n, type, {name_of(n->input(0), n)}, n->output());
-    attr(pool, "kernel_shape", kernel);
-    attr(pool, "strides", stride);
-    attr(pool, "pads", {padding.at(0), padding.at(1 % padding.size()), padding.at(0),
-                        padding.at(1 % padding.size())});
-    if (std::string(type) == "MaxPool") {
-      attr(pool, "dilations", ints(n, 4));
-      attr(pool, "ceil_mode", constant(n, 5).toBool() ? 1 : 0);
-    } else {
-      attr(pool, "ceil_mode", constant(n, 4).toBool() ? 1 : 0);
-      attr(pool, "count_include_pad", constant(n, 5).toBool() ? 1 : 0);
-      if (!constant(n, 6).isNone()) {
-        unsupported(n, "avg_pool2d with divisor_override is not supported");
-      }
-    }
-  }
-
-  void emit_adaptive_avg_pool(const jit::Node* n) {
-    const at::Tensor& x = tensor_of(n->input(0));
-    const at::Tensor& y = tensor_of(n->output());
-    if (y.size(2) == 1 && y.size(3) == 1) {
-      emit_as(n, "GlobalAveragePool", {name_of(n->input(0), n)}, n->output());
-      return;
-    }
-    if (x.size(2) % y.size(2) != 0 || x.size(3) % y.size(3) != 0) {
-      unsupported(n, "adaptive average pooling to a size that does not divide the input");
-    }
-    const std::vector<int64_t> k = {x.size(2) / y.size(2), x.size(3) / y.size(3)};
-    onnx::NodeProto* pool = emit_as(n, "AveragePool", {name_of(n->input(0), n)}, n->output());
-    attr(pool, "kernel_shape", k);
-    attr(pool, "strides", k);
-  }
-
-  void emit_reshape(const jit::Node* n) {
-    const at::Tensor& y = tensor_of(n->output());
-    const std::string shape = initializer(fresh("shape"), at::tensor(y.sizes().vec(), at::kLong));
-    emit_as(n, "Reshape", {name_of(n->input(0), n), shape}, n->output());
-  }
-
-  void emit_binary(const jit::Node* n) {
-    const c10::Symbol kind = n->kind();
-    if (in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_"}) &&
-        n->inputs().size() > 2) {
-      const c10::IValue alpha = constant(n, 2);
-      if (!alpha.isScalar() || alpha.toScalar().toDouble() != 1.0) {
-        unsupported(n, "add/sub with alpha != 1 is not supported");
-      }
-    }
-    if (in(kind, {"aten::div", "aten::div_"}) && n->inputs().size() > 2 &&
-        !constant(n, 2).isNone()) {
-      unsupported(n, "div with a rounding mode is not supported");
-    }
-    const char* type = in(kind, {"aten::add", "aten::add_"})   ? "Add"
-                       : in(kind, {"aten::sub", "aten::sub_"}) ? "Sub"
-                       : in(kind, {"aten::mul", "aten::mul_"}) ? "Mul"
-                                                               : "Div";
-    emit_as(n, type, {name_of(n->input(0), n), name_of(n->input(1), n)}, n->output());
-  }
-
-  void emit_cat(const jit::Node* n) {
-    const jit::Node* list = n->input(0)->node();
-    if (list->kind() != c10::prim::ListConstruct) {
-      unsupported(n, "its tensor list is not built in place");
-    }
-    std::vector<std::string> inputs;
-    for (const jit::Value* part : list->inputs()) {
-      inputs.push_back(name_of(part, n));
-    }
-    const int64_t rank = tensor_of(n->output()).dim();
-    attr(emit_as(n, "Concat", inputs, n->output()), "axis",
-         (constant(n, 1).toInt() % rank + rank) % rank);
-  }
-
   const jit::Module& module_;
   OnnxExportOptions options_;
   std::shared_ptr<jit::Graph> graph_;
   graph_trace::ValueTensors values_;
   onnx::GraphProto* graph_proto_ = nullptr;
   std::unordered_map<const jit::Value*, std::string> names_;
+  std::unordered_map<const jit::Value*, const jit::Value*> aliases_;  // unpacked -> packed
   std::map<std::string, std::string> tensor_names_;  // state_dict key -> ONNX name
   std::map<std::string, onnx_quantization::QuantizedLayer> quantized_;
   std::map<std::string, std::string> qdq_names_;  // value|call|type -> dequantized name

@@ -9,6 +9,7 @@
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,9 +32,43 @@ void collect_assigned(const jit::Block* block, std::unordered_set<std::string>& 
   }
 }
 
-bool foldable(const c10::IValue& value) {
+bool foldable_scalar(const c10::IValue& value) {
   return value.isBool() || value.isInt() || value.isDouble() || value.isString() ||
          value.isNone();
+}
+
+// Scalars, and lists and tuples of them (torchvision's Permute keeps its dims as a List[int]).
+bool foldable(const c10::IValue& value) {
+  if (value.isIntList() || value.isDoubleList() || value.isBoolList()) {
+    return true;
+  }
+  if (value.isTuple()) {
+    const auto& elements = value.toTupleRef().elements();
+    return std::all_of(elements.begin(), elements.end(), foldable_scalar);
+  }
+  return foldable_scalar(value);
+}
+
+// Whether a use may change the list it reads (append, setitem, a call that takes it): then the
+// attribute is not a constant of the graph.
+bool written(const jit::Value* value) {
+  for (const jit::Use& use : value->uses()) {
+    const c10::FunctionSchema* schema = use.user->maybeSchema();
+    if (schema == nullptr) {
+      if (use.user->kind() != c10::prim::ListUnpack && use.user->kind() != c10::prim::TupleUnpack &&
+          use.user->kind() != c10::prim::TupleIndex) {
+        return true;
+      }
+      continue;
+    }
+    const auto& arguments = schema->arguments();
+    if (use.offset >= arguments.size() ||
+        (arguments[use.offset].alias_info() != nullptr &&
+         arguments[use.offset].alias_info()->isWrite())) {
+      return true;
+    }
+  }
+  return false;
 }
 
 class AttributeFolder {
@@ -63,7 +98,8 @@ class AttributeFolder {
         objects_.emplace(node->output(), value.toObject());
         continue;
       }
-      if (!foldable(value) || assigned_.count(name) != 0) {
+      if (!foldable(value) || assigned_.count(name) != 0 ||
+          (value.isList() && written(node->output()))) {
         continue;
       }
       jit::WithInsertPoint here(node);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "lithe/host/graph/graph_trace.h"
+#include "lithe/host/graph/op_table.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/submodule.h"
 
@@ -38,39 +39,13 @@ bool in(const c10::Symbol kind, std::initializer_list<const char*> names) {
   return std::any_of(names.begin(), names.end(), [&](const char* n) { return kind == op(n); });
 }
 
-// Ops that keep channels aligned and map zero to zero.
-bool zero_preserving_unary(c10::Symbol kind) {
-  return in(kind, {"aten::relu", "aten::relu_", "aten::relu6", "aten::relu6_", "aten::leaky_relu",
-                   "aten::leaky_relu_", "aten::hardtanh", "aten::hardtanh_", "aten::elu",
-                   "aten::elu_", "aten::gelu", "aten::silu", "aten::silu_", "aten::hardswish",
-                   "aten::hardswish_", "aten::tanh", "aten::tanh_", "aten::dropout",
-                   "aten::dropout_", "aten::feature_dropout", "aten::feature_dropout_",
-                   "aten::alpha_dropout", "aten::detach", "aten::clone", "aten::contiguous",
-                   "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d",
-                   "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d",
-                   "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
-                   "aten::adaptive_max_pool2d", "aten::max_pool2d_with_indices",
-                   "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::mean",
-                   "aten::sum", "aten::amax", "aten::squeeze", "aten::unsqueeze",
-                   "aten::dropout2d", "aten::feature_alpha_dropout"});
+// What the op table says `kind` does to channels (kUnknown for an op it does not list).
+ops::Channels channels_of(c10::Symbol kind) {
+  const ops::OpSpec* spec = ops::find_op(kind);
+  return spec == nullptr ? ops::Channels::kUnknown : spec->channels;
 }
 
-// Ops that keep channels aligned but not zero (a removed channel would not be zero after them).
-bool other_unary(c10::Symbol kind) {
-  return in(kind, {"aten::sigmoid", "aten::sigmoid_", "aten::hardsigmoid", "aten::hardsigmoid_",
-                   "aten::exp", "aten::softplus", "aten::log_softmax", "aten::softmax"});
-}
-
-bool binary(c10::Symbol kind) {
-  return in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul",
-                   "aten::mul_", "aten::div", "aten::div_", "aten::maximum", "aten::minimum"});
-}
-
-// Ops that only read shapes.
-bool shape_query(c10::Symbol kind) {
-  return in(kind, {"aten::size", "aten::dim", "prim::shape", "aten::len", "aten::numel",
-                   "prim::device", "prim::dtype", "aten::__isnot__", "aten::__is__"});
-}
+bool shape_query(c10::Symbol kind) { return channels_of(kind) == ops::Channels::kShapeQuery; }
 
 // An int list known before running: a constant, or a list built from constants ((2, 3)).
 std::optional<std::vector<int64_t>> constant_ints(const jit::Value* value) {
@@ -369,11 +344,16 @@ class ChannelFlow {
     if (const std::optional<int> s = space_of(v)) {
       block(*s, where, reason);
     }
-    // A list or tuple of tensors: block what went into it.
+    // A list or tuple of tensors: block what went into it, appended items included.
     const jit::Node* maker = v->node();
     if (maker->kind() == c10::prim::ListConstruct || maker->kind() == c10::prim::TupleConstruct) {
       for (const jit::Value* part : maker->inputs()) {
         block_value(part, where, reason);
+      }
+      for (const jit::Use& use : v->uses()) {
+        if (use.user->kind() == op("aten::append") && use.offset == 0) {
+          block_value(use.user->input(1), where, reason);
+        }
       }
     }
   }
@@ -381,7 +361,8 @@ class ChannelFlow {
   // ---- the walk -------------------------------------------------------------------------------
   void visit(jit::Node* node) {
     const c10::Symbol kind = node->kind();
-    if (shape_query(kind)) {
+    const ops::Channels channels = channels_of(kind);
+    if (channels == ops::Channels::kShapeQuery) {
       visit_shape_query(node);
       return;
     }
@@ -390,28 +371,38 @@ class ChannelFlow {
         [](const jit::Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; });
     if (kind == c10::prim::Constant || kind == c10::prim::GetAttr ||
         kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct ||
-        kind == c10::prim::RaiseException || kind == op("aten::warn") ||
-        kind == op("aten::_assert_int_or_pair") || kind == op("aten::format") ||
-        kind == op("prim::unchecked_cast") || kind == op("aten::__not__") ||
-        (in(kind, {"aten::eq", "aten::ne", "aten::__getitem__"}) && !tensor_result)) {
+        kind == c10::prim::RaiseException || kind == op("prim::unchecked_cast") ||
+        (channels == ops::Channels::kNone && !tensor_result)) {
       return;  // containers are handled by their readers; the rest does not touch activations
     }
     bool handled = false;
-    if (in(kind, {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
-                  "aten::convolution"})) {
-      handled = visit_conv(node);
-    } else if (kind == op("aten::linear")) {
-      handled = visit_linear(node);
-    } else if (kind == op("aten::batch_norm")) {
-      handled = visit_batch_norm(node);
-    } else if (zero_preserving_unary(kind) || other_unary(kind)) {
-      handled = visit_unary(node, zero_preserving_unary(kind));
-    } else if (binary(kind)) {
-      handled = visit_binary(node);
-    } else if (in(kind, {"aten::cat", "aten::concat"})) {
-      handled = visit_cat(node);
-    } else if (in(kind, {"aten::flatten", "aten::view", "aten::reshape"})) {
-      handled = visit_reshape(node);
+    switch (channels) {
+      case ops::Channels::kConvolution:
+        handled = visit_conv(node);
+        break;
+      case ops::Channels::kLinear:
+        handled = visit_linear(node);
+        break;
+      case ops::Channels::kBatchNorm:
+        handled = visit_batch_norm(node);
+        break;
+      case ops::Channels::kZeroPreserving:
+      case ops::Channels::kAligned:
+        handled = visit_unary(node, channels == ops::Channels::kZeroPreserving);
+        break;
+      case ops::Channels::kBroadcast:
+        handled = visit_binary(node);
+        break;
+      case ops::Channels::kConcat:
+        handled = visit_cat(node);
+        break;
+      case ops::Channels::kReshape:
+        handled = visit_reshape(node);
+        break;
+      case ops::Channels::kUnknown:
+      case ops::Channels::kNone:
+      case ops::Channels::kShapeQuery:
+        break;
     }
     if (!handled) {
       block_unknown(node);
@@ -875,18 +866,11 @@ class ChannelFlow {
   }
 
   bool visit_cat(const jit::Node* node) {
-    const jit::Node* list = node->input(0)->node();
     const jit::Value* y = node->output();
-    if (list->kind() != c10::prim::ListConstruct || list->inputs().empty() || !channelled(y) ||
-        node->inputs().size() < 2) {
+    // The list as the cat reads it: its literal and what was appended before (DenseNet).
+    const std::optional<std::vector<const jit::Value*>> items = ops::list_items(node->input(0), node);
+    if (!items || items->empty() || !channelled(y) || node->inputs().size() < 2) {
       return false;
-    }
-    // A list filled later (parts.append(x)) is not what its construction shows.
-    for (const jit::Use& use : list->output()->uses()) {
-      if (use.user != node && use.user->kind() != op("aten::cat") &&
-          use.user->kind() != op("aten::concat")) {
-        return false;
-      }
     }
     const c10::optional<c10::IValue> dim_value = jit::toIValue(node->input(1));
     if (!dim_value || !dim_value->isInt()) {
@@ -896,7 +880,7 @@ class ChannelFlow {
     const int64_t dim = (dim_value->toInt() % rank + rank) % rank;
     std::vector<int> parts;
     std::vector<int64_t> sizes;
-    for (const jit::Value* part : list->inputs()) {
+    for (const jit::Value* part : *items) {
       if (!channelled(part) || tensor_of(part)->dim() != rank) {
         return false;
       }
@@ -912,7 +896,7 @@ class ChannelFlow {
       }
       set_space(y, parts[0]);
       Bits z(static_cast<size_t>(channels(y)), true);
-      for (const jit::Value* part : list->inputs()) {
+      for (const jit::Value* part : *items) {
         const Bits zp = zeros_or_empty(part, channels(part));
         for (size_t i = 0; i < z.size(); ++i) {
           z[i] = z[i] && zp[i];
@@ -924,7 +908,7 @@ class ChannelFlow {
     const int whole = new_space(channels(y));
     set_space(y, whole);
     Bits z;
-    for (const jit::Value* part : list->inputs()) {
+    for (const jit::Value* part : *items) {
       const Bits zp = zeros_or_empty(part, channels(part));
       z.insert(z.end(), zp.begin(), zp.end());
     }

@@ -19,8 +19,8 @@
 
 namespace lithe::host::constant_folding {
 
-/// Replaces every `prim::GetAttr` of a bool, int, float, str or None attribute of a submodule of
-/// `module` (reached through a chain of GetAttr from the graph's `self`) by a constant holding
+/// Replaces every `prim::GetAttr` of a bool, int, float, str or None attribute (or a list or
+/// tuple of such values that nothing in the graph can change) of a submodule of `module` (reached through a chain of GetAttr from the graph's `self`) by a constant holding
 /// the attribute's current value, then runs constant propagation and dead-code elimination, so
 /// branches on such attributes disappear. `self.training` is folded too: the graph then describes
 /// `module` in its current mode (set eval() first to analyse the deployed model). An attribute the

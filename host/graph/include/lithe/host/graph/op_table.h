@@ -1,0 +1,99 @@
+#pragma once
+// Internal to the host: the one table of the TorchScript ops Lithe's graph passes understand.
+//
+// Each op is stated once, in the file of its family under host/graph/src/ops/: how it moves
+// channels (what speedup's channel flow applies) and how it is written as ONNX (what the
+// exporter emits). Supporting a new op is one entry in one family file; the passes only read
+// the table. Structural nodes (prim::Constant, GetAttr, list and tuple building, If, Loop) are
+// not ops and stay with the passes.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace lithe::host::ops {
+
+/// How an op's tensor result relates to the channels (dim 1) of its tensor inputs.
+enum class Channels {
+  kUnknown,         ///< not described: every channel it touches is kept, and the op is named
+  kNone,            ///< makes no activation (asserts, scalar arithmetic, formatting)
+  kShapeQuery,      ///< reads a shape (size, dim, numel): the reader decides if channels matter
+  kZeroPreserving,  ///< output channel c comes from input channel c only, and 0 stays 0
+                    ///< (ReLU, pooling, resampling, dropout in eval)
+  kAligned,         ///< output channel c from input channel c, but 0 does not stay 0 (sigmoid)
+  kBroadcast,       ///< element-wise over its tensor inputs, broadcast (add, mul, ...)
+  kConvolution,     ///< a convolution: input channels to output channels through its weight
+  kLinear,          ///< a Linear layer: last dimension in to out through its weight
+  kBatchNorm,       ///< per-channel affine normalisation with running statistics
+  kConcat,          ///< concatenation of a tensor list
+  kReshape,         ///< view / reshape / flatten: the channel axis may be merged or split
+};
+
+/// One ONNX attribute: an int, a float or an int list.
+struct OnnxAttribute {
+  std::string name;
+  std::variant<int64_t, double, std::vector<int64_t>> value;
+};
+
+/// What an op's ONNX emission writes through; the exporter implements it. Names are ONNX value
+/// names; everything a node reads must already have one (inputs are emitted in program order).
+class OnnxWriter {
+ public:
+  virtual ~OnnxWriter() = default;
+  /// The exported opset (13..17).
+  virtual int64_t opset() const = 0;
+  /// The ONNX name of tensor `value` as `reader` reads it (a parameter becomes an initializer).
+  virtual std::string value(const torch::jit::Value* value, const torch::jit::Node* reader) = 0;
+  /// value() of input `index` of `node`.
+  std::string input(const torch::jit::Node* node, size_t index) {
+    return value(node->input(index), node);
+  }
+  /// The tensor a value took on the export input (shapes are static).
+  virtual const at::Tensor& tensor(const torch::jit::Value* value) const = 0;
+  /// Constant argument `index` of `node`; unsupported() when it is not a constant.
+  virtual c10::IValue constant(const torch::jit::Node* node, size_t index) const = 0;
+  /// Constant int-list argument (a constant or a list of int constants).
+  virtual std::vector<int64_t> ints(const torch::jit::Node* node, size_t index) const = 0;
+  /// Whether an optional tensor argument (a bias) is given.
+  virtual bool present(const torch::jit::Value* value) const = 0;
+  /// Whether `node`'s weight (input 1) is exported quantized (a DequantizeLinear output).
+  virtual bool weight_is_quantized(const torch::jit::Node* node) const = 0;
+  /// A new initializer holding `value`; returns its name.
+  virtual std::string initializer(const std::string& stem, const at::Tensor& value) = 0;
+  /// Writes `type` on `inputs` as the value of `node`'s output 0; returns its name.
+  virtual std::string emit(const torch::jit::Node* node, const std::string& type,
+                           const std::vector<std::string>& inputs,
+                           const std::vector<OnnxAttribute>& attributes = {}) = 0;
+  /// Writes `type` on `inputs` as an intermediate value of `node`'s emission; returns its name.
+  virtual std::string step(const torch::jit::Node* node, const std::string& type,
+                           const std::vector<std::string>& inputs,
+                           const std::vector<OnnxAttribute>& attributes = {}) = 0;
+  /// Gives up on the export: names the op, where it is, and `why`.
+  [[noreturn]] virtual void unsupported(const torch::jit::Node* node,
+                                        const std::string& why) const = 0;
+};
+
+/// One op, with every variant that shares its behaviour (its in-place form, its aliases).
+struct OpSpec {
+  std::vector<const char*> names;  ///< qualified names: "aten::relu", "aten::relu_"
+  Channels channels = Channels::kUnknown;
+  /// Writes the op as ONNX; null when the export does not support it.
+  void (*onnx)(OnnxWriter& writer, const torch::jit::Node* node) = nullptr;
+};
+
+/// The table's entry for `kind`, or null for an op it does not describe.
+const OpSpec* find_op(c10::Symbol kind);
+
+/// The tensors of a list value as `reader` sees it: the items of its prim::ListConstruct plus
+/// those appended (aten::append in the same block) before `reader`. Nullopt when the list is
+/// made or changed any other way (then what it holds at `reader` is not known from the graph).
+std::optional<std::vector<const torch::jit::Value*>> list_items(const torch::jit::Value* list,
+                                                                const torch::jit::Node* reader);
+
+}  // namespace lithe::host::ops

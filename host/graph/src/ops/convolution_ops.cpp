@@ -1,0 +1,75 @@
+// Convolutions and Linear: the layers whose weights map input channels (features) to output
+// channels. Their channel flow (through the weight, grouped and depthwise included) is the core
+// of speedup's channel_flow; here they state their kind and their ONNX form.
+#include "families.h"
+
+namespace lithe::host::ops {
+
+namespace {
+
+namespace jit = torch::jit;
+
+// aten::conv2d(x, w, b, stride, padding, dilation, groups) and aten::_convolution /
+// aten::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, ...).
+void emit_conv(OnnxWriter& w, const jit::Node* n) {
+  const bool plain = n->kind() == c10::Symbol::fromQualString("aten::conv2d");
+  if (!plain && w.constant(n, 6).toBool()) {
+    w.unsupported(n, "transposed convolutions are not supported");
+  }
+  if (plain && n->input(4)->type()->kind() == c10::TypeKind::StringType) {
+    w.unsupported(n, "padding given as a string is not supported");
+  }
+  const at::Tensor& weight = w.tensor(n->input(1));
+  if (weight.dim() != 4) {
+    w.unsupported(n, "only 2-d convolutions are supported");
+  }
+  std::vector<std::string> inputs = {w.input(n, 0), w.input(n, 1)};
+  if (w.present(n->input(2))) {
+    inputs.push_back(w.input(n, 2));
+  }
+  const std::vector<int64_t> padding = w.ints(n, 4);
+  w.emit(n, "Conv", inputs,
+         {{"kernel_shape", std::vector<int64_t>{weight.size(2), weight.size(3)}},
+          {"strides", w.ints(n, 3)},
+          {"pads", std::vector<int64_t>{padding.at(0), padding.at(1), padding.at(0),
+                                        padding.at(1)}},
+          {"dilations", w.ints(n, 5)},
+          {"group", w.constant(n, plain ? 6 : 8).toInt()}});
+}
+
+// x @ Wᵀ + b: Gemm for 2-d inputs, MatMul (+ Add) for inputs of any rank.
+void emit_linear(OnnxWriter& w, const jit::Node* n) {
+  const bool has_bias = w.present(n->input(2));
+  if (w.tensor(n->input(0)).dim() == 2) {
+    std::vector<std::string> inputs = {w.input(n, 0), w.input(n, 1)};
+    if (has_bias) {
+      inputs.push_back(w.input(n, 2));
+    }
+    w.emit(n, "Gemm", inputs, {{"transB", int64_t{1}}});
+    return;
+  }
+  // A quantized weight is transposed after its DequantizeLinear; a float one ahead of time.
+  const std::string transposed =
+      w.weight_is_quantized(n)
+          ? w.step(n, "Transpose", {w.input(n, 1)}, {{"perm", std::vector<int64_t>{1, 0}}})
+          : w.initializer("weight_t", w.tensor(n->input(1)).t());
+  if (!has_bias) {
+    w.emit(n, "MatMul", {w.input(n, 0), transposed});
+    return;
+  }
+  const std::string product = w.step(n, "MatMul", {w.input(n, 0), transposed});
+  w.emit(n, "Add", {product, w.input(n, 2)});
+}
+
+}  // namespace
+
+std::vector<OpSpec> convolution_ops() {
+  using C = Channels;
+  return {
+      {{"aten::conv2d", "aten::_convolution", "aten::convolution"}, C::kConvolution, emit_conv},
+      {{"aten::conv1d", "aten::conv3d"}, C::kConvolution, nullptr},
+      {{"aten::linear"}, C::kLinear, emit_linear},
+  };
+}
+
+}  // namespace lithe::host::ops

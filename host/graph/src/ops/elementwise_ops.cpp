@@ -1,0 +1,46 @@
+// Element-wise binary ops over broadcast tensors (and scalars): a residual add, a gate's
+// multiplication (squeeze-and-excitation), layer scale.
+#include "families.h"
+
+namespace lithe::host::ops {
+
+namespace {
+
+namespace jit = torch::jit;
+
+bool is(const jit::Node* n, const char* a, const char* b) {
+  return n->kind() == c10::Symbol::fromQualString(a) || n->kind() == c10::Symbol::fromQualString(b);
+}
+
+void emit_binary(OnnxWriter& w, const jit::Node* n) {
+  const bool additive = is(n, "aten::add", "aten::add_") || is(n, "aten::sub", "aten::sub_");
+  if (additive && n->inputs().size() > 2) {
+    const c10::IValue alpha = w.constant(n, 2);
+    if (!alpha.isScalar() || alpha.toScalar().toDouble() != 1.0) {
+      w.unsupported(n, "add/sub with alpha != 1 is not supported");
+    }
+  }
+  if (is(n, "aten::div", "aten::div_") && n->inputs().size() > 2 && !w.constant(n, 2).isNone()) {
+    w.unsupported(n, "div with a rounding mode is not supported");
+  }
+  const char* type = is(n, "aten::add", "aten::add_")   ? "Add"
+                     : is(n, "aten::sub", "aten::sub_") ? "Sub"
+                     : is(n, "aten::mul", "aten::mul_") ? "Mul"
+                     : is(n, "aten::div", "aten::div_") ? "Div"
+                     : is(n, "aten::maximum", "aten::maximum") ? "Max"
+                                                               : "Min";
+  w.emit(n, type, {w.input(n, 0), w.input(n, 1)});
+}
+
+}  // namespace
+
+std::vector<OpSpec> elementwise_ops() {
+  using C = Channels;
+  return {
+      {{"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_",
+        "aten::div", "aten::div_", "aten::maximum", "aten::minimum"},
+       C::kBroadcast, emit_binary},
+  };
+}
+
+}  // namespace lithe::host::ops

@@ -1,0 +1,78 @@
+// The op table: every family's entries by symbol, built once. A name claimed by two entries is a
+// bug in the table and fails the first lookup (kInternal), so it cannot go unnoticed in a test.
+#include "lithe/host/graph/op_table.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "families.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host::ops {
+
+namespace {
+
+using Table = std::unordered_map<c10::Symbol, OpSpec>;
+
+Table build() {
+  Table table;
+  for (std::vector<OpSpec> (*family)() :
+       {activation_ops, convolution_ops, normalization_ops, elementwise_ops, pooling_ops,
+        shape_ops, concat_ops}) {
+    for (const OpSpec& spec : family()) {
+      for (const char* name : spec.names) {
+        const bool added = table.emplace(c10::Symbol::fromQualString(name), spec).second;
+        LITHE_CHECK(added, sdk::Errc::kInternal, "the op table lists ", name, " twice");
+      }
+    }
+  }
+  return table;
+}
+
+}  // namespace
+
+const OpSpec* find_op(c10::Symbol kind) {
+  static const Table table = build();
+  const auto found = table.find(kind);
+  return found == table.end() ? nullptr : &found->second;
+}
+
+std::optional<std::vector<const torch::jit::Value*>> list_items(const torch::jit::Value* list,
+                                                                const torch::jit::Node* reader) {
+  const torch::jit::Node* maker = list->node();
+  if (maker->kind() != c10::prim::ListConstruct) {
+    return std::nullopt;
+  }
+  std::vector<const torch::jit::Value*> items(maker->inputs().begin(), maker->inputs().end());
+  std::vector<const torch::jit::Node*> appends;
+  static const c10::Symbol append = c10::Symbol::fromQualString("aten::append");
+  for (const torch::jit::Use& use : list->uses()) {
+    const torch::jit::Node* user = use.user;
+    if (user->kind() == append && use.offset == 0) {
+      if (user->owningBlock() != maker->owningBlock()) {
+        return std::nullopt;  // appended in a branch or a loop: not known from the graph
+      }
+      if (user->isBefore(reader)) {
+        appends.push_back(user);
+      }
+      continue;
+    }
+    // Anything else that may write the list (insert, pop, a call that takes it) hides it.
+    const c10::FunctionSchema* schema = user->maybeSchema();
+    const bool writes = schema == nullptr ||
+                        (use.offset < schema->arguments().size() &&
+                         schema->arguments()[use.offset].alias_info() != nullptr &&
+                         schema->arguments()[use.offset].alias_info()->isWrite());
+    if (writes && user->kind() != c10::prim::ListUnpack) {
+      return std::nullopt;
+    }
+  }
+  std::sort(appends.begin(), appends.end(),
+            [](const torch::jit::Node* a, const torch::jit::Node* b) { return a->isBefore(b); });
+  for (const torch::jit::Node* node : appends) {
+    items.push_back(node->input(1));
+  }
+  return items;
+}
+
+}  // namespace lithe::host::ops

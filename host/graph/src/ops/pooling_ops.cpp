@@ -1,0 +1,75 @@
+// Pooling, resampling and reductions over the spatial axes: each output channel is computed from
+// the same input channel alone, and an all-zero channel stays all zero.
+#include "families.h"
+
+namespace lithe::host::ops {
+
+namespace {
+
+namespace jit = torch::jit;
+
+// aten::max_pool2d(x, kernel, stride, padding, dilation, ceil_mode) and
+// aten::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override).
+void emit_pool(OnnxWriter& w, const jit::Node* n) {
+  const bool max = n->kind() == c10::Symbol::fromQualString("aten::max_pool2d");
+  const std::vector<int64_t> kernel = w.ints(n, 1);
+  std::vector<int64_t> stride = w.ints(n, 2);
+  if (stride.empty()) {
+    stride = kernel;
+  }
+  const std::vector<int64_t> padding = w.ints(n, 3);
+  std::vector<OnnxAttribute> attributes = {
+      {"kernel_shape", kernel},
+      {"strides", stride},
+      {"pads", std::vector<int64_t>{padding.at(0), padding.at(1 % padding.size()), padding.at(0),
+                                    padding.at(1 % padding.size())}}};
+  if (max) {
+    attributes.push_back({"dilations", w.ints(n, 4)});
+    attributes.push_back({"ceil_mode", int64_t{w.constant(n, 5).toBool() ? 1 : 0}});
+  } else {
+    attributes.push_back({"ceil_mode", int64_t{w.constant(n, 4).toBool() ? 1 : 0}});
+    attributes.push_back({"count_include_pad", int64_t{w.constant(n, 5).toBool() ? 1 : 0}});
+    if (!w.constant(n, 6).isNone()) {
+      w.unsupported(n, "avg_pool2d with divisor_override is not supported");
+    }
+  }
+  w.emit(n, max ? "MaxPool" : "AveragePool", {w.input(n, 0)}, attributes);
+}
+
+void emit_adaptive_avg_pool(OnnxWriter& w, const jit::Node* n) {
+  const at::Tensor& x = w.tensor(n->input(0));
+  const at::Tensor& y = w.tensor(n->output());
+  if (y.size(2) == 1 && y.size(3) == 1) {
+    w.emit(n, "GlobalAveragePool", {w.input(n, 0)});
+    return;
+  }
+  if (x.size(2) % y.size(2) != 0 || x.size(3) % y.size(3) != 0) {
+    w.unsupported(n, "adaptive average pooling to a size that does not divide the input");
+  }
+  const std::vector<int64_t> k = {x.size(2) / y.size(2), x.size(3) / y.size(3)};
+  w.emit(n, "AveragePool", {w.input(n, 0)}, {{"kernel_shape", k}, {"strides", k}});
+}
+
+// aten::mean(x, dims, keepdim, dtype)
+void emit_mean(OnnxWriter& w, const jit::Node* n) {
+  w.emit(n, "ReduceMean", {w.input(n, 0)},
+         {{"axes", w.ints(n, 1)}, {"keepdims", int64_t{w.constant(n, 2).toBool() ? 1 : 0}}});
+}
+
+}  // namespace
+
+std::vector<OpSpec> pooling_ops() {
+  using C = Channels;
+  return {
+      {{"aten::max_pool2d", "aten::avg_pool2d"}, C::kZeroPreserving, emit_pool},
+      {{"aten::adaptive_avg_pool2d"}, C::kZeroPreserving, emit_adaptive_avg_pool},
+      {{"aten::mean"}, C::kZeroPreserving, emit_mean},
+      {{"aten::max_pool1d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool3d",
+        "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool3d", "aten::adaptive_max_pool2d",
+        "aten::max_pool2d_with_indices", "aten::upsample_nearest2d", "aten::upsample_bilinear2d",
+        "aten::sum", "aten::amax"},
+       C::kZeroPreserving, nullptr},
+  };
+}
+
+}  // namespace lithe::host::ops

@@ -1,0 +1,61 @@
+// Shape and layout ops, and the reads of shapes and scalars that make no activation.
+#include <utility>
+
+#include "families.h"
+
+namespace lithe::host::ops {
+
+namespace {
+
+namespace jit = torch::jit;
+
+// The target shape is the one the op produced on the export input (static shapes).
+void emit_reshape(OnnxWriter& w, const jit::Node* n) {
+  const at::Tensor& y = w.tensor(n->output());
+  w.emit(n, "Reshape",
+         {w.input(n, 0), w.initializer("shape", at::tensor(y.sizes().vec(), at::kLong))});
+}
+
+void emit_permute(OnnxWriter& w, const jit::Node* n) {
+  const int64_t rank = w.tensor(n->input(0)).dim();
+  std::vector<int64_t> perm = w.ints(n, 1);
+  for (int64_t& d : perm) {
+    d = (d % rank + rank) % rank;
+  }
+  w.emit(n, "Transpose", {w.input(n, 0)}, {{"perm", perm}});
+}
+
+// aten::transpose(x, a, b): a permutation that swaps two axes.
+void emit_transpose(OnnxWriter& w, const jit::Node* n) {
+  const int64_t rank = w.tensor(n->input(0)).dim();
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d) {
+    perm.push_back(d);
+  }
+  const int64_t a = (w.constant(n, 1).toInt() % rank + rank) % rank;
+  const int64_t b = (w.constant(n, 2).toInt() % rank + rank) % rank;
+  std::swap(perm[a], perm[b]);
+  w.emit(n, "Transpose", {w.input(n, 0)}, {{"perm", perm}});
+}
+
+}  // namespace
+
+std::vector<OpSpec> shape_ops() {
+  using C = Channels;
+  return {
+      {{"aten::flatten", "aten::view", "aten::reshape"}, C::kReshape, emit_reshape},
+      // Layout changes move the channel axis; channel flow does not follow them yet.
+      {{"aten::permute"}, C::kUnknown, emit_permute},
+      {{"aten::transpose"}, C::kUnknown, emit_transpose},
+      {{"aten::squeeze", "aten::unsqueeze"}, C::kZeroPreserving, nullptr},
+      {{"aten::size", "aten::dim", "prim::shape", "aten::len", "aten::numel", "prim::device",
+        "prim::dtype", "aten::__isnot__", "aten::__is__"},
+       C::kShapeQuery, nullptr},
+      {{"aten::warn", "aten::_assert_int_or_pair", "aten::format", "aten::__not__"}, C::kNone,
+       nullptr},
+      // Comparisons and indexing of scalars and lists (a tensor result is not described).
+      {{"aten::eq", "aten::ne", "aten::__getitem__"}, C::kNone, nullptr},
+  };
+}
+
+}  // namespace lithe::host::ops
