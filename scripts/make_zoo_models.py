@@ -6,7 +6,8 @@ scripting fails it is traced on the sweep's input, and the manifest says so and 
 Segmentation models return a dict: they are wrapped so that forward returns its "out" tensor.
 
 Usage: /usr/bin/python3 scripts/make_zoo_models.py OUT_DIR [--models a,b,...] [--size N]
-       [--family classification|segmentation|video|all]
+       [--family classification|segmentation|video|all] [--list]
+--list prints the names that would be built and builds nothing.
 Writes OUT_DIR/<model>.pt and OUT_DIR/manifest.json: [{"model", "family", "file", "input_shape",
 "built": "scripted"|"traced", "note"}, ...]; a model that cannot be built at all is listed with
 "built": "failed" and the reason.
@@ -75,6 +76,7 @@ def main():
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--family", default="all",
                         choices=["classification", "segmentation", "video", "all"])
+    parser.add_argument("--list", action="store_true", help="only print the model names")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("LITHE_ZOO_THREADS", "2")))
     os.makedirs(args.out, exist_ok=True)
@@ -84,6 +86,9 @@ def main():
     for family in families:
         for name in family_models(family):
             if wanted and name not in wanted:
+                continue
+            if args.list:
+                print(name)
                 continue
             shape = input_shape(name, family, args.size)
             entry = {"model": name, "family": family, "file": name + ".pt", "input_shape": shape,
@@ -109,6 +114,8 @@ def main():
                 except Exception as e2:  # noqa: BLE001
                     entry["note"] = "script: %s; trace: %s" % (reason, str(e2).splitlines()[0])
             print("%-32s %s %s" % (name, entry["built"], entry["note"][:100]), flush=True)
+    if args.list:
+        return 0
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(entries, f, indent=1)
     return 0 if all(e["built"] != "failed" for e in entries) else 1

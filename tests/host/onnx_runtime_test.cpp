@@ -61,10 +61,11 @@ std::string number(double v) {  // every digit a float tolerance needs
 // module's own forward); |ort - lithe| <= abs + rel·|lithe|. Returns the runner's verdict.
 test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& shape,
                         const std::string& name, Reference reference = {}, double abs = 1e-5,
-                        double rel = 1e-5, const std::string& optimization = "all") {
+                        double rel = 1e-5, const std::string& optimization = "all",
+                        int64_t opset = 13) {
   module.eval();
   const fs::path dir = test::scratch_dir("ort_" + name);
-  save_onnx(module, {shape, 13}, dir / "model.onnx");
+  save_onnx(module, {shape, opset}, dir / "model.onnx");
   torch::manual_seed(11);
   const at::Tensor input = torch::randn(shape);
   at::Tensor expected;
@@ -121,6 +122,43 @@ TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
   const test::CliRun run = run_in_ort(*small.module, {4, 3, 32, 32}, "vgg_small");
   EXPECT_EQ(run.exit_code, 0) << run.out;
 }
+
+// The op table's families (tests/data/ops_*.pt, scripts/make_op_models.py), at the opsets
+// where their emission differs: Hardswish is one node from opset 14, LayerNormalization from 17.
+struct OpCase {
+  const char* model;
+  int64_t opset;
+};
+
+class OnnxRuntimeOpTableTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(OnnxRuntimeOpTableTest, EveryFamilyComputesWhatLitheComputes) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  torch::jit::Module module =
+      torch::jit::load((test::source_dir() / "tests/data" / (std::string(GetParam().model) + ".pt"))
+                           .string());
+  const std::string name = std::string(GetParam().model) + "_" + std::to_string(GetParam().opset);
+  // The first output of a tuple (the ONNX model drops a None element).
+  const test::CliRun run = run_in_ort(
+      module, {2, 3, 8, 8}, name,
+      [&](const at::Tensor& x) {
+        const c10::IValue out = module.forward({x});
+        return out.isTuple() ? out.toTupleRef().elements()[0].toTensor() : out.toTensor();
+      },
+      1e-5, 1e-5, "all", GetParam().opset);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OpFamilies, OnnxRuntimeOpTableTest,
+    ::testing::Values(OpCase{"ops_gates", 13}, OpCase{"ops_gates", 14}, OpCase{"ops_gates", 17},
+                      OpCase{"ops_dense_cat", 13}, OpCase{"ops_tuple_out", 13}),
+    [](const ::testing::TestParamInfo<OpCase>& info) {
+      return std::string(info.param.model) + "_opset" + std::to_string(info.param.opset);
+    });
 
 struct QuantizedCase {
   const char* name;

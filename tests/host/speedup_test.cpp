@@ -304,6 +304,30 @@ TEST(SpeedupTest, BranchesOnConstantAttributesAndOnTheInputRankDoNotBlock) {
   EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
 }
 
+TEST(SpeedupTest, DenseNetsGrowingConcatenationShrinksEveryPart) {
+  // features = [stem(x)]; features.append(layer(features)) ...; cat(features, 1): each layer
+  // reads the concatenation of everything before it, so a channel removed from the stem or a
+  // layer goes from every later BatchNorm and convolution input, and from the classifier.
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_dense_cat.pt").string());
+  NamedMasks masks;
+  masks.push_back({"stem", zero_first({8, 3, 3, 3}, 4, true)});
+  masks.push_back({"layers.0.conv", zero_first({4, 8, 3, 3}, 2, false)});
+  masks.push_back({"layers.1.conv", zero_first({4, 12, 3, 3}, 2, false)});
+  masks.push_back({"layers.2.conv", zero_first({4, 16, 3, 3}, 2, false)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 8, 8}));
+  const torch::jit::Module& small = *result.module;
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_EQ(parameter_shape(small, "stem.weight"), (Shape{4, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "layers.0.conv.weight"), (Shape{2, 4, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "layers.1.bn.weight"), (Shape{6}));
+  EXPECT_EQ(parameter_shape(small, "layers.1.conv.weight"), (Shape{2, 6, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "layers.2.conv.weight"), (Shape{2, 8, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "fc.weight"), (Shape{10, 10}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
 TEST(SpeedupTest, TwoDepthwiseConvolutionsOfOneClassTypeGetTheirOwnWidths) {
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/speedup_twin_dw.pt").string());

@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""Builds the TorchScript models that exercise the op table's families (tests/host/
+onnx_runtime_test.cpp, speedup_test.cpp). Run with Debian's /usr/bin/python3 (python3-torch);
+outputs are committed, rerun only to change them.
+
+  tests/data/ops_gates.pt      SiLU, squeeze-and-excitation with a Hardsigmoid gate, Hardswish,
+                               GELU, ELU, Softplus, a channel-last LayerNorm between two
+                               permutes, a transpose into a Linear: every activation and layout
+                               op the ONNX export writes
+  tests/data/ops_dense_cat.pt  DenseNet's growing concatenation: a list literal, then appends,
+                               concatenated along channels before each layer
+  tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
+                               (GoogLeNet's outputs in eval)
+"""
+import os
+import sys
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Gates(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.squeeze = nn.Conv2d(8, 4, 1)
+        self.excite = nn.Conv2d(4, 8, 1)
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.norm = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = F.silu(self.bn(self.stem(x)))
+        gate = F.hardsigmoid(self.excite(F.relu(self.squeeze(F.adaptive_avg_pool2d(x, 1)))))
+        x = x * gate
+        x = F.hardswish(self.conv(x))
+        x = F.elu(F.gelu(x), 0.5) + F.softplus(x)
+        x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        tokens = x.flatten(2).transpose(1, 2)  # [N, H*W, C]
+        return self.fc(tokens).mean(1)
+
+
+class DenseLayer(nn.Module):
+    def __init__(self, channels, growth):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+        self.conv = nn.Conv2d(channels, growth, 3, padding=1, bias=False)
+
+    def forward(self, features: List[Tensor]) -> Tensor:
+        return self.conv(F.relu(self.bn(torch.cat(features, 1))))
+
+
+class DenseCat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.layers = nn.ModuleList([DenseLayer(8 + 4 * i, 4) for i in range(3)])
+        self.fc = nn.Linear(20, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        features = [self.stem(x)]
+        for layer in self.layers:
+            features.append(layer(features))
+        y = torch.cat(features, 1)
+        return self.fc(F.adaptive_avg_pool2d(y, 1).flatten(1))
+
+
+class TupleOut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.aux: Optional[nn.Module] = None
+
+    def _forward(self, x: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        aux: Optional[Tensor] = None
+        if self.aux is not None:
+            aux = self.aux(x)
+        return torch.relu(self.conv(x)), aux
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        y, aux = self._forward(x)
+        return y, aux
+
+
+def randomize_batchnorm(module):
+    for m in module.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return module
+
+
+def main():
+    for seed, (cls, name) in enumerate([(Gates, "ops_gates"), (DenseCat, "ops_dense_cat"),
+                                        (TupleOut, "ops_tuple_out")]):
+        torch.manual_seed(40 + seed)
+        path = os.path.join(ROOT, "tests", "data", name + ".pt")
+        torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)
+        print("wrote", os.path.relpath(path, ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
