@@ -9,6 +9,8 @@ outputs are committed, rerun only to change them.
                                op the ONNX export writes
   tests/data/ops_dense_cat.pt  DenseNet's growing concatenation: a list literal, then appends,
                                concatenated along channels before each layer
+  tests/data/ops_pools.pt      adaptive average pooling to uneven windows (8 -> 3x5) and to
+                               an output larger than its input (8 -> 12x12)
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
 """
@@ -87,6 +89,18 @@ class TupleOut(nn.Module):
         return y, aux
 
 
+class Pools(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.conv(x)
+        uneven = F.adaptive_avg_pool2d(y, (3, 5))
+        larger = F.adaptive_avg_pool2d(y, (12, 12))
+        return torch.cat([uneven.flatten(1), larger.flatten(1)], 1)
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -100,7 +114,7 @@ def randomize_batchnorm(module):
 
 def main():
     for seed, (cls, name) in enumerate([(Gates, "ops_gates"), (DenseCat, "ops_dense_cat"),
-                                        (TupleOut, "ops_tuple_out")]):
+                                        (TupleOut, "ops_tuple_out"), (Pools, "ops_pools")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

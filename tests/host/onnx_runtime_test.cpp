@@ -155,7 +155,8 @@ TEST_P(OnnxRuntimeOpTableTest, EveryFamilyComputesWhatLitheComputes) {
 INSTANTIATE_TEST_SUITE_P(
     OpFamilies, OnnxRuntimeOpTableTest,
     ::testing::Values(OpCase{"ops_gates", 13}, OpCase{"ops_gates", 14}, OpCase{"ops_gates", 17},
-                      OpCase{"ops_dense_cat", 13}, OpCase{"ops_tuple_out", 13}),
+                      OpCase{"ops_dense_cat", 13}, OpCase{"ops_tuple_out", 13},
+                      OpCase{"ops_pools", 13}),
     [](const ::testing::TestParamInfo<OpCase>& info) {
       return std::string(info.param.model) + "_opset" + std::to_string(info.param.opset);
     });

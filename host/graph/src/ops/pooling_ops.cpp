@@ -36,18 +36,39 @@ void emit_pool(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, max ? "MaxPool" : "AveragePool", {w.input(n, 0)}, attributes);
 }
 
+// The [out, in] matrix whose rows average adaptive pooling's windows along one axis: window i
+// is [floor(i·in/out), ceil((i+1)·in/out)), as ATen computes it.
+at::Tensor pooling_matrix(int64_t in, int64_t out) {
+  at::Tensor m = at::zeros({out, in});
+  for (int64_t i = 0; i < out; ++i) {
+    const int64_t start = (i * in) / out;
+    const int64_t end = ((i + 1) * in + out - 1) / out;
+    m.select(0, i).slice(0, start, end).fill_(1.0 / static_cast<double>(end - start));
+  }
+  return m;
+}
+
 void emit_adaptive_avg_pool(OnnxWriter& w, const jit::Node* n) {
   const at::Tensor& x = w.tensor(n->input(0));
   const at::Tensor& y = w.tensor(n->output());
+  if (x.dim() != 4) {
+    w.unsupported(n, "only 4-d adaptive average pooling is supported");
+  }
   if (y.size(2) == 1 && y.size(3) == 1) {
     w.emit(n, "GlobalAveragePool", {w.input(n, 0)});
     return;
   }
-  if (x.size(2) % y.size(2) != 0 || x.size(3) % y.size(3) != 0) {
-    w.unsupported(n, "adaptive average pooling to a size that does not divide the input");
+  if (x.size(2) % y.size(2) == 0 && x.size(3) % y.size(3) == 0) {
+    const std::vector<int64_t> k = {x.size(2) / y.size(2), x.size(3) / y.size(3)};
+    w.emit(n, "AveragePool", {w.input(n, 0)}, {{"kernel_shape", k}, {"strides", k}});
+    return;
   }
-  const std::vector<int64_t> k = {x.size(2) / y.size(2), x.size(3) / y.size(3)};
-  w.emit(n, "AveragePool", {w.input(n, 0)}, {{"kernel_shape", k}, {"strides", k}});
+  // Windows of uneven size (or an output larger than the input): y = P_h · x · P_wᵀ, two
+  // MatMuls over the last two axes with the exact averaging weights.
+  const std::string rows = w.step(
+      n, "MatMul",
+      {w.input(n, 0), w.initializer("pool_w", pooling_matrix(x.size(3), y.size(3)).t().contiguous())});
+  w.emit(n, "MatMul", {w.initializer("pool_h", pooling_matrix(x.size(2), y.size(2))), rows});
 }
 
 // aten::mean(x, dims, keepdim, dtype)
