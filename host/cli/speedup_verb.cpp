@@ -108,7 +108,9 @@ int run_speedup(const std::vector<std::string>& args) {
   torch::jit::Module& masked = *result.masked;
 
   const std::string small_bytes = serialized(small);
-  const std::string masked_bytes = serialized(masked);
+  // The model file as given: the masked model has the same tensors, and serializing a large
+  // model only to measure it costs as much as writing it.
+  const uintmax_t model_bytes = std::filesystem::file_size(model_path);
   // The counter measures each layer call; a model it cannot measure still gets its speedup.
   int64_t flops_before = -1;
   int64_t flops_after = -1;
@@ -162,8 +164,8 @@ int run_speedup(const std::vector<std::string>& args) {
   } else {
     std::printf("%-22s not counted: %s\n", "FLOPs (NNI default)", flops_problem.c_str());
   }
-  std::printf("%-22s %14zu %14zu %8.3f\n", "file bytes", masked_bytes.size(), small_bytes.size(),
-              ratio(small_bytes.size(), masked_bytes.size()));
+  std::printf("%-22s %14ju %14zu %8.3f\n", "file bytes", model_bytes, small_bytes.size(),
+              ratio(static_cast<double>(small_bytes.size()), static_cast<double>(model_bytes)));
   std::printf("%-22s %14.4f %14.4f %8.3f   (median of %d, %d threads)\n", "latency ms",
               latency.baseline_ms, latency.candidate_ms,
               ratio(latency.candidate_ms, latency.baseline_ms), latency.runs, latency.threads);
@@ -200,8 +202,10 @@ int run_speedup(const std::vector<std::string>& args) {
   } else {
     report["flops"] = {{"error", flops_problem}};
   }
-  report["file_bytes"] = {{"before", masked_bytes.size()}, {"after", small_bytes.size()},
-                          {"ratio", ratio(small_bytes.size(), masked_bytes.size())}};
+  report["file_bytes"] = {
+      {"before", model_bytes},
+      {"after", small_bytes.size()},
+      {"ratio", ratio(static_cast<double>(small_bytes.size()), static_cast<double>(model_bytes))}};
   report["latency_ms"] = {{"before", latency.baseline_ms}, {"after", latency.candidate_ms},
                           {"ratio", ratio(latency.candidate_ms, latency.baseline_ms)},
                           {"runs", latency.runs}, {"threads", latency.threads}};

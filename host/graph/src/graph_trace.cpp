@@ -201,6 +201,12 @@ Trace trace_forward(const jit::Module& module, const at::Tensor& input) {
   // Each fold can inline a branch whose own rank checks then reach the top level; nesting is
   // shallow in practice, the bound only guarantees an end.
   for (int round = 0; round < 16; ++round) {
+    // Each captured value's graph-unique id: a value created by the fold at the address of a
+    // removed one has a new id, so a stale capture can never be attached to it.
+    std::unordered_map<const jit::Value*, size_t> ids;
+    for (const auto& [value, tensor] : trace.values) {
+      ids.emplace(value, value->unique());
+    }
     size_t folded = 0;
     try {
       folded = constant_folding::fold_tensor_ranks(trace.graph, trace.values);
@@ -212,7 +218,29 @@ Trace trace_forward(const jit::Module& module, const at::Tensor& input) {
     if (folded == 0) {
       break;
     }
-    trace.values = run_and_capture(module, trace.graph, input);
+    // Folding removes nodes and moves the nodes of inlined branches up; the values that survive
+    // are the same objects with the same tensors. Keep their captures (and drop the removed
+    // ones: their addresses may be reused), and run again only when a moved branch made a
+    // top-level tensor that was never captured (a rank check that raises makes none).
+    ValueTensors kept;
+    bool complete = true;
+    const auto keep = [&](const jit::Value* v) {
+      const auto found = trace.values.find(v);
+      if (found != trace.values.end() && ids.at(v) == v->unique()) {
+        kept.emplace(v, found->second);
+      } else if (v->type()->kind() == c10::TypeKind::TensorType) {
+        complete = false;
+      }
+    };
+    for (const jit::Value* v : trace.graph->inputs()) {
+      keep(v);
+    }
+    for (const jit::Node* node : trace.graph->nodes()) {
+      for (const jit::Value* v : node->outputs()) {
+        keep(v);
+      }
+    }
+    trace.values = complete ? std::move(kept) : run_and_capture(module, trace.graph, input);
   }
   return trace;
 }
