@@ -11,6 +11,12 @@ outputs are committed, rerun only to change them.
                                concatenated along channels before each layer
   tests/data/ops_pools.pt      adaptive average pooling to uneven windows (8 -> 3x5) and to
                                an output larger than its input (8 -> 12x12)
+  tests/data/ops_channel_last.pt  a ConvNeXt block (depthwise conv, permute to channel-last,
+                               LayerNorm, Linear-GELU-Linear, permute back, residual add) and a
+                               ViT-style MLP on tokens ([N, H*W, C] by flatten + transpose):
+                               the hidden widths of both MLPs can shrink
+  tests/data/ops_module_list.pt  blocks in an nn.ModuleList that forward iterates: the inlined
+                               call stack records only each block's index, not the list's name
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
 """
@@ -101,6 +107,51 @@ class Pools(nn.Module):
         return torch.cat([uneven.flatten(1), larger.flatten(1)], 1)
 
 
+class ChannelLast(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.dwconv = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.norm = nn.LayerNorm(8)
+        self.pwconv1 = nn.Linear(8, 16)
+        self.pwconv2 = nn.Linear(16, 8)
+        self.token_fc1 = nn.Linear(8, 12)
+        self.token_fc2 = nn.Linear(12, 8)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stem(x)
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.pwconv2(F.gelu(self.pwconv1(self.norm(y))))
+        x = x + y.permute(0, 3, 1, 2)
+        tokens = x.flatten(2).transpose(1, 2)
+        tokens = tokens + self.token_fc2(F.gelu(self.token_fc1(tokens)))
+        return self.head(tokens.mean(1))
+
+
+class ListBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(self.conv(x))
+
+
+class ModuleListNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 1)
+        self.blocks = nn.ModuleList([ListBlock(), ListBlock()])
+        self.fc = nn.Linear(4, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -114,7 +165,9 @@ def randomize_batchnorm(module):
 
 def main():
     for seed, (cls, name) in enumerate([(Gates, "ops_gates"), (DenseCat, "ops_dense_cat"),
-                                        (TupleOut, "ops_tuple_out"), (Pools, "ops_pools")]):
+                                        (TupleOut, "ops_tuple_out"), (Pools, "ops_pools"),
+                                        (ChannelLast, "ops_channel_last"),
+                                        (ModuleListNet, "ops_module_list")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

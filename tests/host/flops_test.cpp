@@ -93,6 +93,20 @@ TEST(FlopsTest, LenetMatchesNniInBothModes) {
   EXPECT_EQ(full.total_params, 44426);
 }
 
+TEST(FlopsTest, LayersReachedThroughAModuleListHaveTheirFullNames) {
+  // `for block in self.blocks: x = block(x)`: the inlined call stack names each block by its
+  // index only; the names must still be the module tree's (blocks.0.conv), as NNI reports them.
+  const torch::jit::Module net =
+      torch::jit::load((test::source_dir() / "tests/data/ops_module_list.pt").string());
+  const FlopsReport report = count_flops(net, {1, 3, 8, 8}, FlopsMode::kDefault);
+  std::vector<std::string> names;
+  for (const LayerFlops& layer : report.layers) {
+    names.push_back(layer.name);
+  }
+  EXPECT_THAT(names, ElementsAre("stem", "blocks.0.conv", "blocks.1.conv", "fc"));
+  EXPECT_EQ(report.total_flops, 3 * 4 * 64 + 2 * (4 * 4 * 9 * 64) + 4 * 10);
+}
+
 TEST(FlopsTest, BatchScalesOnlyTheActivationOps) {
   // NNI leaves the batch out of convolution and Linear FLOPs, not out of BatchNorm's.
   const torch::jit::Module net = test::load_conformance_model("mobilenet_tiny");

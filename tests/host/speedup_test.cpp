@@ -328,6 +328,34 @@ TEST(SpeedupTest, DenseNetsGrowingConcatenationShrinksEveryPart) {
   EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
 }
 
+TEST(SpeedupTest, ChannelLastAndTokenMlpsShrinkTheirHiddenWidths) {
+  // ConvNeXt: permute to [N, H, W, C], LayerNorm over C, Linear 8->16, GELU, Linear 16->8,
+  // permute back. ViT: [N, H*W, C] tokens, Linear 8->12, GELU, Linear 12->8. Linear layers
+  // work on the last axis; the channel flow follows the permutes to it. The residual stream is
+  // normalised over its channels by LayerNorm, so it keeps them (and says so); the hidden
+  // widths between each pair of Linear layers shrink.
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_channel_last.pt").string());
+  NamedMasks masks;
+  masks.push_back({"stem", zero_first({8, 3, 3, 3}, 2, true)});  // kept: LayerNorm reads them
+  masks.push_back({"pwconv1", zero_first({16, 8}, 8, true)});
+  masks.push_back({"token_fc1", zero_first({12, 8}, 6, true)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 6, 6}));
+  const torch::jit::Module& small = *result.module;
+  EXPECT_EQ(parameter_shape(small, "pwconv1.weight"), (Shape{8, 8}));
+  EXPECT_EQ(parameter_shape(small, "pwconv2.weight"), (Shape{8, 8}));
+  EXPECT_EQ(parameter_shape(small, "token_fc1.weight"), (Shape{6, 8}));
+  EXPECT_EQ(parameter_shape(small, "token_fc2.weight"), (Shape{8, 6}));
+  EXPECT_EQ(parameter_shape(small, "stem.weight"), (Shape{8, 3, 3, 3}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+  bool layer_norm_named = false;
+  for (const SpeedupBlock& b : result.blocked) {
+    layer_norm_named = layer_norm_named || (b.where.find("aten::layer_norm") != std::string::npos &&
+                                            b.reason.find("statistics") != std::string::npos);
+  }
+  EXPECT_TRUE(layer_norm_named);
+}
+
 TEST(SpeedupTest, TwoDepthwiseConvolutionsOfOneClassTypeGetTheirOwnWidths) {
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/speedup_twin_dw.pt").string());

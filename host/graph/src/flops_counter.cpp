@@ -459,7 +459,9 @@ FlopsReport count_flops(const torch::jit::Module& module, const std::vector<int6
   }
   for (const ModuleCall& call : calls) {
     const std::optional<jit::Module> sub = find_submodule(module, call.name);
-    LITHE_INTERNAL_ASSERT(sub.has_value());
+    LITHE_CHECK(sub.has_value(), sdk::Errc::kUnsupported, "cannot count layer '", call.name,
+                "' (", call.op_type, "): the model's forward reaches it in a way its recorded "
+                "call path does not name (a module held by two containers alike)");
     if (!is_torch_nn_class(*sub, call.op_type)) {
       continue;  // a user class that happens to share a torch.nn class name
     }

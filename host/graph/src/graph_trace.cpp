@@ -72,12 +72,49 @@ std::shared_ptr<jit::Graph> inline_forward(const jit::Module& module) {
   return graph;
 }
 
+namespace {
+
+// The attribute path from a module of class `parent` to the child a call entry names `name`
+// (of class `child`): "name" when it is a direct child; "container.name" when the parent
+// reached it through a container it never called (`for block in self.blocks: block(x)` records
+// only the list index); empty when not exactly one such path exists.
+std::string child_path(const c10::ClassTypePtr& parent, const std::string& name,
+                       const c10::ClassTypePtr& child) {
+  if (!parent) {
+    return name;
+  }
+  if (parent->hasAttribute(name)) {
+    return name;
+  }
+  std::string found;
+  for (size_t i = 0; i < parent->numAttributes(); ++i) {
+    const auto container = parent->getAttribute(i)->cast<c10::ClassType>();
+    if (!container || !container->is_module() || !container->hasAttribute(name)) {
+      continue;
+    }
+    const auto held = container->getAttribute(name)->cast<c10::ClassType>();
+    if (held && child && held != child) {
+      continue;
+    }
+    if (!found.empty()) {
+      return std::string();  // two containers hold such a child: ambiguous
+    }
+    found = parent->getAttributeName(i) + "." + name;
+  }
+  return found;
+}
+
+}  // namespace
+
 std::vector<Scope> scopes_of(const jit::Node* node) {
   std::vector<Scope> scopes;
   const c10::optional<jit::InlinedCallStackPtr> stack = node->callstack();
   if (!stack) {
     return scopes;
   }
+  const jit::Graph* graph = node->owningGraph();
+  c10::ClassTypePtr parent =
+      graph->inputs().empty() ? nullptr : graph->inputs().at(0)->type()->cast<c10::ClassType>();
   std::string path;
   std::string call;
   for (const jit::InlinedCallStackEntry& entry : (*stack)->vec()) {
@@ -89,8 +126,13 @@ std::vector<Scope> scopes_of(const jit::Node* node) {
     if (!info || info->instance_name() == "SELF") {
       continue;  // a function, or the module calling its own method
     }
-    path = path.empty() ? info->instance_name() : path + "." + info->instance_name();
     const c10::ClassTypePtr type = info->class_type();
+    std::string step = child_path(parent, info->instance_name(), type);
+    if (step.empty()) {
+      step = info->instance_name();  // not resolvable from the types: the recorded name
+    }
+    parent = type;
+    path = path.empty() ? step : path + "." + step;
     scopes.push_back({path, type && type->name() ? type->name()->name() : std::string(),
                       type && type->name() ? type->name()->qualifiedName() : std::string(),
                       path + "@" + call});

@@ -289,12 +289,29 @@ class ChannelFlow {
     return it == values_.end() || !it->second.defined() ? nullptr : &it->second;
   }
 
-  bool channelled(const jit::Value* v) const {
-    const at::Tensor* t = tensor_of(v);
-    return t != nullptr && t->dim() >= 2;
+  // The axis of a value that holds its channels: 1 ([N, C, ...]) unless an op moved it (a
+  // permute to channel-last, a Linear over the last axis of [N, tokens, features]).
+  int64_t axis_of(const jit::Value* v) const {
+    const auto it = axis_.find(v);
+    return it == axis_.end() ? 1 : it->second;
   }
 
-  int64_t channels(const jit::Value* v) const { return tensor_of(v)->size(1); }
+  void set_axis(const jit::Value* v, int64_t axis) {
+    if (axis == 1) {
+      axis_.erase(v);
+    } else {
+      axis_[v] = axis;
+    }
+  }
+
+  bool channelled(const jit::Value* v) const {
+    const at::Tensor* t = tensor_of(v);
+    return t != nullptr && t->dim() >= 2 && axis_of(v) < t->dim();
+  }
+
+  int64_t channels(const jit::Value* v) const { return tensor_of(v)->size(axis_of(v)); }
+
+  static int64_t normalized(int64_t d, int64_t rank) { return (d % rank + rank) % rank; }
 
   // The space of a tensor value; a value no known op made gets a blocked space of its own.
   std::optional<int> space_of(const jit::Value* v) {
@@ -388,7 +405,15 @@ class ChannelFlow {
         break;
       case ops::Channels::kZeroPreserving:
       case ops::Channels::kAligned:
-        handled = visit_unary(node, channels == ops::Channels::kZeroPreserving);
+      case ops::Channels::kSpatial:
+      case ops::Channels::kReduction:
+        handled = visit_unary(node, channels);
+        break;
+      case ops::Channels::kLayout:
+        handled = visit_layout(node);
+        break;
+      case ops::Channels::kLayerNorm:
+        handled = visit_layer_norm(node);
         break;
       case ops::Channels::kBroadcast:
         handled = visit_binary(node);
@@ -462,8 +487,9 @@ class ChannelFlow {
     }
     const jit::Value* x = node->input(0);
     const int64_t rank = tensor_of(x)->dim();
-    const auto is_channel = [rank](const c10::optional<c10::IValue>& d) {
-      return !d || !d->isInt() || ((d->toInt() % rank + rank) % rank) == 1;
+    const int64_t axis = axis_of(x);
+    const auto is_channel = [rank, axis](const c10::optional<c10::IValue>& d) {
+      return !d || !d->isInt() || normalized(d->toInt(), rank) == axis;
     };
     bool reads_channels = false;
     if (kind == op("aten::size") && node->inputs().size() >= 2) {
@@ -622,7 +648,8 @@ class ChannelFlow {
     const std::optional<std::string> module = layer_module(node, 1, {"Conv2d"});
     const jit::Value* x = node->input(0);
     const jit::Value* y = node->output();
-    if (!module || !channelled(x) || !channelled(y) || tensor_of(x)->dim() != 4) {
+    if (!module || !channelled(x) || !channelled(y) || tensor_of(x)->dim() != 4 ||
+        axis_of(x) != 1) {
       return false;
     }
     const size_t groups_index = node->kind() == op("aten::conv2d") ? 6 : 8;
@@ -667,9 +694,13 @@ class ChannelFlow {
     const std::optional<std::string> module = layer_module(node, 1, {"Linear"});
     const jit::Value* x = node->input(0);
     const jit::Value* y = node->output();
-    if (!module || !channelled(x) || !channelled(y) || tensor_of(x)->dim() != 2) {
+    // Features are the last axis, whatever the rank ([N, F], [N, tokens, F], channel-last
+    // [N, H, W, C]): x must hold its channels there, and y holds them there too.
+    if (!module || tensor_of(x) == nullptr || tensor_of(y) == nullptr ||
+        tensor_of(x)->dim() < 2 || axis_of(x) != tensor_of(x)->dim() - 1) {
       return false;
     }
+    set_axis(y, tensor_of(y)->dim() - 1);
     read_and_make(*module, LayerKind::kLinear, "Linear", x, y);
     return true;
   }
@@ -718,7 +749,7 @@ class ChannelFlow {
     }
     const jit::Value* x = node->input(0);
     const jit::Value* y = node->output();
-    if (!module || !channelled(x) || !channelled(y)) {
+    if (!module || !channelled(x) || !channelled(y) || axis_of(x) != 1) {
       return false;
     }
     const int64_t c = channels(x);
@@ -739,10 +770,14 @@ class ChannelFlow {
     return true;
   }
 
-  bool visit_unary(const jit::Node* node, bool keeps_zero) {
+  // One output channel per input channel (activations, identities, pooling, reductions over
+  // other axes, squeeze/unsqueeze of other axes). The channel axis of y is x's, shifted where
+  // axes before it are removed or added.
+  bool visit_unary(const jit::Node* node, ops::Channels kind) {
+    bool keeps_zero = kind != ops::Channels::kAligned;
     const jit::Value* x = node->input(0);
     const jit::Value* y = node->outputs().at(0);
-    if (!channelled(x) || !channelled(y) || channels(x) != channels(y)) {
+    if (!channelled(x) || tensor_of(y) == nullptr) {
       return false;
     }
     // A second result (max pooling's indices) would keep the old channel count.
@@ -752,10 +787,16 @@ class ChannelFlow {
       }
     }
     const int64_t rank_x = tensor_of(x)->dim();
+    const int64_t rank_y = tensor_of(y)->dim();
+    const int64_t ax = axis_of(x);
+    int64_t ay = ax;
+    if (kind == ops::Channels::kSpatial && ax != 1) {
+      return false;  // pooling a channel-last tensor would pool over its channels
+    }
     if (in(node->kind(), {"aten::softmax", "aten::log_softmax"})) {
       // Normalising over channels mixes them.
       const c10::optional<c10::IValue> dim = jit::toIValue(node->input(1));
-      if (!dim || !dim->isInt() || (dim->toInt() % rank_x + rank_x) % rank_x == 1) {
+      if (!dim || !dim->isInt() || normalized(dim->toInt(), rank_x) == ax) {
         return false;
       }
     }
@@ -765,34 +806,50 @@ class ChannelFlow {
       keeps_zero = lo && hi && lo->isScalar() && hi->isScalar() && lo->toScalar().toDouble() <= 0 &&
                    hi->toScalar().toDouble() >= 0;
     }
-    // mean / sum / amax over the channel dim would mix channels: the shape check above lets
-    // through only reductions that keep dim 1 at its size, and a keepdim reduction over dim 1
-    // of a one-channel tensor is harmless.
-    if (in(node->kind(), {"aten::mean", "aten::sum", "aten::amax"})) {
+    if (kind == ops::Channels::kReduction) {
+      // Over the channel axis it mixes channels; over axes before it (without keepdim) the
+      // channel axis moves down.
       const std::optional<std::vector<int64_t>> dims = constant_ints(node->input(1));
-      if (!dims) {
+      if (!dims || dims->empty()) {
         return false;
       }
-      const int64_t rank = tensor_of(x)->dim();
+      const c10::optional<c10::IValue> keepdim =
+          node->inputs().size() > 2 ? jit::toIValue(node->input(2)) : c10::nullopt;
+      const bool keep = keepdim && keepdim->isBool() && keepdim->toBool();
       for (const int64_t d : *dims) {
-        if ((d % rank + rank) % rank == 1) {
+        const int64_t n = normalized(d, rank_x);
+        if (n == ax) {
           return false;
+        }
+        if (n < ax && !keep) {
+          --ay;
         }
       }
     }
     if (in(node->kind(), {"aten::squeeze", "aten::unsqueeze"})) {
-      const int64_t rank_in = tensor_of(x)->dim();
-      const int64_t rank_out = tensor_of(y)->dim();
       const c10::optional<c10::IValue> dim =
           node->inputs().size() > 1 ? jit::toIValue(node->input(1)) : c10::nullopt;
       if (!dim || !dim->isInt()) {
         return false;
       }
-      const int64_t rank = std::max(rank_in, rank_out);
-      if ((dim->toInt() % rank + rank) % rank <= 1) {
-        return false;
+      if (node->kind() == op("aten::unsqueeze")) {
+        if (normalized(dim->toInt(), rank_y) <= ax) {
+          ++ay;
+        }
+      } else {
+        const int64_t d = normalized(dim->toInt(), rank_x);
+        if (d == ax) {
+          return false;
+        }
+        if (d < ax && rank_y < rank_x) {
+          --ay;
+        }
       }
     }
+    if (ay < 0 || ay >= rank_y || tensor_of(x)->size(ax) != tensor_of(y)->size(ay)) {
+      return false;
+    }
+    set_axis(y, ay);
     const int s = *space_of(x);
     set_space(y, s);
     if (keeps_zero) {
@@ -801,16 +858,88 @@ class ChannelFlow {
     return true;
   }
 
+  // aten::layer_norm(x, normalized_shape, weight, bias, eps, cudnn): over the trailing axes.
+  // Over the channel axis, a removed channel would change every other channel's mean and
+  // variance: x keeps its channels and y gets a space that keeps them too (at x's axis, so that
+  // the Linear layers after it still see their features). Over other axes it is per channel.
+  bool visit_layer_norm(const jit::Node* node) {
+    const jit::Value* x = node->input(0);
+    const jit::Value* y = node->output();
+    const std::optional<std::vector<int64_t>> shape = constant_ints(node->input(1));
+    if (!channelled(x) || tensor_of(y) == nullptr || !shape) {
+      return false;
+    }
+    const int64_t rank = tensor_of(x)->dim();
+    const int64_t ax = axis_of(x);
+    set_axis(y, ax);
+    if (ax >= rank - static_cast<int64_t>(shape->size())) {
+      const std::string where = describe(node);
+      const std::string reason =
+          "LayerNorm normalises over the channels: removing one changes the others' statistics";
+      block_value(x, where, reason);
+      const int s = new_space(channels(y));
+      set_space(y, s);
+      block(s, where, reason);
+      return true;
+    }
+    const int s = *space_of(x);
+    set_space(y, s);
+    return true;
+  }
+
+  // permute / transpose: the same channels, at the axis the permutation sends them to.
+  bool visit_layout(const jit::Node* node) {
+    const jit::Value* x = node->input(0);
+    const jit::Value* y = node->output();
+    if (!channelled(x) || tensor_of(y) == nullptr) {
+      return false;
+    }
+    const int64_t rank = tensor_of(x)->dim();
+    std::vector<int64_t> perm;
+    if (node->kind() == op("aten::permute")) {
+      const std::optional<std::vector<int64_t>> dims = constant_ints(node->input(1));
+      if (!dims || static_cast<int64_t>(dims->size()) != rank) {
+        return false;
+      }
+      perm = *dims;
+    } else {
+      const c10::optional<c10::IValue> a = jit::toIValue(node->input(1));
+      const c10::optional<c10::IValue> b = jit::toIValue(node->input(2));
+      if (!a || !b || !a->isInt() || !b->isInt()) {
+        return false;
+      }
+      for (int64_t d = 0; d < rank; ++d) {
+        perm.push_back(d);
+      }
+      std::swap(perm[static_cast<size_t>(normalized(a->toInt(), rank))],
+                perm[static_cast<size_t>(normalized(b->toInt(), rank))]);
+    }
+    const int64_t ax = axis_of(x);
+    for (int64_t k = 0; k < rank; ++k) {
+      if (normalized(perm[static_cast<size_t>(k)], rank) == ax) {
+        set_axis(y, k);
+        const int s = *space_of(x);
+        set_space(y, s);
+        set_zeros(y, zeros_or_empty(x, channels(x)), s);
+        return true;
+      }
+    }
+    return false;
+  }
+
   // The other operand of a binary op may be a scalar or a tensor that broadcasts over channels.
-  bool broadcasts_over_channels(const jit::Value* v, int64_t rank) const {
+  // Broadcasting aligns trailing axes: v's axis facing the channel axis of a rank-`rank` result
+  // must be 1 (or absent).
+  bool broadcasts_over_channels(const jit::Value* v, int64_t rank, int64_t axis) const {
     if (v->type()->kind() != c10::TypeKind::TensorType) {
       return true;
     }
     const at::Tensor* t = tensor_of(v);
-    if (t == nullptr) {
+    if (t == nullptr || t->dim() > rank) {
       return false;
     }
-    return t->numel() == 1 || (t->dim() == rank && t->size(1) == 1);
+    const int64_t facing = axis - (rank - t->dim());
+    return t->numel() == 1 || facing < 0 || t->size(facing) == 1;
   }
 
   bool visit_binary(const jit::Node* node) {
@@ -824,10 +953,19 @@ class ChannelFlow {
     const bool is_add = in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_"});
     const bool is_mul = in(kind, {"aten::mul", "aten::mul_"});
     const bool is_div = in(kind, {"aten::div", "aten::div_"});
-    const int64_t c = channels(y);
+    // y holds its channels where its spaced operands do (they must agree).
     const int64_t rank = tensor_of(y)->dim();
-    const bool a_space = channelled(a) && tensor_of(a)->dim() == rank && channels(a) == c;
-    const bool b_space = channelled(b) && tensor_of(b)->dim() == rank && channels(b) == c;
+    const auto same_rank = [&](const jit::Value* v) {
+      return channelled(v) && tensor_of(v)->dim() == rank;
+    };
+    const int64_t axis = same_rank(a) ? axis_of(a) : (same_rank(b) ? axis_of(b) : 1);
+    if (axis >= rank) {
+      return false;
+    }
+    const int64_t c = tensor_of(y)->size(axis);
+    const bool a_space = same_rank(a) && axis_of(a) == axis && channels(a) == c;
+    const bool b_space = same_rank(b) && axis_of(b) == axis && channels(b) == c;
+    set_axis(y, axis);
     if (a_space && b_space) {
       const int s = *space_of(a);
       if (!unite(s, *space_of(b))) {
@@ -851,7 +989,7 @@ class ChannelFlow {
     }
     const jit::Value* spaced = a_space ? a : (b_space ? b : nullptr);
     const jit::Value* other = a_space ? b : a;
-    if (spaced == nullptr || !broadcasts_over_channels(other, rank)) {
+    if (spaced == nullptr || !broadcasts_over_channels(other, rank, axis)) {
       return false;
     }
     const int s = *space_of(spaced);
@@ -869,7 +1007,7 @@ class ChannelFlow {
     const jit::Value* y = node->output();
     // The list as the cat reads it: its literal and what was appended before (DenseNet).
     const std::optional<std::vector<const jit::Value*>> items = ops::list_items(node->input(0), node);
-    if (!items || items->empty() || !channelled(y) || node->inputs().size() < 2) {
+    if (!items || items->empty() || tensor_of(y) == nullptr || node->inputs().size() < 2) {
       return false;
     }
     const c10::optional<c10::IValue> dim_value = jit::toIValue(node->input(1));
@@ -877,17 +1015,19 @@ class ChannelFlow {
       return false;
     }
     const int64_t rank = tensor_of(y)->dim();
-    const int64_t dim = (dim_value->toInt() % rank + rank) % rank;
+    const int64_t dim = normalized(dim_value->toInt(), rank);
+    const int64_t axis = axis_of(items->front());
     std::vector<int> parts;
     std::vector<int64_t> sizes;
     for (const jit::Value* part : *items) {
-      if (!channelled(part) || tensor_of(part)->dim() != rank) {
+      if (!channelled(part) || tensor_of(part)->dim() != rank || axis_of(part) != axis) {
         return false;
       }
       parts.push_back(*space_of(part));
       sizes.push_back(channels(part));
     }
-    if (dim != 1) {
+    set_axis(y, axis);
+    if (dim != axis) {
       // Channels stay aligned: every part and the result are one space.
       for (size_t i = 1; i < parts.size(); ++i) {
         if (!unite(parts[0], parts[i])) {
@@ -921,13 +1061,50 @@ class ChannelFlow {
   bool visit_reshape(const jit::Node* node) {
     const jit::Value* x = node->input(0);
     const jit::Value* y = node->output();
-    if (!channelled(x) || !channelled(y)) {
+    if (!channelled(x) || tensor_of(y) == nullptr || tensor_of(y)->dim() < 2) {
       return false;
     }
     const at::Tensor& in = *tensor_of(x);
     const at::Tensor& out = *tensor_of(y);
     if (in.size(0) != out.size(0)) {
       return false;
+    }
+    const int64_t ax = axis_of(x);
+    if (ax != 1) {
+      // Channels elsewhere (channel-last): only a reshape that keeps every axis up to and
+      // including the channel axis (merging or splitting those after it) keeps them.
+      if (out.dim() <= ax) {
+        return false;
+      }
+      for (int64_t d = 0; d <= ax; ++d) {
+        if (in.size(d) != out.size(d)) {
+          return false;
+        }
+      }
+      if (node->kind() != op("aten::flatten")) {
+        // A constant size at the channel axis would not follow a smaller count.
+        const jit::Node* shape = node->input(1)->node();
+        c10::optional<c10::IValue> size;
+        if (shape->kind() == c10::prim::ListConstruct &&
+            static_cast<int64_t>(shape->inputs().size()) > ax) {
+          size = jit::toIValue(shape->input(static_cast<size_t>(ax)));
+        }
+        const bool constant_size = (size && size->isInt() && size->toInt() != -1) ||
+                                   (shape->kind() != c10::prim::ListConstruct &&
+                                    jit::toIValue(node->input(1)).has_value());
+        if (constant_size) {
+          const std::string where = describe(node);
+          block_value(x, where, "its target shape has a constant size at the channel axis (" +
+                                    std::to_string(ax) + ")");
+          block_value(y, where, "its target shape is a constant");
+          return true;
+        }
+      }
+      set_axis(y, ax);
+      const int s = *space_of(x);
+      set_space(y, s);
+      set_zeros(y, zeros_or_empty(x, channels(x)), s);
+      return true;
     }
     if (node->kind() != op("aten::flatten")) {
       // A constant channel size in the target shape would not follow the new channel count.
@@ -1155,6 +1332,7 @@ class ChannelFlow {
   std::unordered_map<std::string, const sdk::Masks*> masks_;
   std::shared_ptr<jit::Graph> graph_;
   graph_trace::ValueTensors values_;
+  std::unordered_map<const jit::Value*, int64_t> axis_;  // channel axis where it is not 1
   std::vector<Space> spaces_;
   std::unordered_map<const jit::Value*, int> space_of_value_;
   std::unordered_map<const jit::Value*, Bits> zeros_;

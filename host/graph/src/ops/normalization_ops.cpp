@@ -1,7 +1,6 @@
 // Normalisations. BatchNorm is per channel (its running statistics and affine parameters shrink
-// with the channels it normalises). LayerNorm normalises over the trailing dimensions, so on a
-// [N, C, ...] tensor it mixes channels; channel-last layouts (ConvNeXt, ViT) reach it through a
-// permute, which channel flow does not follow yet: it stays kUnknown there.
+// with the channels it normalises). LayerNorm normalises over the trailing axes: channel-last
+// blocks (ConvNeXt, ViT, Swin) normalise over their channels, so those stay.
 #include "families.h"
 
 namespace lithe::host::ops {
@@ -79,7 +78,7 @@ std::vector<OpSpec> normalization_ops() {
   using C = Channels;
   return {
       {{"aten::batch_norm"}, C::kBatchNorm, emit_batch_norm},
-      {{"aten::layer_norm"}, C::kUnknown, emit_layer_norm},
+      {{"aten::layer_norm"}, C::kLayerNorm, emit_layer_norm},
   };
 }
 

@@ -82,14 +82,14 @@ void emit_mean(OnnxWriter& w, const jit::Node* n) {
 std::vector<OpSpec> pooling_ops() {
   using C = Channels;
   return {
-      {{"aten::max_pool2d", "aten::avg_pool2d"}, C::kZeroPreserving, emit_pool},
-      {{"aten::adaptive_avg_pool2d"}, C::kZeroPreserving, emit_adaptive_avg_pool},
-      {{"aten::mean"}, C::kZeroPreserving, emit_mean},
+      {{"aten::max_pool2d", "aten::avg_pool2d"}, C::kSpatial, emit_pool},
+      {{"aten::adaptive_avg_pool2d"}, C::kSpatial, emit_adaptive_avg_pool},
       {{"aten::max_pool1d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool3d",
         "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool3d", "aten::adaptive_max_pool2d",
-        "aten::max_pool2d_with_indices", "aten::upsample_nearest2d", "aten::upsample_bilinear2d",
-        "aten::sum", "aten::amax"},
-       C::kZeroPreserving, nullptr},
+        "aten::max_pool2d_with_indices", "aten::upsample_nearest2d", "aten::upsample_bilinear2d"},
+       C::kSpatial, nullptr},
+      {{"aten::mean"}, C::kReduction, emit_mean},
+      {{"aten::sum", "aten::amax"}, C::kReduction, nullptr},
   };
 }
 

@@ -44,9 +44,8 @@ std::vector<OpSpec> shape_ops() {
   using C = Channels;
   return {
       {{"aten::flatten", "aten::view", "aten::reshape"}, C::kReshape, emit_reshape},
-      // Layout changes move the channel axis; channel flow does not follow them yet.
-      {{"aten::permute"}, C::kUnknown, emit_permute},
-      {{"aten::transpose"}, C::kUnknown, emit_transpose},
+      {{"aten::permute"}, C::kLayout, emit_permute},
+      {{"aten::transpose"}, C::kLayout, emit_transpose},
       {{"aten::squeeze", "aten::unsqueeze"}, C::kZeroPreserving, nullptr},
       {{"aten::size", "aten::dim", "prim::shape", "aten::len", "aten::numel", "prim::device",
         "prim::dtype", "aten::__isnot__", "aten::__is__"},

@@ -27,12 +27,20 @@ enum class Channels {
   kZeroPreserving,  ///< output channel c comes from input channel c only, and 0 stays 0
                     ///< (ReLU, pooling, resampling, dropout in eval)
   kAligned,         ///< output channel c from input channel c, but 0 does not stay 0 (sigmoid)
+  kSpatial,         ///< per channel over the axes after dim 1, 0 stays 0 (pooling, resampling):
+                    ///< the channels must be at dim 1
+  kReduction,       ///< reduces the axes it is given (mean, sum, amax): per channel unless one
+                    ///< of them is the channel axis
   kBroadcast,       ///< element-wise over its tensor inputs, broadcast (add, mul, ...)
   kConvolution,     ///< a convolution: input channels to output channels through its weight
   kLinear,          ///< a Linear layer: last dimension in to out through its weight
   kBatchNorm,       ///< per-channel affine normalisation with running statistics
+  kLayerNorm,       ///< normalisation over the trailing axes: over the channels when they are
+                    ///< among them (then it keeps every channel), else per channel
   kConcat,          ///< concatenation of a tensor list
   kReshape,         ///< view / reshape / flatten: the channel axis may be merged or split
+  kLayout,          ///< permute / transpose: the channel axis moves where the permutation sends
+                    ///< it (channel-last blocks: ConvNeXt, Swin, ViT)
 };
 
 /// One ONNX attribute: an int, a float or an int list.
