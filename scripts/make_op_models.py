@@ -17,6 +17,9 @@ outputs are committed, rerun only to change them.
                                the hidden widths of both MLPs can shrink
   tests/data/ops_module_list.pt  blocks in an nn.ModuleList that forward iterates: the inlined
                                call stack records only each block's index, not the list's name
+  tests/data/ops_video.pt      a video-style net: Conv3d, BatchNorm3d, a Conv3d subclass that
+                               adds nothing (torchvision's Conv3DSimple), a depthwise Conv3d,
+                               3-d global pooling
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
 """
@@ -152,9 +155,31 @@ class ModuleListNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class PlainConv3d(nn.Conv3d):
+    """Like torchvision.models.video.resnet.Conv3DSimple: a subclass that only fixes arguments."""
+
+    def __init__(self, cin, cout):
+        super().__init__(cin, cout, kernel_size=(3, 3, 3), padding=(1, 1, 1), bias=False)
+
+
+class Video(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv3d(3, 8, (1, 3, 3), padding=(0, 1, 1))
+        self.bn = nn.BatchNorm3d(8)
+        self.conv = PlainConv3d(8, 8)
+        self.dw = nn.Conv3d(8, 8, 3, padding=1, groups=8)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = F.relu(self.bn(self.stem(x)))
+        x = F.relu(self.dw(F.relu(self.conv(x))))
+        return self.fc(F.adaptive_avg_pool3d(x, 1).flatten(1))
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
             with torch.no_grad():
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
@@ -167,7 +192,8 @@ def main():
     for seed, (cls, name) in enumerate([(Gates, "ops_gates"), (DenseCat, "ops_dense_cat"),
                                         (TupleOut, "ops_tuple_out"), (Pools, "ops_pools"),
                                         (ChannelLast, "ops_channel_last"),
-                                        (ModuleListNet, "ops_module_list")]):
+                                        (ModuleListNet, "ops_module_list"),
+                                        (Video, "ops_video")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

@@ -128,6 +128,7 @@ TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
 struct OpCase {
   const char* model;
   int64_t opset;
+  std::vector<int64_t> shape = {2, 3, 8, 8};
 };
 
 class OnnxRuntimeOpTableTest : public ::testing::TestWithParam<OpCase> {};
@@ -142,7 +143,7 @@ TEST_P(OnnxRuntimeOpTableTest, EveryFamilyComputesWhatLitheComputes) {
   const std::string name = std::string(GetParam().model) + "_" + std::to_string(GetParam().opset);
   // The first output of a tuple (the ONNX model drops a None element).
   const test::CliRun run = run_in_ort(
-      module, {2, 3, 8, 8}, name,
+      module, GetParam().shape, name,
       [&](const at::Tensor& x) {
         const c10::IValue out = module.forward({x});
         return out.isTuple() ? out.toTupleRef().elements()[0].toTensor() : out.toTensor();
@@ -156,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(
     OpFamilies, OnnxRuntimeOpTableTest,
     ::testing::Values(OpCase{"ops_gates", 13}, OpCase{"ops_gates", 14}, OpCase{"ops_gates", 17},
                       OpCase{"ops_dense_cat", 13}, OpCase{"ops_tuple_out", 13},
-                      OpCase{"ops_pools", 13}),
+                      OpCase{"ops_pools", 13}, OpCase{"ops_video", 13, {2, 3, 4, 8, 8}}),
     [](const ::testing::TestParamInfo<OpCase>& info) {
       return std::string(info.param.model) + "_opset" + std::to_string(info.param.opset);
     });

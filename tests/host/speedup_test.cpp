@@ -356,6 +356,27 @@ TEST(SpeedupTest, ChannelLastAndTokenMlpsShrinkTheirHiddenWidths) {
   EXPECT_TRUE(layer_norm_named);
 }
 
+TEST(SpeedupTest, VideoConvolutionsShrinkIncludingASubclassThatAddsNothing) {
+  // Conv3d stem + BatchNorm3d, a Conv3d subclass (torchvision's Conv3DSimple pattern), a
+  // depthwise Conv3d, 3-d global pooling, Linear.
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_video.pt").string());
+  NamedMasks masks;
+  masks.push_back({"stem", zero_first({8, 3, 1, 3, 3}, 2, true)});
+  masks.push_back({"conv", zero_first({8, 8, 3, 3, 3}, 4, false)});
+  masks.push_back({"dw", zero_first({8, 1, 3, 3, 3}, 4, true)});  // and its bias: else kept
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 4, 8, 8}));
+  const torch::jit::Module& small = *result.module;
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_EQ(parameter_shape(small, "stem.weight"), (Shape{6, 3, 1, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "bn.weight"), (Shape{6}));
+  EXPECT_EQ(parameter_shape(small, "conv.weight"), (Shape{4, 6, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "dw.weight"), (Shape{4, 1, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "fc.weight"), (Shape{10, 4}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
 TEST(SpeedupTest, TwoDepthwiseConvolutionsOfOneClassTypeGetTheirOwnWidths) {
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/speedup_twin_dw.pt").string());

@@ -179,9 +179,9 @@ class ChannelFlow {
       }
       for (const jit::Use& use : node->output()->uses()) {
         const c10::Symbol kind = use.user->kind();
-        const bool own_op = in(kind, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                                      "aten::_convolution", "aten::convolution", "aten::linear",
-                                      "aten::batch_norm"}) &&
+        const ops::Channels rule = channels_of(kind);
+        const bool own_op = (rule == ops::Channels::kConvolution ||
+                             rule == ops::Channels::kLinear || rule == ops::Channels::kBatchNorm) &&
                             use.offset > 0;
         if (!own_op && tied_.count(*owner) == 0) {
           tied_[*owner] = name + " is also read by " + describe(use.user);
@@ -644,15 +644,63 @@ class ChannelFlow {
     }
   }
 
+  // The module of a convolution op: torch.nn's Conv1d/2d/3d, or a subclass that adds nothing to
+  // it (torchvision's video Conv3DSimple): its only tensors are weight and bias, it holds no
+  // modules, and it has the convolution's channel and group counts, which the rebuild sets.
+  std::optional<std::string> conv_module(const jit::Node* node, int64_t spatial) const {
+    static const char* const kNames[] = {"Conv1d", "Conv2d", "Conv3d"};
+    if (spatial < 1 || spatial > 3) {
+      return std::nullopt;
+    }
+    if (std::optional<std::string> m = layer_module(node, 1, {kNames[spatial - 1]})) {
+      return m;
+    }
+    const jit::Node* getter = node->input(1)->node();
+    const auto cls = getter->kind() == c10::prim::GetAttr
+                         ? getter->input()->type()->cast<c10::ClassType>()
+                         : nullptr;
+    if (!cls || !cls->is_module() || !cls->name() ||
+        cls->name()->qualifiedName().rfind("__torch__.torch.nn.modules.", 0) == 0 ||
+        getter->s(c10::attr::name) != "weight") {
+      return std::nullopt;
+    }
+    for (const char* required : {"in_channels", "out_channels", "groups"}) {
+      if (!cls->hasAttribute(required) && !cls->hasConstant(required)) {
+        return std::nullopt;
+      }
+    }
+    for (size_t i = 0; i < cls->numAttributes(); ++i) {
+      const c10::TypePtr type = cls->getAttribute(i);
+      const std::string& name = cls->getAttributeName(i);
+      const auto child = type->cast<c10::ClassType>();
+      const bool tensor = type->kind() == c10::TypeKind::TensorType || cls->is_parameter(i) ||
+                          cls->is_buffer(i);
+      if ((child && child->is_module()) || (tensor && name != "weight" && name != "bias")) {
+        return std::nullopt;
+      }
+    }
+    return graph_trace::module_path(getter->input());
+  }
+
   bool visit_conv(const jit::Node* node) {
-    const std::optional<std::string> module = layer_module(node, 1, {"Conv2d"});
     const jit::Value* x = node->input(0);
     const jit::Value* y = node->output();
-    if (!module || !channelled(x) || !channelled(y) || tensor_of(x)->dim() != 4 ||
-        axis_of(x) != 1) {
+    if (!channelled(x) || !channelled(y) || axis_of(x) != 1) {
       return false;
     }
-    const size_t groups_index = node->kind() == op("aten::conv2d") ? 6 : 8;
+    const bool generic = !in(node->kind(), {"aten::conv1d", "aten::conv2d", "aten::conv3d"});
+    if (generic) {  // aten::_convolution / convolution: a transposed one is not this layer
+      const c10::optional<c10::IValue> transposed = jit::toIValue(node->input(6));
+      if (!transposed || !transposed->isBool() || transposed->toBool()) {
+        return false;
+      }
+    }
+    const std::optional<std::string> module = conv_module(node, tensor_of(x)->dim() - 2);
+    if (!module) {
+      return false;
+    }
+    const std::string op_type = class_of(node, 1);
+    const size_t groups_index = generic ? 8 : 6;
     const c10::optional<c10::IValue> groups_value = jit::toIValue(node->input(groups_index));
     if (!groups_value || !groups_value->isInt()) {
       return false;
@@ -661,12 +709,12 @@ class ChannelFlow {
     const int64_t cin = channels(x);
     const int64_t cout = channels(y);
     if (groups == 1) {
-      read_and_make(*module, LayerKind::kConv, "Conv2d", x, y);
+      read_and_make(*module, LayerKind::kConv, op_type.c_str(), x, y);
       return true;
     }
     if (groups == cin && cin == cout) {
       // Depthwise: channel c in gives channel c out, so both sides are one space.
-      const int space = pass_through(*module, LayerKind::kDepthwiseConv, "Conv2d", x, y);
+      const int space = pass_through(*module, LayerKind::kDepthwiseConv, op_type, x, y);
       // Out channel c is zero when its filter and bias are, or when its input is and its bias is
       // zero (a bias would make a zero input channel non-zero).
       Bits z = zeros_or_empty(x, cin);
@@ -683,7 +731,7 @@ class ChannelFlow {
     }
     // Grouped: like an ordinary convolution on each side, but every group must keep as many
     // channels as the others (NNI's GroupMaskConflict), settled after the walk.
-    LayerUse& use = read_and_make(*module, LayerKind::kGroupedConv, "Conv2d", x, y);
+    LayerUse& use = read_and_make(*module, LayerKind::kGroupedConv, op_type.c_str(), x, y);
     use.groups = groups;
     balances_.push_back({use.in_space, groups});
     balances_.push_back({use.out_space, groups});

@@ -188,7 +188,9 @@ void set_int(jit::Module& module, const std::string& name, int64_t value) {
 
 // The groups argument is folded into the compiled convolution call as a constant.
 void set_groups_in_graphs(jit::Module& module, int64_t old_groups, int64_t new_groups) {
+  static const c10::Symbol conv1d = c10::Symbol::fromQualString("aten::conv1d");
   static const c10::Symbol conv2d = c10::Symbol::fromQualString("aten::conv2d");
+  static const c10::Symbol conv3d = c10::Symbol::fromQualString("aten::conv3d");
   static const c10::Symbol conv = c10::Symbol::fromQualString("aten::_convolution");
   static const c10::Symbol convolution = c10::Symbol::fromQualString("aten::convolution");
   for (jit::Function* method : module.type()->methods()) {
@@ -199,7 +201,7 @@ void set_groups_in_graphs(jit::Module& module, int64_t old_groups, int64_t new_g
     }
     for (jit::Node* node : pending) {
       size_t groups_index = 0;
-      if (node->kind() == conv2d) {
+      if (node->kind() == conv1d || node->kind() == conv2d || node->kind() == conv3d) {
         groups_index = 6;
       } else if (node->kind() == conv || node->kind() == convolution) {
         groups_index = 8;

@@ -9,10 +9,11 @@ namespace {
 
 namespace jit = torch::jit;
 
-// aten::conv2d(x, w, b, stride, padding, dilation, groups) and aten::_convolution /
+// aten::conv1d/2d/3d(x, w, b, stride, padding, dilation, groups) and aten::_convolution /
 // aten::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, ...).
 void emit_conv(OnnxWriter& w, const jit::Node* n) {
-  const bool plain = n->kind() == c10::Symbol::fromQualString("aten::conv2d");
+  const bool plain = n->kind() != c10::Symbol::fromQualString("aten::_convolution") &&
+                     n->kind() != c10::Symbol::fromQualString("aten::convolution");
   if (!plain && w.constant(n, 6).toBool()) {
     w.unsupported(n, "transposed convolutions are not supported");
   }
@@ -20,20 +21,31 @@ void emit_conv(OnnxWriter& w, const jit::Node* n) {
     w.unsupported(n, "padding given as a string is not supported");
   }
   const at::Tensor& weight = w.tensor(n->input(1));
-  if (weight.dim() != 4) {
-    w.unsupported(n, "only 2-d convolutions are supported");
+  const int64_t spatial = weight.dim() - 2;
+  if (spatial < 1 || spatial > 3) {
+    w.unsupported(n, "only 1-d, 2-d and 3-d convolutions are supported");
   }
   std::vector<std::string> inputs = {w.input(n, 0), w.input(n, 1)};
   if (w.present(n->input(2))) {
     inputs.push_back(w.input(n, 2));
   }
-  const std::vector<int64_t> padding = w.ints(n, 4);
+  // ATen gives one value per spatial axis (or one for all); ONNX wants begin and end pads.
+  const auto per_axis = [&](std::vector<int64_t> v) {
+    if (v.size() == 1) {
+      v.assign(static_cast<size_t>(spatial), v.front());
+    }
+    if (static_cast<int64_t>(v.size()) != spatial) {
+      w.unsupported(n, "its stride, padding or dilation does not match the kernel's rank");
+    }
+    return v;
+  };
+  std::vector<int64_t> pads = per_axis(w.ints(n, 4));
+  pads.insert(pads.end(), pads.begin(), pads.end());
   w.emit(n, "Conv", inputs,
-         {{"kernel_shape", std::vector<int64_t>{weight.size(2), weight.size(3)}},
-          {"strides", w.ints(n, 3)},
-          {"pads", std::vector<int64_t>{padding.at(0), padding.at(1), padding.at(0),
-                                        padding.at(1)}},
-          {"dilations", w.ints(n, 5)},
+         {{"kernel_shape", std::vector<int64_t>(weight.sizes().begin() + 2, weight.sizes().end())},
+          {"strides", per_axis(w.ints(n, 3))},
+          {"pads", pads},
+          {"dilations", per_axis(w.ints(n, 5))},
           {"group", w.constant(n, plain ? 6 : 8).toInt()}});
 }
 
@@ -66,8 +78,9 @@ void emit_linear(OnnxWriter& w, const jit::Node* n) {
 std::vector<OpSpec> convolution_ops() {
   using C = Channels;
   return {
-      {{"aten::conv2d", "aten::_convolution", "aten::convolution"}, C::kConvolution, emit_conv},
-      {{"aten::conv1d", "aten::conv3d"}, C::kConvolution, nullptr},
+      {{"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+        "aten::convolution"},
+       C::kConvolution, emit_conv},
       {{"aten::linear"}, C::kLinear, emit_linear},
   };
 }

@@ -51,12 +51,16 @@ at::Tensor pooling_matrix(int64_t in, int64_t out) {
 void emit_adaptive_avg_pool(OnnxWriter& w, const jit::Node* n) {
   const at::Tensor& x = w.tensor(n->input(0));
   const at::Tensor& y = w.tensor(n->output());
-  if (x.dim() != 4) {
-    w.unsupported(n, "only 4-d adaptive average pooling is supported");
+  bool global = x.dim() >= 3;
+  for (int64_t d = 2; d < y.dim(); ++d) {
+    global = global && y.size(d) == 1;
   }
-  if (y.size(2) == 1 && y.size(3) == 1) {
+  if (global) {
     w.emit(n, "GlobalAveragePool", {w.input(n, 0)});
     return;
+  }
+  if (x.dim() != 4) {
+    w.unsupported(n, "adaptive average pooling to a size other than 1 is supported in 2-d only");
   }
   if (x.size(2) % y.size(2) == 0 && x.size(3) % y.size(3) == 0) {
     const std::vector<int64_t> k = {x.size(2) / y.size(2), x.size(3) / y.size(3)};
@@ -83,9 +87,10 @@ std::vector<OpSpec> pooling_ops() {
   using C = Channels;
   return {
       {{"aten::max_pool2d", "aten::avg_pool2d"}, C::kSpatial, emit_pool},
-      {{"aten::adaptive_avg_pool2d"}, C::kSpatial, emit_adaptive_avg_pool},
+      {{"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d"},
+       C::kSpatial, emit_adaptive_avg_pool},
       {{"aten::max_pool1d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool3d",
-        "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool3d", "aten::adaptive_max_pool2d",
+        "aten::adaptive_max_pool2d",
         "aten::max_pool2d_with_indices", "aten::upsample_nearest2d", "aten::upsample_bilinear2d"},
        C::kSpatial, nullptr},
       {{"aten::mean"}, C::kReduction, emit_mean},
