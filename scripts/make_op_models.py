@@ -20,12 +20,18 @@ outputs are committed, rerun only to change them.
   tests/data/ops_video.pt      a video-style net: Conv3d, BatchNorm3d, a Conv3d subclass that
                                adds nothing (torchvision's Conv3DSimple), a depthwise Conv3d,
                                3-d global pooling
+  tests/data/ops_segmentation.pt  torchvision's segmentation pattern: an IntermediateLayerGetter
+                               (`if name in self.return_layers`, an OrderedDict of features), a
+                               head that reads two features, F.interpolate (bilinear and
+                               nearest) to another tensor's `shape[-2:]`, a dict result read as
+                               ["out"]
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
 """
 import os
 import sys
-from typing import List, Optional, Tuple
+from collections import OrderedDict
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -177,6 +183,43 @@ class Video(nn.Module):
         return self.fc(F.adaptive_avg_pool3d(x, 1).flatten(1))
 
 
+class LayerGetter(nn.ModuleDict):
+    def __init__(self, layers, return_layers: Dict[str, str]):
+        super().__init__(layers)
+        self.return_layers = return_layers
+
+    def forward(self, x: Tensor) -> Dict[str, Tensor]:
+        out = OrderedDict()
+        for name, module in self.items():
+            x = module(x)
+            if name in self.return_layers:
+                out_name = self.return_layers[name]
+                out[out_name] = x
+        return out
+
+
+class Segmentation(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layers = OrderedDict([("stem", nn.Conv2d(3, 8, 3, padding=1)), ("relu", nn.ReLU()),
+                              ("down", nn.Conv2d(8, 8, 3, stride=2, padding=1)),
+                              ("deep", nn.Conv2d(8, 12, 3, stride=2, padding=1))])
+        self.backbone = LayerGetter(layers, {"relu": "low", "deep": "high"})
+        self.low_head = nn.Conv2d(8, 5, 1)
+        self.high_head = nn.Conv2d(12, 5, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        features = self.backbone(x)
+        low, high = features["low"], features["high"]
+        high = F.interpolate(self.high_head(high), size=low.shape[-2:], mode="bilinear",
+                             align_corners=False)
+        y = self.low_head(low) + high
+        y = F.interpolate(y, scale_factor=2.0, mode="nearest")
+        result = OrderedDict()
+        result["out"] = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return result["out"]
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
@@ -193,7 +236,8 @@ def main():
                                         (TupleOut, "ops_tuple_out"), (Pools, "ops_pools"),
                                         (ChannelLast, "ops_channel_last"),
                                         (ModuleListNet, "ops_module_list"),
-                                        (Video, "ops_video")]):
+                                        (Video, "ops_video"),
+                                        (Segmentation, "ops_segmentation")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

@@ -377,6 +377,27 @@ TEST(SpeedupTest, VideoConvolutionsShrinkIncludingASubclassThatAddsNothing) {
   EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
 }
 
+TEST(SpeedupTest, SegmentationFeatureDictsAndInterpolationShrink) {
+  // An IntermediateLayerGetter (`if name in self.return_layers`, constant dict attribute) fills
+  // an OrderedDict that the head reads by key; interpolation to `low.shape[-2:]` reads only
+  // spatial sizes. The features' channels go through the dict to the heads.
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_segmentation.pt").string());
+  NamedMasks masks;
+  masks.push_back({"backbone.stem", zero_first({8, 3, 3, 3}, 2, true)});
+  masks.push_back({"backbone.deep", zero_first({12, 8, 3, 3}, 4, true)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 12, 12}));
+  const torch::jit::Module& small = *result.module;
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_EQ(parameter_shape(small, "backbone.stem.weight"), (Shape{6, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "backbone.down.weight"), (Shape{8, 6, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "low_head.weight"), (Shape{5, 6, 1, 1}));
+  EXPECT_EQ(parameter_shape(small, "backbone.deep.weight"), (Shape{8, 8, 3, 3}));
+  EXPECT_EQ(parameter_shape(small, "high_head.weight"), (Shape{5, 8, 1, 1}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
 TEST(SpeedupTest, TwoDepthwiseConvolutionsOfOneClassTypeGetTheirOwnWidths) {
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/speedup_twin_dw.pt").string());

@@ -147,6 +147,11 @@ class Emitter : public ops::OnnxWriter {
         attr(n, a.name, *i);
       } else if (const auto* f = std::get_if<double>(&a.value)) {
         attr_f(n, a.name, *f);
+      } else if (const auto* text = std::get_if<std::string>(&a.value)) {
+        onnx::AttributeProto* attribute = n->add_attribute();
+        attribute->set_name(a.name);
+        attribute->set_type(onnx::AttributeProto_AttributeType_STRING);
+        attribute->set_s(*text);
       } else {
         attr(n, a.name, std::get<std::vector<int64_t>>(a.value));
       }
@@ -492,6 +497,16 @@ class Emitter : public ops::OnnxWriter {
         }
         return;
       }
+    }
+    // parts[0], features["out"]: the tensor stored in a list or dict built in the graph.
+    if (tensor_output && ops::find_op(kind) != nullptr &&
+        ops::find_op(kind)->channels == ops::Channels::kItem) {
+      const jit::Value* source = ops::item_value(n);
+      if (source == nullptr) {
+        unsupported(n, "it reads a list or dict whose contents the graph does not show");
+      }
+      aliases_[n->output()] = source;
+      return;
     }
     if (!tensor_output) {
       return;  // constants, attribute reads, shape checks, list building: read by their users

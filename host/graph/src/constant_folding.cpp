@@ -5,6 +5,7 @@
 // module scopes the analyses read) intact.
 #include "lithe/host/graph/constant_folding.h"
 
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -98,6 +99,10 @@ class AttributeFolder {
         objects_.emplace(node->output(), value.toObject());
         continue;
       }
+      if (value.isGenericDict() && assigned_.count(name) == 0) {
+        folded += fold_dict_reads(node->output(), value.toGenericDict());
+        continue;
+      }
       if (!foldable(value) || assigned_.count(name) != 0 ||
           (value.isList() && written(node->output()))) {
         continue;
@@ -111,6 +116,41 @@ class AttributeFolder {
   }
 
  private:
+  // `key in self.d` and `self.d[key]` with a constant key on a dict attribute nothing assigns
+  // (torchvision's IntermediateLayerGetter: `if name in self.return_layers`). Only reads are
+  // folded; any other use leaves the dict alone.
+  size_t fold_dict_reads(jit::Value* dict_value, const c10::impl::GenericDict& dict) {
+    static const c10::Symbol contains = c10::Symbol::fromQualString("aten::__contains__");
+    static const c10::Symbol getitem = c10::Symbol::fromQualString("aten::__getitem__");
+    std::vector<jit::Node*> readers;
+    for (const jit::Use& use : dict_value->uses()) {
+      if (use.offset != 0 || (use.user->kind() != contains && use.user->kind() != getitem)) {
+        return 0;  // passed on, iterated or changed: not a constant of the graph
+      }
+      readers.push_back(use.user);
+    }
+    size_t folded = 0;
+    for (jit::Node* reader : readers) {
+      const c10::optional<c10::IValue> key = jit::toIValue(reader->input(1));
+      if (!key) {
+        continue;
+      }
+      c10::IValue result;
+      const auto found = dict.find(*key);
+      if (reader->kind() == contains) {
+        result = c10::IValue(found != dict.end());
+      } else if (found != dict.end() && foldable(found->value())) {
+        result = found->value();
+      } else {
+        continue;
+      }
+      jit::WithInsertPoint here(reader);
+      reader->output()->replaceAllUsesWith(graph_.insertConstant(result));
+      ++folded;
+    }
+    return folded;
+  }
+
   jit::Graph& graph_;
   std::unordered_set<std::string> assigned_;
   std::unordered_map<const jit::Value*, c10::intrusive_ptr<c10::ivalue::Object>> objects_;

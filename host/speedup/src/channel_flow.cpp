@@ -373,6 +373,17 @@ class ChannelFlow {
         }
       }
     }
+    // A dict of tensors: its values, stored ones included.
+    if (maker->kind() == c10::prim::DictConstruct || maker->kind() == op("aten::dict")) {
+      for (size_t i = 1; i < maker->inputs().size(); i += 2) {
+        block_value(maker->input(i), where, reason);
+      }
+      for (const jit::Use& use : v->uses()) {
+        if (use.user->kind() == op("aten::_set_item") && use.offset == 0) {
+          block_value(use.user->input(2), where, reason);
+        }
+      }
+    }
   }
 
   // ---- the walk -------------------------------------------------------------------------------
@@ -388,8 +399,10 @@ class ChannelFlow {
         [](const jit::Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; });
     if (kind == c10::prim::Constant || kind == c10::prim::GetAttr ||
         kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct ||
-        kind == c10::prim::RaiseException || kind == op("prim::unchecked_cast") ||
-        (channels == ops::Channels::kNone && !tensor_result)) {
+        kind == c10::prim::DictConstruct || kind == c10::prim::RaiseException ||
+        kind == op("prim::unchecked_cast") ||
+        ((channels == ops::Channels::kNone || channels == ops::Channels::kItem) &&
+         !tensor_result)) {
       return;  // containers are handled by their readers; the rest does not touch activations
     }
     bool handled = false;
@@ -414,6 +427,9 @@ class ChannelFlow {
         break;
       case ops::Channels::kLayerNorm:
         handled = visit_layer_norm(node);
+        break;
+      case ops::Channels::kItem:
+        handled = visit_item(node);
         break;
       case ops::Channels::kBroadcast:
         handled = visit_binary(node);
@@ -501,6 +517,24 @@ class ChannelFlow {
         if (use.user->kind() == op("aten::_list_with_default") ||
             use.user->kind() == op("aten::len")) {
           continue;
+        }
+        // x.shape[-2:] (interpolate to another tensor's spatial size): a slice that leaves
+        // out the channel axis reads no channel.
+        if (use.user->kind() == op("aten::slice") && use.offset == 0 &&
+            use.user->inputs().size() == 4) {
+          const c10::optional<c10::IValue> start = jit::toIValue(use.user->input(1));
+          const c10::optional<c10::IValue> end = jit::toIValue(use.user->input(2));
+          const c10::optional<c10::IValue> step = jit::toIValue(use.user->input(3));
+          if (start && end && step && step->isInt() && step->toInt() == 1 &&
+              (start->isInt() || start->isNone()) && (end->isInt() || end->isNone())) {
+            const auto clamp = [rank](int64_t i) {
+              return std::min(rank, std::max<int64_t>(0, i < 0 ? i + rank : i));
+            };
+            const int64_t from = start->isNone() ? 0 : clamp(start->toInt());
+            const int64_t to = end->isNone() ? rank : clamp(end->toInt());
+            reads_channels = reads_channels || (from <= axis && axis < to);
+            continue;
+          }
         }
         const bool indexed = use.user->kind() == op("aten::__getitem__") && use.offset == 0;
         reads_channels = reads_channels || !indexed || is_channel(jit::toIValue(use.user->input(1)));
@@ -932,6 +966,20 @@ class ChannelFlow {
     }
     const int s = *space_of(x);
     set_space(y, s);
+    return true;
+  }
+
+  // parts[0], features["out"]: the tensor stored there, with its space.
+  bool visit_item(const jit::Node* node) {
+    const jit::Value* source = ops::item_value(node);
+    const jit::Value* y = node->output();
+    if (source == nullptr || !channelled(source) || tensor_of(y) == nullptr) {
+      return false;
+    }
+    set_axis(y, axis_of(source));
+    const int s = *space_of(source);
+    set_space(y, s);
+    set_zeros(y, zeros_or_empty(source, channels(source)), s);
     return true;
   }
 

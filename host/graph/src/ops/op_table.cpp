@@ -75,4 +75,63 @@ std::optional<std::vector<const torch::jit::Value*>> list_items(const torch::jit
   return items;
 }
 
+const torch::jit::Value* item_value(const torch::jit::Node* getitem) {
+  if (getitem->inputs().size() != 2) {
+    return nullptr;
+  }
+  const c10::optional<c10::IValue> key = torch::jit::toIValue(getitem->input(1));
+  if (!key) {
+    return nullptr;
+  }
+  const torch::jit::Value* container = getitem->input(0);
+  const torch::jit::Node* maker = container->node();
+  if (maker->kind() == c10::prim::ListConstruct) {
+    const std::optional<std::vector<const torch::jit::Value*>> items =
+        list_items(container, getitem);
+    if (!items || !key->isInt()) {
+      return nullptr;
+    }
+    const auto size = static_cast<int64_t>(items->size());
+    const int64_t at = key->toInt() < 0 ? key->toInt() + size : key->toInt();
+    return at >= 0 && at < size ? (*items)[static_cast<size_t>(at)] : nullptr;
+  }
+  // {...} literals, and OrderedDict() / dict() (aten::dict of nothing).
+  static const c10::Symbol empty_dict = c10::Symbol::fromQualString("aten::dict");
+  if (maker->kind() != c10::prim::DictConstruct &&
+      !(maker->kind() == empty_dict && maker->inputs().empty())) {
+    return nullptr;
+  }
+  static const c10::Symbol set_item = c10::Symbol::fromQualString("aten::_set_item");
+  static const c10::Symbol get_item = c10::Symbol::fromQualString("aten::__getitem__");
+  static const c10::Symbol contains = c10::Symbol::fromQualString("aten::__contains__");
+  static const c10::Symbol len = c10::Symbol::fromQualString("aten::len");
+  const auto same_key = [&](const torch::jit::Value* k) {
+    const c10::optional<c10::IValue> v = torch::jit::toIValue(k);
+    return v && *v == *key;
+  };
+  const torch::jit::Value* found = nullptr;
+  for (size_t i = 0; i + 1 < maker->inputs().size(); i += 2) {
+    if (same_key(maker->input(i))) {
+      found = maker->input(i + 1);
+    }
+  }
+  const torch::jit::Node* latest = nullptr;
+  for (const torch::jit::Use& use : container->uses()) {
+    const torch::jit::Node* user = use.user;
+    if (user->kind() == set_item && use.offset == 0) {
+      if (user->owningBlock() != maker->owningBlock() ||
+          !torch::jit::toIValue(user->input(1)).has_value()) {
+        return nullptr;  // stored in a branch or under a key not known here
+      }
+      if (user->isBefore(getitem) && same_key(user->input(1)) &&
+          (latest == nullptr || latest->isBefore(user))) {
+        latest = user;
+      }
+    } else if (user->kind() != get_item && user->kind() != contains && user->kind() != len) {
+      return nullptr;  // passed on (or returned): what it holds later is not ours to know
+    }
+  }
+  return latest != nullptr ? latest->input(2) : found;
+}
+
 }  // namespace lithe::host::ops

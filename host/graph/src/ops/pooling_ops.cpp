@@ -75,6 +75,27 @@ void emit_adaptive_avg_pool(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "MatMul", {w.initializer("pool_h", pooling_matrix(x.size(2), y.size(2))), rows});
 }
 
+// aten::upsample_bilinear2d(x, output_size, align_corners, scale_factors) and
+// aten::upsample_nearest2d(x, output_size, scale_factors) (F.interpolate): ONNX Resize to the
+// output's static size, with PyTorch's coordinate mapping.
+void emit_resize(OnnxWriter& w, const jit::Node* n) {
+  const bool bilinear = n->kind() == c10::Symbol::fromQualString("aten::upsample_bilinear2d");
+  const at::Tensor& y = w.tensor(n->output());
+  const std::string sizes = w.initializer("sizes", at::tensor(y.sizes().vec(), at::kLong));
+  std::vector<OnnxAttribute> attributes;
+  if (bilinear) {
+    const bool corners = w.constant(n, 2).toBool();
+    attributes = {{"mode", std::string("linear")},
+                  {"coordinate_transformation_mode",
+                   std::string(corners ? "align_corners" : "pytorch_half_pixel")}};
+  } else {
+    attributes = {{"mode", std::string("nearest")},
+                  {"coordinate_transformation_mode", std::string("asymmetric")},
+                  {"nearest_mode", std::string("floor")}};
+  }
+  w.emit(n, "Resize", {w.input(n, 0), "", "", sizes}, attributes);
+}
+
 // aten::mean(x, dims, keepdim, dtype)
 void emit_mean(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "ReduceMean", {w.input(n, 0)},
@@ -91,8 +112,9 @@ std::vector<OpSpec> pooling_ops() {
        C::kSpatial, emit_adaptive_avg_pool},
       {{"aten::max_pool1d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool3d",
         "aten::adaptive_max_pool2d",
-        "aten::max_pool2d_with_indices", "aten::upsample_nearest2d", "aten::upsample_bilinear2d"},
+        "aten::max_pool2d_with_indices"},
        C::kSpatial, nullptr},
+      {{"aten::upsample_bilinear2d", "aten::upsample_nearest2d"}, C::kSpatial, emit_resize},
       {{"aten::mean"}, C::kReduction, emit_mean},
       {{"aten::sum", "aten::amax"}, C::kReduction, nullptr},
   };

@@ -52,8 +52,12 @@ std::vector<OpSpec> shape_ops() {
        C::kShapeQuery, nullptr},
       {{"aten::warn", "aten::_assert_int_or_pair", "aten::format", "aten::__not__"}, C::kNone,
        nullptr},
-      // Comparisons and indexing of scalars and lists (a tensor result is not described).
-      {{"aten::eq", "aten::ne", "aten::__getitem__"}, C::kNone, nullptr},
+      // Comparisons of scalars (a tensor result is not described).
+      {{"aten::eq", "aten::ne"}, C::kNone, nullptr},
+      // Reading a list or dict built in the graph gives the tensor stored there (ONNX: that
+      // tensor's name); storing is structural, read back by item_value().
+      {{"aten::__getitem__"}, C::kItem, nullptr},
+      {{"aten::_set_item", "aten::dict"}, C::kNone, nullptr},
   };
 }
 

@@ -39,14 +39,16 @@ enum class Channels {
                     ///< among them (then it keeps every channel), else per channel
   kConcat,          ///< concatenation of a tensor list
   kReshape,         ///< view / reshape / flatten: the channel axis may be merged or split
+  kItem,            ///< one tensor of a list or dict built in the graph (x = parts[0],
+                    ///< features["out"]): that tensor itself, when item_value() finds it
   kLayout,          ///< permute / transpose: the channel axis moves where the permutation sends
                     ///< it (channel-last blocks: ConvNeXt, Swin, ViT)
 };
 
-/// One ONNX attribute: an int, a float or an int list.
+/// One ONNX attribute: an int, a float, an int list or a string.
 struct OnnxAttribute {
   std::string name;
-  std::variant<int64_t, double, std::vector<int64_t>> value;
+  std::variant<int64_t, double, std::vector<int64_t>, std::string> value;
 };
 
 /// What an op's ONNX emission writes through; the exporter implements it. Names are ONNX value
@@ -74,7 +76,8 @@ class OnnxWriter {
   virtual bool weight_is_quantized(const torch::jit::Node* node) const = 0;
   /// A new initializer holding `value`; returns its name.
   virtual std::string initializer(const std::string& stem, const at::Tensor& value) = 0;
-  /// Writes `type` on `inputs` as the value of `node`'s output 0; returns its name.
+  /// Writes `type` on `inputs` (an empty name: an optional input left out) as the value of
+  /// `node`'s output 0; returns its name.
   virtual std::string emit(const torch::jit::Node* node, const std::string& type,
                            const std::vector<std::string>& inputs,
                            const std::vector<OnnxAttribute>& attributes = {}) = 0;
@@ -103,5 +106,12 @@ const OpSpec* find_op(c10::Symbol kind);
 /// made or changed any other way (then what it holds at `reader` is not known from the graph).
 std::optional<std::vector<const torch::jit::Value*>> list_items(const torch::jit::Value* list,
                                                                 const torch::jit::Node* reader);
+
+/// The value `getitem` (aten::__getitem__ with a constant index or key) reads: an item of a list
+/// (list_items) or the last value stored under that key in a dict made by prim::DictConstruct
+/// or aten::dict() (OrderedDict()) and changed only by aten::_set_item with constant keys in its
+/// own block before `getitem`.
+/// Null when the container is anything else.
+const torch::jit::Value* item_value(const torch::jit::Node* getitem);
 
 }  // namespace lithe::host::ops
