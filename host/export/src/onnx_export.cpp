@@ -593,6 +593,15 @@ std::string export_onnx(const torch::jit::Module& module, const OnnxExportOption
                                                   e.what_without_backtrace() +
                                                   "; nothing was written");
   }
+  // One protobuf message holds at most 2 GiB; larger models need ONNX's external-data form.
+  size_t weight_bytes = 0;
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    weight_bytes += t.raw_data().size();
+  }
+  LITHE_CHECK(weight_bytes < (size_t{2} << 30) - (size_t{64} << 20), sdk::Errc::kUnsupported,
+              "cannot export to ONNX: the model's weights take ", weight_bytes / (1 << 20),
+              " MiB, more than one ONNX file can hold (2 GiB); Lithe does not write ONNX "
+              "external data yet; nothing was written");
   validate(model);
   std::string bytes;
   LITHE_CHECK(model.SerializeToString(&bytes), sdk::Errc::kInternal,
