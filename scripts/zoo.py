@@ -18,6 +18,9 @@ Usage:
   /usr/bin/python3 scripts/zoo.py [--lithe build/bin/lithe] [--work build/zoo]
       [--models a,b,...] [--family classification|segmentation|video|all] [--size 224]
       [--runs 20] [--output MODEL_ZOO.md] [--json zoo.json] [--require-pass] [--keep]
+      [--resume] [--render]
+--json is rewritten after every model; --resume skips the models it already holds (an
+interrupted sweep goes on), --render only turns it into --output.
 --require-pass exits 1 unless every model passes every stage (ONNX Runtime parity included:
 without ORT it fails), shrinks with parity and keeps no channel but its output's (the CI subset
 uses it). Threads: LITHE_ZOO_THREADS (default 2).
@@ -182,8 +185,25 @@ def giga(n):
     return "%.2f G" % (n / 1e9) if n >= 1e8 else "%.1f M" % (n / 1e6)
 
 
+def summary_lines(rows):
+    """Counts for the head of MODEL_ZOO.md."""
+    def ok(row, stage):
+        return row["stages"].get(stage, {}).get("ok", False)
+    shrunk = [r for r in rows if ok(r, "speedup") and r["stages"]["speedup"]["relative_diff"] <= PARITY
+              and r["stages"]["speedup"]["params"]["after"] < r["stages"]["speedup"]["params"]["before"]]
+    full = [r for r in shrunk if not inner_blocks(r["stages"]["speedup"])]
+    onnx = [r for r in rows if ok(r, "onnx") and r["stages"]["onnx"].get("ort") is True]
+    every = [r for r in rows if passed(r, True)]
+    return ["- %d models swept; %d pass every stage with nothing kept but the classifier's outputs"
+            % (len(rows), len(every)),
+            "- %d shrink with parity (max |Δ| ≤ %g of the output's largest value); %d of them "
+            "with no channel kept anywhere else, the others keep channels for the reasons listed"
+            % (len(shrunk), PARITY, len(full)),
+            "- %d export to ONNX (opset 17) and agree with ONNX Runtime" % len(onnx)]
+
+
 def markdown(rows, args):
-    out = ["| model | built | input | params before → after | FLOPs before → after "
+    out = summary_lines(rows) + ["", "| model | built | input | params before → after | FLOPs before → after "
            "| latency ratio | max \\|Δ\\| rel. | level | ONNX (ORT) | kept channels: op and reason |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -251,6 +271,10 @@ def main():
     parser.add_argument("--json", default="")
     parser.add_argument("--require-pass", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep each model's files")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --json: skip the models that file already has")
+    parser.add_argument("--render", action="store_true",
+                        help="with --json: only write --output from that file")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     # One model at a time: built, swept, and (without --keep) its files removed, so that the
@@ -267,6 +291,13 @@ def main():
                  {"dependency_aware": True}, [{"sparsity": 0.5, "op_types": ["Conv2d"]}])
     runner = Runner(args.lithe, args.threads, args.timeout)
     rows = []
+    if (args.resume or args.render) and args.json and os.path.exists(args.json):
+        with open(args.json) as f:
+            rows = json.load(f)
+        done = {r["model"] for r in rows}
+        names = [n for n in names if n not in done]
+    if args.render:
+        names = []
     for name in names:
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_zoo_models.py"),
                         args.work, "--models", name, "--size", str(args.size), "--family",
@@ -277,6 +308,10 @@ def main():
         row = sweep_model(entry, args, runner, args.work)
         row["seconds"] = round(time.time() - start, 1)
         rows.append(row)
+        if args.json:  # after every model: an interrupted sweep keeps what it measured
+            with open(args.json + ".tmp", "w") as f:
+                json.dump(rows, f, indent=1)
+            os.replace(args.json + ".tmp", args.json)
         if not args.keep:
             for f in os.listdir(args.work):
                 if f.startswith(name + ".") and not f.endswith(".json"):
