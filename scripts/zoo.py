@@ -336,7 +336,7 @@ def main():
     good = sum(passed(r, args.require_pass) for r in rows)
     summary = "%d of %d models pass every stage" % (good, len(rows))
     print(summary)
-    if args.json:
+    if args.json and not args.render:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     if args.output:
