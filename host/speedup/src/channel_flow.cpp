@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "channel_plan.h"
+#include "channel_spaces.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/op_table.h"
 #include "lithe/sdk/error.h"
@@ -31,7 +33,6 @@ bool LayerPlan::changed() const { return !keep_in.empty() || !keep_out.empty(); 
 namespace {
 
 namespace jit = torch::jit;
-using Bits = std::vector<bool>;
 
 c10::Symbol op(const char* name) { return c10::Symbol::fromQualString(name); }
 
@@ -81,43 +82,6 @@ std::string describe(const jit::Node* node) {
   return where + node->kind().toQualString();
 }
 
-struct Space {
-  int64_t size = 0;
-  int parent = -1;
-  Bits removable;   // constraints so far
-  Bits candidates;  // zero somewhere in the space
-  std::vector<SpeedupBlock> blocks;
-};
-
-// How a module's tensors sit in the spaces.
-struct LayerUse {
-  LayerKind kind;
-  std::string op_type;
-  int in_space = -1;
-  int out_space = -1;
-  int64_t in_channels = 0;
-  int64_t out_channels = 0;
-  int64_t groups = 1;
-};
-
-// A space whose removals must be spread evenly over `groups` contiguous groups.
-struct GroupBalance {
-  int space;
-  int64_t groups;
-};
-
-struct FlattenLink {
-  int channels;  // space of [N, C, H, W]
-  int flat;      // space of [N, C*H*W]
-  int64_t inner;  // H*W
-};
-
-struct CatLink {
-  std::vector<int> parts;
-  std::vector<int64_t> sizes;
-  int whole;
-};
-
 class ChannelFlow {
  public:
   ChannelFlow(const jit::Module& module, const NamedMasks& masks, const at::Tensor& input)
@@ -134,7 +98,7 @@ class ChannelFlow {
     const auto graph_inputs = graph_->inputs();
     for (size_t i = 1; i < graph_inputs.size(); ++i) {
       if (const std::optional<int> s = space_of(graph_inputs[i])) {
-        block(*s, "model input", "the model's input keeps every channel");
+        spaces_.block(*s, "model input", "the model's input keeps every channel");
       }
     }
     find_tied_tensors(graph_->block());
@@ -145,16 +109,8 @@ class ChannelFlow {
       block_value(output, "model output", "the model's output keeps every channel");
     }
     block_tied_layers();
-    settle_links();
-    for (;;) {
-      const bool balanced = balance_groups();
-      const bool kept = keep_one_channel();
-      if (!balanced && !kept) {
-        break;
-      }
-      settle_links();
-    }
-    return plan();
+    spaces_.settle();
+    return make_plan(order_, uses_, spaces_);
   }
 
  private:
@@ -198,88 +154,9 @@ class ChannelFlow {
       }
       for (const int s : {use->second.in_space, use->second.out_space}) {
         if (s >= 0) {
-          block(s, module, reason);
+          spaces_.block(s, module, reason);
         }
       }
-    }
-  }
-
-  // A space that would lose every channel keeps its first: a layer needs a shape. Returns
-  // whether anything changed.
-  bool keep_one_channel() {
-    bool changed = false;
-    for (size_t i = 0; i < spaces_.size(); ++i) {
-      Space& space = spaces_[i];
-      if (space.parent >= 0 || space.size == 0) {
-        continue;
-      }
-      bool all = true;
-      for (int64_t c = 0; c < space.size && all; ++c) {
-        all = space.removable[static_cast<size_t>(c)] && space.candidates[static_cast<size_t>(c)];
-      }
-      if (all) {
-        space.removable[0] = false;
-        changed = true;
-      }
-    }
-    return changed;
-  }
-
-  // ---- spaces -------------------------------------------------------------------------------
-  int find(int s) {
-    while (spaces_[static_cast<size_t>(s)].parent >= 0) {
-      s = spaces_[static_cast<size_t>(s)].parent;
-    }
-    return s;
-  }
-
-  Space& at(int s) { return spaces_[static_cast<size_t>(find(s))]; }
-
-  int new_space(int64_t size) {
-    Space space;
-    space.size = size;
-    space.removable.assign(static_cast<size_t>(size), true);
-    space.candidates.assign(static_cast<size_t>(size), false);
-    spaces_.push_back(std::move(space));
-    return static_cast<int>(spaces_.size() - 1);
-  }
-
-  // Returns false (and changes nothing) when the sizes differ.
-  bool unite(int a, int b) {
-    a = find(a);
-    b = find(b);
-    if (a == b) {
-      return true;
-    }
-    Space& x = spaces_[static_cast<size_t>(a)];
-    Space& y = spaces_[static_cast<size_t>(b)];
-    if (x.size != y.size) {
-      return false;
-    }
-    for (size_t i = 0; i < x.removable.size(); ++i) {
-      x.removable[i] = x.removable[i] && y.removable[i];
-      x.candidates[i] = x.candidates[i] || y.candidates[i];
-    }
-    x.blocks.insert(x.blocks.end(), y.blocks.begin(), y.blocks.end());
-    y.parent = a;
-    return true;
-  }
-
-  void block(int s, const std::string& where, const std::string& reason) {
-    Space& space = at(s);
-    std::fill(space.removable.begin(), space.removable.end(), false);
-    for (const SpeedupBlock& b : space.blocks) {
-      if (b.where == where && b.reason == reason) {
-        return;
-      }
-    }
-    space.blocks.push_back({where, reason, 0});
-  }
-
-  void constrain(int s, const Bits& zero) {
-    Space& space = at(s);
-    for (size_t i = 0; i < space.removable.size(); ++i) {
-      space.removable[i] = space.removable[i] && zero[i];
     }
   }
 
@@ -321,11 +198,11 @@ class ChannelFlow {
     if (const auto it = space_of_value_.find(v); it != space_of_value_.end()) {
       return it->second;
     }
-    const int s = new_space(channels(v));
+    const int s = spaces_.add(channels(v));
     space_of_value_[v] = s;
     const jit::Node* maker = v->node();
     if (maker->kind() != c10::prim::Param) {
-      block(s, describe(maker), "Lithe cannot resize the tensor this op makes");
+      spaces_.block(s, describe(maker), "Lithe cannot resize the tensor this op makes");
     }
     return s;
   }
@@ -347,19 +224,14 @@ class ChannelFlow {
   }
 
   void set_zeros(const jit::Value* v, Bits z, int s) {
-    Space& space = at(s);
-    if (z.size() != space.candidates.size()) {
-      return;
+    if (spaces_.mark_candidates(s, z)) {
+      zeros_[v] = std::move(z);
     }
-    for (size_t i = 0; i < z.size(); ++i) {
-      space.candidates[i] = space.candidates[i] || z[i];
-    }
-    zeros_[v] = std::move(z);
   }
 
   void block_value(const jit::Value* v, const std::string& where, const std::string& reason) {
     if (const std::optional<int> s = space_of(v)) {
-      block(*s, where, reason);
+      spaces_.block(*s, where, reason);
     }
     // A list or tuple of tensors: block what went into it, appended items included.
     const jit::Node* maker = v->node();
@@ -671,10 +543,10 @@ class ChannelFlow {
   void join(const std::string& module, int& recorded, int s) {
     if (recorded < 0) {
       recorded = s;
-    } else if (!unite(recorded, s)) {
+    } else if (!spaces_.unite(recorded, s)) {
       const std::string where = module + " (called more than once)";
-      block(recorded, where, "called on tensors of different channel counts");
-      block(s, where, "called on tensors of different channel counts");
+      spaces_.block(recorded, where, "called on tensors of different channel counts");
+      spaces_.block(s, where, "called on tensors of different channel counts");
     }
   }
 
@@ -767,8 +639,8 @@ class ChannelFlow {
     // channels as the others (NNI's GroupMaskConflict), settled after the walk.
     LayerUse& use = read_and_make(*module, LayerKind::kGroupedConv, op_type.c_str(), x, y);
     use.groups = groups;
-    balances_.push_back({use.in_space, groups});
-    balances_.push_back({use.out_space, groups});
+    spaces_.balance(use.in_space, groups);
+    spaces_.balance(use.out_space, groups);
     return true;
   }
 
@@ -811,9 +683,9 @@ class ChannelFlow {
     use.in_channels = in;
     use.out_channels = out;
     const int in_space = *space_of(x);
-    constrain(in_space, zeros_or_empty(x, in));
+    spaces_.constrain(in_space, zeros_or_empty(x, in));
     join(module, use.in_space, in_space);
-    const int out_space = new_space(out);
+    const int out_space = spaces_.add(out);
     set_space(y, out_space);
     join(module, use.out_space, out_space);
     set_zeros(y, zero_filters(module, out), use.out_space);
@@ -959,9 +831,9 @@ class ChannelFlow {
       const std::string reason =
           "LayerNorm normalises over the channels: removing one changes the others' statistics";
       block_value(x, where, reason);
-      const int s = new_space(channels(y));
+      const int s = spaces_.add(channels(y));
       set_space(y, s);
-      block(s, where, reason);
+      spaces_.block(s, where, reason);
       return true;
     }
     const int s = *space_of(x);
@@ -1064,7 +936,7 @@ class ChannelFlow {
     set_axis(y, axis);
     if (a_space && b_space) {
       const int s = *space_of(a);
-      if (!unite(s, *space_of(b))) {
+      if (!spaces_.unite(s, *space_of(b))) {
         return false;
       }
       set_space(y, s);
@@ -1126,7 +998,7 @@ class ChannelFlow {
     if (dim != axis) {
       // Channels stay aligned: every part and the result are one space.
       for (size_t i = 1; i < parts.size(); ++i) {
-        if (!unite(parts[0], parts[i])) {
+        if (!spaces_.unite(parts[0], parts[i])) {
           return false;
         }
       }
@@ -1141,7 +1013,7 @@ class ChannelFlow {
       set_zeros(y, std::move(z), parts[0]);
       return true;
     }
-    const int whole = new_space(channels(y));
+    const int whole = spaces_.add(channels(y));
     set_space(y, whole);
     Bits z;
     for (const jit::Value* part : *items) {
@@ -1149,7 +1021,7 @@ class ChannelFlow {
       z.insert(z.end(), zp.begin(), zp.end());
     }
     set_zeros(y, std::move(z), whole);
-    cats_.push_back({parts, sizes, whole});
+    spaces_.link_cat(parts, sizes, whole);
     return true;
   }
 
@@ -1244,7 +1116,7 @@ class ChannelFlow {
       return false;
     }
     const int64_t inner = out.size(1) / c;
-    const int flat = new_space(out.size(1));
+    const int flat = spaces_.add(out.size(1));
     set_space(y, flat);
     const Bits zc = zeros_or_empty(x, c);
     Bits z(static_cast<size_t>(out.size(1)), false);
@@ -1252,176 +1124,8 @@ class ChannelFlow {
       z[static_cast<size_t>(i)] = zc[static_cast<size_t>(i / inner)];
     }
     set_zeros(y, std::move(z), flat);
-    flattens_.push_back({*space_of(x), flat, inner});
+    spaces_.link_flatten(*space_of(x), flat, inner);
     return true;
-  }
-
-  // ---- index maps -----------------------------------------------------------------------------
-  void settle_links() {
-    bool changed = true;
-    const auto restrict_to = [&changed](Space& target, size_t i, bool allowed) {
-      if (target.removable[i] && !allowed) {
-        target.removable[i] = false;
-        changed = true;
-      }
-    };
-    const auto mark = [&changed](Space& target, size_t i, bool candidate) {
-      if (candidate && !target.candidates[i]) {
-        target.candidates[i] = true;
-        changed = true;
-      }
-    };
-    while (changed) {
-      changed = false;
-      for (const FlattenLink& link : flattens_) {
-        Space& c = at(link.channels);
-        Space& f = at(link.flat);
-        for (int64_t ch = 0; ch < c.size; ++ch) {
-          bool all = true;
-          for (int64_t i = 0; i < link.inner; ++i) {
-            all = all && f.removable[static_cast<size_t>(ch * link.inner + i)];
-          }
-          restrict_to(c, static_cast<size_t>(ch), all);
-          for (int64_t i = 0; i < link.inner; ++i) {
-            restrict_to(f, static_cast<size_t>(ch * link.inner + i),
-                        c.removable[static_cast<size_t>(ch)]);
-          }
-          // Removable on both sides: zero on one side is reason enough to remove on both.
-          if (c.removable[static_cast<size_t>(ch)]) {
-            bool candidate = c.candidates[static_cast<size_t>(ch)];
-            for (int64_t i = 0; i < link.inner; ++i) {
-              candidate = candidate || f.candidates[static_cast<size_t>(ch * link.inner + i)];
-            }
-            mark(c, static_cast<size_t>(ch), candidate);
-            for (int64_t i = 0; i < link.inner; ++i) {
-              mark(f, static_cast<size_t>(ch * link.inner + i), candidate);
-            }
-          }
-        }
-      }
-      for (const CatLink& link : cats_) {
-        Space& whole = at(link.whole);
-        int64_t offset = 0;
-        for (size_t p = 0; p < link.parts.size(); ++p) {
-          Space& part = at(link.parts[p]);
-          for (int64_t i = 0; i < link.sizes[p]; ++i) {
-            const auto wi = static_cast<size_t>(offset + i);
-            const auto pi = static_cast<size_t>(i);
-            const bool both = whole.removable[wi] && part.removable[pi];
-            restrict_to(whole, wi, both);
-            restrict_to(part, pi, both);
-            if (both) {
-              const bool candidate = whole.candidates[wi] || part.candidates[pi];
-              mark(whole, wi, candidate);
-              mark(part, pi, candidate);
-            }
-          }
-          offset += link.sizes[p];
-        }
-      }
-    }
-  }
-
-  // Every group of a grouped convolution's side removes as many channels as the group that
-  // removes fewest: the first ones (lowest index) stay removed, the rest are kept; a group never
-  // loses all its channels. Returns whether anything changed.
-  bool balance_groups() {
-    bool changed = false;
-    for (const GroupBalance& b : balances_) {
-      Space& space = at(b.space);
-      const int64_t per_group = space.size / b.groups;
-      const auto removed = [&space](int64_t i) {
-        return space.removable[static_cast<size_t>(i)] && space.candidates[static_cast<size_t>(i)];
-      };
-      int64_t fewest = per_group - 1;
-      for (int64_t g = 0; g < b.groups; ++g) {
-        int64_t count = 0;
-        for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) {
-          count += removed(i) ? 1 : 0;
-        }
-        fewest = std::min(fewest, count);
-      }
-      for (int64_t g = 0; g < b.groups; ++g) {
-        int64_t taken = 0;
-        for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) {
-          if (!removed(i)) {
-            continue;
-          }
-          if (taken < fewest) {
-            ++taken;
-          } else {
-            space.removable[static_cast<size_t>(i)] = false;
-            changed = true;
-          }
-        }
-      }
-    }
-    return changed;
-  }
-
-  // ---- the plan -------------------------------------------------------------------------------
-  // Channels to remove from a space: zero somewhere, allowed everywhere. Never all of them.
-  std::vector<int64_t> keep(int s) {
-    Space& space = at(s);
-    std::vector<int64_t> kept;
-    for (int64_t i = 0; i < space.size; ++i) {
-      const auto u = static_cast<size_t>(i);
-      if (!(space.removable[u] && space.candidates[u])) {
-        kept.push_back(i);
-      }
-    }
-    if (kept.empty() && space.size > 0) {
-      kept.push_back(0);  // a layer needs at least one channel to have a shape
-    }
-    if (static_cast<int64_t>(kept.size()) == space.size) {
-      kept.clear();  // unchanged
-    }
-    return kept;
-  }
-
-  ChannelPlan plan() {
-    ChannelPlan out;
-    for (const std::string& module : order_) {
-      const LayerUse& use = uses_.at(module);
-      LayerPlan p{use.kind, use.op_type, use.in_channels, use.out_channels, use.groups, {}, {}};
-      if (use.in_space >= 0 && use.kind != LayerKind::kBatchNorm &&
-          use.kind != LayerKind::kDepthwiseConv) {
-        p.keep_in = keep(use.in_space);
-      }
-      if (use.out_space >= 0) {
-        p.keep_out = keep(use.out_space);
-      }
-      if (use.kind == LayerKind::kBatchNorm || use.kind == LayerKind::kDepthwiseConv) {
-        p.keep_in = p.keep_out;
-      }
-      out.layers.emplace(module, std::move(p));
-      out.layer_order.push_back(module);
-    }
-    // Blocks that cost something: zero channels that stay because of them.
-    std::set<int> roots;
-    for (size_t s = 0; s < spaces_.size(); ++s) {
-      roots.insert(find(static_cast<int>(s)));
-    }
-    for (const int r : roots) {
-      Space& space = spaces_[static_cast<size_t>(r)];
-      const int64_t stuck = std::count(space.candidates.begin(), space.candidates.end(), true);
-      if (stuck == 0 || space.blocks.empty()) {
-        continue;
-      }
-      for (SpeedupBlock b : space.blocks) {
-        const auto same = std::find_if(out.blocked.begin(), out.blocked.end(),
-                                       [&b](const SpeedupBlock& seen) {
-                                         return seen.where == b.where && seen.reason == b.reason;
-                                       });
-        if (same != out.blocked.end()) {
-          same->channels += stuck;  // e.g. several outputs of the model
-          continue;
-        }
-        b.channels = stuck;
-        out.blocked.push_back(std::move(b));
-      }
-    }
-    return out;
   }
 
   const jit::Module& module_;
@@ -1429,14 +1133,11 @@ class ChannelFlow {
   std::shared_ptr<jit::Graph> graph_;
   graph_trace::ValueTensors values_;
   std::unordered_map<const jit::Value*, int64_t> axis_;  // channel axis where it is not 1
-  std::vector<Space> spaces_;
+  ChannelSpaces spaces_;
   std::unordered_map<const jit::Value*, int> space_of_value_;
   std::unordered_map<const jit::Value*, Bits> zeros_;
   std::map<std::string, LayerUse> uses_;
   std::vector<std::string> order_;
-  std::vector<FlattenLink> flattens_;
-  std::vector<CatLink> cats_;
-  std::vector<GroupBalance> balances_;
   std::map<std::string, std::string> tied_;  // module -> what else reads its tensors
 };
 

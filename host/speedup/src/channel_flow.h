@@ -2,17 +2,20 @@
 // Internal to speedup: which channels of which layers can be removed, read from the inlined
 // forward graph of a masked TorchScript model.
 //
-// Every activation tensor of rank >= 2 has a channel dimension (dim 1). Ops that keep channels
+// Every activation tensor of rank >= 2 has a channel axis: dim 1, unless an op moved it (a permute
+// to channel-last, a Linear over the last axis of [N, tokens, features]). Ops that keep channels
 // aligned (element-wise ops, pooling, BatchNorm, depthwise convolutions, adds of equal shapes)
-// put their inputs and outputs in one "channel space": removing channel c there removes it from
-// all of those tensors at once. Conv2d and Linear start a new space for their output and read
-// their input's space through their weight; flatten and channel-wise cat relate spaces by an
-// index map. For each tensor the pass knows which channels are exactly zero (a filter whose
-// weight and bias are zero, a BatchNorm with γ = β = 0, zero kept by relu, pooling, ...); a
-// channel is removable when every layer that reads the space sees zero there. BatchNorm lets a
-// zero channel through as zero (NNI's rule), although it adds β − μ·γ/√(σ²+ε); speedup reports
-// that shift. Anything the pass does not understand keeps every channel of the spaces it
-// touches, and says so.
+// put their inputs and outputs in one "channel space" (channel_spaces.h): removing channel c
+// there removes it from all of those tensors at once. Convolutions and Linear start a new space
+// for their output and read their input's space through their weight; flatten and channel-wise
+// cat relate spaces by an index map. What each op does is the op table's (lithe/host/graph/
+// op_table.h); channel_flow.cpp applies it. For each tensor the pass knows which channels are
+// exactly zero (a filter whose weight and bias are zero, a BatchNorm with γ = β = 0, zero kept by
+// relu, pooling, ...); a channel is removable when every layer that reads the space sees zero
+// there. BatchNorm lets a zero channel through as zero (NNI's rule), although it adds
+// β − μ·γ/√(σ²+ε); speedup reports that shift. Anything the pass does not understand keeps every
+// channel of the spaces it touches, and says so. channel_plan.h turns the settled spaces into
+// what each layer keeps.
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/jit/api/module.h>
