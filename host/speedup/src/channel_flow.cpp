@@ -292,7 +292,9 @@ class ChannelFlow {
       case ops::Channels::kAligned:
       case ops::Channels::kSpatial:
       case ops::Channels::kReduction:
-        handled = visit_unary(node, channels);
+      case ops::Channels::kInsertAxis:
+      case ops::Channels::kRemoveAxis:
+        handled = visit_unary(node, *ops::find_op(kind));
         break;
       case ops::Channels::kLayout:
         handled = visit_layout(node);
@@ -304,7 +306,7 @@ class ChannelFlow {
         handled = visit_item(node);
         break;
       case ops::Channels::kBroadcast:
-        handled = visit_binary(node);
+        handled = visit_binary(node, ops::find_op(kind)->zeros);
         break;
       case ops::Channels::kConcat:
         handled = visit_cat(node);
@@ -727,8 +729,10 @@ class ChannelFlow {
   // One output channel per input channel (activations, identities, pooling, reductions over
   // other axes, squeeze/unsqueeze of other axes). The channel axis of y is x's, shifted where
   // axes before it are removed or added.
-  bool visit_unary(const jit::Node* node, ops::Channels kind) {
-    bool keeps_zero = kind != ops::Channels::kAligned;
+  bool visit_unary(const jit::Node* node, const ops::OpSpec& spec) {
+    const ops::Channels kind = spec.channels;
+    bool keeps_zero = kind != ops::Channels::kAligned &&
+                      (spec.keeps_zero == nullptr || spec.keeps_zero(node));
     const jit::Value* x = node->input(0);
     const jit::Value* y = node->outputs().at(0);
     if (!channelled(x) || tensor_of(y) == nullptr) {
@@ -747,30 +751,29 @@ class ChannelFlow {
     if (kind == ops::Channels::kSpatial && ax != 1) {
       return false;  // pooling a channel-last tensor would pool over its channels
     }
-    if (in(node->kind(), {"aten::softmax", "aten::log_softmax"})) {
-      // Normalising over channels mixes them.
-      const c10::optional<c10::IValue> dim = jit::toIValue(node->input(1));
-      if (!dim || !dim->isInt() || normalized(dim->toInt(), rank_x) == ax) {
-        return false;
-      }
-    }
-    if (in(node->kind(), {"aten::hardtanh", "aten::hardtanh_"}) && node->inputs().size() >= 3) {
-      const c10::optional<c10::IValue> lo = jit::toIValue(node->input(1));
-      const c10::optional<c10::IValue> hi = jit::toIValue(node->input(2));
-      keeps_zero = lo && hi && lo->isScalar() && hi->isScalar() && lo->toScalar().toDouble() <= 0 &&
-                   hi->toScalar().toDouble() >= 0;
-    }
-    if (kind == ops::Channels::kReduction) {
-      // Over the channel axis it mixes channels; over axes before it (without keepdim) the
-      // channel axis moves down.
-      const std::optional<std::vector<int64_t>> dims = constant_ints(node->input(1));
+    // The axes the op works along (softmax's dim, a reduction's dims, the axis squeezed).
+    std::optional<std::vector<int64_t>> dims;
+    if (spec.dim_arg >= 0) {
+      dims = static_cast<size_t>(spec.dim_arg) < node->inputs().size()
+                 ? constant_ints(node->input(static_cast<size_t>(spec.dim_arg)))
+                 : std::nullopt;
       if (!dims || dims->empty()) {
         return false;
       }
-      const c10::optional<c10::IValue> keepdim =
-          node->inputs().size() > 2 ? jit::toIValue(node->input(2)) : c10::nullopt;
-      const bool keep = keepdim && keepdim->isBool() && keepdim->toBool();
-      for (const int64_t d : *dims) {
+    }
+    if (kind == ops::Channels::kAligned || kind == ops::Channels::kZeroPreserving ||
+        kind == ops::Channels::kReduction) {
+      // Along the channel axis the op mixes channels; a reduction over axes before it (without
+      // keepdim) moves the channel axis down.
+      bool keep = true;
+      if (kind == ops::Channels::kReduction) {
+        const c10::optional<c10::IValue> keepdim =
+            spec.keepdim_arg >= 0 && static_cast<size_t>(spec.keepdim_arg) < node->inputs().size()
+                ? jit::toIValue(node->input(static_cast<size_t>(spec.keepdim_arg)))
+                : c10::nullopt;
+        keep = keepdim && keepdim->isBool() && keepdim->toBool();
+      }
+      for (const int64_t d : dims.value_or(std::vector<int64_t>{})) {
         const int64_t n = normalized(d, rank_x);
         if (n == ax) {
           return false;
@@ -779,25 +782,17 @@ class ChannelFlow {
           --ay;
         }
       }
-    }
-    if (in(node->kind(), {"aten::squeeze", "aten::unsqueeze"})) {
-      const c10::optional<c10::IValue> dim =
-          node->inputs().size() > 1 ? jit::toIValue(node->input(1)) : c10::nullopt;
-      if (!dim || !dim->isInt()) {
+    } else if (kind == ops::Channels::kInsertAxis) {
+      if (normalized(dims->front(), rank_y) <= ax) {
+        ++ay;
+      }
+    } else if (kind == ops::Channels::kRemoveAxis) {
+      const int64_t d = normalized(dims->front(), rank_x);
+      if (d == ax) {
         return false;
       }
-      if (node->kind() == op("aten::unsqueeze")) {
-        if (normalized(dim->toInt(), rank_y) <= ax) {
-          ++ay;
-        }
-      } else {
-        const int64_t d = normalized(dim->toInt(), rank_x);
-        if (d == ax) {
-          return false;
-        }
-        if (d < ax && rank_y < rank_x) {
-          --ay;
-        }
+      if (d < ax && rank_y < rank_x) {
+        --ay;
       }
     }
     if (ay < 0 || ay >= rank_y || tensor_of(x)->size(ax) != tensor_of(y)->size(ay)) {
@@ -910,17 +905,13 @@ class ChannelFlow {
     return t->numel() == 1 || facing < 0 || t->size(facing) == 1;
   }
 
-  bool visit_binary(const jit::Node* node) {
+  bool visit_binary(const jit::Node* node, ops::ZeroRule rule) {
     const jit::Value* a = node->input(0);
     const jit::Value* b = node->input(1);
     const jit::Value* y = node->output();
     if (!channelled(y)) {
       return false;
     }
-    const c10::Symbol kind = node->kind();
-    const bool is_add = in(kind, {"aten::add", "aten::add_", "aten::sub", "aten::sub_"});
-    const bool is_mul = in(kind, {"aten::mul", "aten::mul_"});
-    const bool is_div = in(kind, {"aten::div", "aten::div_"});
     // y holds its channels where its spaced operands do (they must agree).
     const int64_t rank = tensor_of(y)->dim();
     const auto same_rank = [&](const jit::Value* v) {
@@ -944,13 +935,9 @@ class ChannelFlow {
       const Bits zb = zeros_or_empty(b, c);
       Bits z(static_cast<size_t>(c), false);
       for (size_t i = 0; i < z.size(); ++i) {
-        if (is_mul) {
-          z[i] = za[i] || zb[i];
-        } else if (is_div) {
-          z[i] = za[i];
-        } else {  // add, sub, maximum, minimum of two zeros
-          z[i] = za[i] && zb[i];
-        }
+        z[i] = rule == ops::ZeroRule::kEither ? za[i] || zb[i]
+               : rule == ops::ZeroRule::kFirst ? za[i]
+                                                : za[i] && zb[i];
       }
       set_zeros(y, std::move(z), s);
       return true;
@@ -962,11 +949,9 @@ class ChannelFlow {
     }
     const int s = *space_of(spaced);
     set_space(y, s);
-    // x·k and x/k keep zeros (k on the right for div); x + k does not.
-    if (is_mul || (is_div && spaced == a)) {
+    // x·k and x/k keep zeros (k on the right for div); x + k, max(x, k) do not.
+    if (rule == ops::ZeroRule::kEither || (rule == ops::ZeroRule::kFirst && spaced == a)) {
       set_zeros(y, zeros_or_empty(spaced, c), s);
-    } else if (!is_add && !is_div) {
-      // maximum / minimum with a scalar: zero only if the scalar keeps it; do not assume.
     }
     return true;
   }

@@ -1,5 +1,7 @@
 // Activations and identities in eval: one output channel per input channel. Most keep 0 at 0,
 // so a removed (all-zero) channel stays removable after them; sigmoid-like ones do not.
+#include <torch/csrc/jit/ir/constants.h>
+
 #include <cmath>
 
 #include "families.h"
@@ -100,14 +102,26 @@ void emit_softmax(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, log ? "LogSoftmax" : "Softmax", {w.input(n, 0)}, {{"axis", (dim % rank + rank) % rank}});
 }
 
+// hardtanh(x, lo, hi) keeps 0 at 0 only when 0 is inside [lo, hi] (relu6 always does).
+bool clip_keeps_zero(const jit::Node* n) {
+  if (n->inputs().size() < 3) {
+    return true;
+  }
+  const c10::optional<c10::IValue> lo = jit::toIValue(n->input(1));
+  const c10::optional<c10::IValue> hi = jit::toIValue(n->input(2));
+  return lo && hi && lo->isScalar() && hi->isScalar() && lo->toScalar().toDouble() <= 0 &&
+         hi->toScalar().toDouble() >= 0;
+}
+
 }  // namespace
 
 std::vector<OpSpec> activation_ops() {
   using C = Channels;
   return {
       {{"aten::relu", "aten::relu_"}, C::kZeroPreserving, emit_relu},
-      {{"aten::relu6", "aten::relu6_", "aten::hardtanh", "aten::hardtanh_"},
-       C::kZeroPreserving, emit_clip},
+      {{"aten::relu6", "aten::relu6_"}, C::kZeroPreserving, emit_clip},
+      {{"aten::hardtanh", "aten::hardtanh_"}, C::kZeroPreserving, emit_clip, -1, -1,
+       clip_keeps_zero},
       {{"aten::leaky_relu", "aten::leaky_relu_"}, C::kZeroPreserving, emit_leaky_relu},
       {{"aten::elu", "aten::elu_"}, C::kZeroPreserving, emit_elu},
       {{"aten::gelu"}, C::kZeroPreserving, emit_gelu},
@@ -118,7 +132,7 @@ std::vector<OpSpec> activation_ops() {
       {{"aten::hardsigmoid", "aten::hardsigmoid_"}, C::kAligned, emit_hardsigmoid},
       {{"aten::exp"}, C::kAligned, emit_exp},
       {{"aten::softplus"}, C::kAligned, emit_softplus},
-      {{"aten::softmax", "aten::log_softmax"}, C::kAligned, emit_softmax},
+      {{"aten::softmax", "aten::log_softmax"}, C::kAligned, emit_softmax, /*dim_arg=*/1},
       // Identities in eval (dropout's train flag is folded with self.training).
       {{"aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::feature_dropout_",
         "aten::alpha_dropout", "aten::dropout2d", "aten::feature_alpha_dropout", "aten::detach",

@@ -37,9 +37,12 @@ void emit_binary(OnnxWriter& w, const jit::Node* n) {
 std::vector<OpSpec> elementwise_ops() {
   using C = Channels;
   return {
-      {{"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_",
-        "aten::div", "aten::div_", "aten::maximum", "aten::minimum"},
-       C::kBroadcast, emit_binary},
+      {{"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::maximum", "aten::minimum"},
+       C::kBroadcast, emit_binary, -1, -1, nullptr, ZeroRule::kBoth},
+      {{"aten::mul", "aten::mul_"}, C::kBroadcast, emit_binary, -1, -1, nullptr,
+       ZeroRule::kEither},
+      {{"aten::div", "aten::div_"}, C::kBroadcast, emit_binary, -1, -1, nullptr,
+       ZeroRule::kFirst},
   };
 }
 

@@ -115,8 +115,9 @@ std::vector<OpSpec> pooling_ops() {
         "aten::max_pool2d_with_indices"},
        C::kSpatial, nullptr},
       {{"aten::upsample_bilinear2d", "aten::upsample_nearest2d"}, C::kSpatial, emit_resize},
-      {{"aten::mean"}, C::kReduction, emit_mean},
-      {{"aten::sum", "aten::amax"}, C::kReduction, nullptr},
+      // mean / sum / amax(x, dims, keepdim, ...)
+      {{"aten::mean"}, C::kReduction, emit_mean, /*dim_arg=*/1, /*keepdim_arg=*/2},
+      {{"aten::sum", "aten::amax"}, C::kReduction, nullptr, 1, 2},
   };
 }
 

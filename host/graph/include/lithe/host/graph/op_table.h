@@ -27,6 +27,8 @@ enum class Channels {
   kZeroPreserving,  ///< output channel c comes from input channel c only, and 0 stays 0
                     ///< (ReLU, pooling, resampling, dropout in eval)
   kAligned,         ///< output channel c from input channel c, but 0 does not stay 0 (sigmoid)
+  kInsertAxis,      ///< unsqueeze: a new axis at argument `dim_arg`; zero preserving
+  kRemoveAxis,      ///< squeeze: removes the axis at argument `dim_arg`; zero preserving
   kSpatial,         ///< per channel over the axes after dim 1, 0 stays 0 (pooling, resampling):
                     ///< the channels must be at dim 1
   kReduction,       ///< reduces the axes it is given (mean, sum, amax): per channel unless one
@@ -43,6 +45,13 @@ enum class Channels {
                     ///< features["out"]): that tensor itself, when item_value() finds it
   kLayout,          ///< permute / transpose: the channel axis moves where the permutation sends
                     ///< it (channel-last blocks: ConvNeXt, Swin, ViT)
+};
+
+/// Where an element-wise binary op's result is zero, given where its operands are.
+enum class ZeroRule {
+  kBoth,    ///< only where both are (add, sub, maximum, minimum): never with a constant
+  kEither,  ///< where either is (mul): a gate's zero or the tensor's own
+  kFirst,   ///< where the first is (div: 0 / k)
 };
 
 /// One ONNX attribute: an int, a float, an int list or a string.
@@ -96,6 +105,17 @@ struct OpSpec {
   Channels channels = Channels::kUnknown;
   /// Writes the op as ONNX; null when the export does not support it.
   void (*onnx)(OnnxWriter& writer, const torch::jit::Node* node) = nullptr;
+  /// The argument naming the axis (or axes) the op works along: along the channel axis a
+  /// kAligned op mixes channels (softmax's dim), a kReduction reduces them; for kInsertAxis /
+  /// kRemoveAxis, the axis added or removed. -1: none.
+  int dim_arg = -1;
+  /// kReduction: its keepdim argument (-1: the axes go).
+  int keepdim_arg = -1;
+  /// kZeroPreserving ops whose keeping 0 at 0 depends on their arguments (hardtanh's range);
+  /// null: always.
+  bool (*keeps_zero)(const torch::jit::Node* node) = nullptr;
+  /// kBroadcast: where the result is zero.
+  ZeroRule zeros = ZeroRule::kBoth;
 };
 
 /// The table's entry for `kind`, or null for an op it does not describe.
