@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Builds torchvision architectures as TorchScript files for the model zoo sweep (scripts/zoo.py).
 
-Each model is built with random weights from a fixed seed, put in eval mode and scripted; where
+Each model is built with random weights from a fixed seed, its BatchNorm statistics estimated on
+4 random batches (so that activations keep their scale), put in eval mode and scripted; where
 scripting fails it is traced on the sweep's input, and the manifest says so and why.
 Segmentation models return a dict: they are wrapped so that forward returns its "out" tensor.
 
 Usage: /usr/bin/python3 scripts/make_zoo_models.py OUT_DIR [--models a,b,...] [--size N]
        [--family classification|segmentation|video|all] [--list]
---list prints the names that would be built and builds nothing.
+--list prints the names that would be built (with torchvision's parameter count) and builds
+nothing.
 Writes OUT_DIR/<model>.pt and OUT_DIR/manifest.json: [{"model", "family", "file", "input_shape",
 "built": "scripted"|"traced", "note"}, ...]; a model that cannot be built at all is listed with
 "built": "failed" and the reason.
@@ -62,6 +64,35 @@ def build(name, family):
     return model.eval()
 
 
+def parameter_count(name):
+    """The parameter count torchvision records for the architecture's weights (no download), or
+    0 when it records none: the sweep runs small models first."""
+    try:
+        return list(models.get_model_weights(name))[0].meta.get("num_params", 0)
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def calibrate_batchnorm(model, shape):
+    """Random weights leave every BatchNorm at mean 0, variance 1 while its real inputs are far
+    from that, so activations shrink layer by layer (outputs near 1e-9): parity checks would
+    compare noise. Re-estimate the statistics on 4 batches of random images, as BN recalibration
+    after pruning does, so that activations keep their scale."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return model
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the batches
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn([4] + shape[1:]))
+    for m in norms:
+        m.momentum = 0.1
+    return model.eval()
+
+
 def input_shape(name, family, size):
     if family == "video":
         return [1, 3, 8, size, size]
@@ -88,7 +119,7 @@ def main():
             if wanted and name not in wanted:
                 continue
             if args.list:
-                print(name)
+                print(name, parameter_count(name))
                 continue
             shape = input_shape(name, family, args.size)
             entry = {"model": name, "family": family, "file": name + ".pt", "input_shape": shape,
@@ -96,7 +127,7 @@ def main():
             entries.append(entry)
             torch.manual_seed(0)
             try:
-                model = build(name, family)
+                model = calibrate_batchnorm(build(name, family), shape)
             except Exception as e:  # noqa: BLE001 - reported in the manifest
                 entry["note"] = "cannot build: %s" % str(e).splitlines()[0]
                 continue
