@@ -25,6 +25,10 @@ outputs are committed, rerun only to change them.
                                head that reads two features, F.interpolate (bilinear and
                                nearest) to another tensor's `shape[-2:]`, a dict result read as
                                ["out"]
+  tests/data/ops_tokens.pt     ShuffleNet's channel split (x.chunk(2, dim=1) unpacked) and shuffle
+                               (view, transpose, view), ViT's class token (expand, cat), token
+                               selection (x[:, 0], x[:, 1:]) and attention-style products
+                               (matmul, bmm, softmax)
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
 """
@@ -220,6 +224,30 @@ class Segmentation(nn.Module):
         return result["out"]
 
 
+class Tokens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1)
+        self.proj = nn.Conv2d(8, 6, 2, stride=2)
+        self.class_token = nn.Parameter(torch.randn(1, 1, 6))
+        self.qkv = nn.Linear(6, 18)
+        self.head = nn.Linear(12, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = torch.cat([x, x[:, :1]], 1)                  # 4 channels from 3
+        a, b = x.chunk(2, dim=1)
+        x = torch.cat([a, self.conv(b)], 1)
+        n, c, h, w = x.size()
+        x = x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        x = torch.cat([x, x], 1)
+        t = self.proj(x).flatten(2).transpose(1, 2)     # [N, 16, 6]
+        t = torch.cat([self.class_token.expand(n, -1, -1), t], 1)
+        q, k, v = self.qkv(t).split(6, dim=2)
+        attention = torch.softmax(torch.matmul(q, k.transpose(1, 2)) / 2.0, dim=-1)
+        t = torch.bmm(attention, v)
+        return self.head(torch.cat([t[:, 0], t[:, 1:].mean(1)], 1))
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
@@ -237,7 +265,8 @@ def main():
                                         (ChannelLast, "ops_channel_last"),
                                         (ModuleListNet, "ops_module_list"),
                                         (Video, "ops_video"),
-                                        (Segmentation, "ops_segmentation")]):
+                                        (Segmentation, "ops_segmentation"),
+                                        (Tokens, "ops_tokens")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

@@ -137,6 +137,22 @@ class Emitter : public ops::OnnxWriter {
                    attributes);
     return name;
   }
+  void emit_each(const jit::Node* source, const std::string& type,
+                 const std::vector<std::string>& inputs,
+                 const std::vector<const jit::Value*>& outputs,
+                 const std::vector<ops::OnnxAttribute>& attributes) override {
+    const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(source);
+    std::vector<std::string> names;
+    for (const jit::Value* out : outputs) {
+      names.push_back(fresh(out->debugName()));
+      names_[out] = names.back();
+    }
+    onnx::NodeProto* made = node(type, inputs, names.front(), scope ? scope->module : "model");
+    for (size_t i = 1; i < names.size(); ++i) {
+      made->add_output(names[i]);
+    }
+    set_attributes(made, attributes);
+  }
   [[noreturn]] void unsupported(const jit::Node* n, const std::string& why) const override {
     lithe::host::unsupported(n, why);
   }
@@ -490,6 +506,12 @@ class Emitter : public ops::OnnxWriter {
     // parts are the values that were packed.
     if (kind == c10::prim::TupleUnpack || kind == c10::prim::ListUnpack) {
       const jit::Node* pack = n->input(0)->node();
+      // a, b = x.chunk(2, 1): the op that made the list is written here, one output per item.
+      const ops::OpSpec* maker = ops::find_op(pack->kind());
+      if (kind == c10::prim::ListUnpack && maker != nullptr && maker->onnx_unpacked != nullptr) {
+        maker->onnx_unpacked(*this, pack, n);
+        return;
+      }
       if ((pack->kind() == c10::prim::TupleConstruct || pack->kind() == c10::prim::ListConstruct) &&
           pack->inputs().size() == n->outputs().size()) {
         for (size_t i = 0; i < n->outputs().size(); ++i) {

@@ -1,5 +1,5 @@
 // Element-wise binary ops over broadcast tensors (and scalars): a residual add, a gate's
-// multiplication (squeeze-and-excitation), layer scale.
+// multiplication (squeeze-and-excitation), layer scale; and products of two activations.
 #include "families.h"
 
 namespace lithe::host::ops {
@@ -32,6 +32,11 @@ void emit_binary(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, type, {w.input(n, 0), w.input(n, 1)});
 }
 
+// Matrix products of activations (attention scores, values): MatMul broadcasts like them.
+void emit_matmul(OnnxWriter& w, const jit::Node* n) {
+  w.emit(n, "MatMul", {w.input(n, 0), w.input(n, 1)});
+}
+
 }  // namespace
 
 std::vector<OpSpec> elementwise_ops() {
@@ -43,6 +48,8 @@ std::vector<OpSpec> elementwise_ops() {
        ZeroRule::kEither},
       {{"aten::div", "aten::div_"}, C::kBroadcast, emit_binary, -1, -1, nullptr,
        ZeroRule::kFirst},
+      // Mix channels (features) with another tensor's: channel flow keeps them.
+      {{"aten::matmul", "aten::bmm"}, C::kUnknown, emit_matmul},
   };
 }
 

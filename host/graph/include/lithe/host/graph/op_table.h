@@ -94,6 +94,12 @@ class OnnxWriter {
   virtual std::string step(const torch::jit::Node* node, const std::string& type,
                            const std::vector<std::string>& inputs,
                            const std::vector<OnnxAttribute>& attributes = {}) = 0;
+  /// Writes `type` on `inputs` with one output per value of `outputs` (the items of a list the
+  /// graph unpacks), naming each.
+  virtual void emit_each(const torch::jit::Node* node, const std::string& type,
+                         const std::vector<std::string>& inputs,
+                         const std::vector<const torch::jit::Value*>& outputs,
+                         const std::vector<OnnxAttribute>& attributes = {}) = 0;
   /// Gives up on the export: names the op, where it is, and `why`.
   [[noreturn]] virtual void unsupported(const torch::jit::Node* node,
                                         const std::string& why) const = 0;
@@ -116,6 +122,10 @@ struct OpSpec {
   bool (*keeps_zero)(const torch::jit::Node* node) = nullptr;
   /// kBroadcast: where the result is zero.
   ZeroRule zeros = ZeroRule::kBoth;
+  /// An op that makes a list of tensors (chunk, split) is written where the list is unpacked
+  /// (`a, b = x.chunk(2, 1)`): `unpack` is the prim::ListUnpack of `node`'s output.
+  void (*onnx_unpacked)(OnnxWriter& writer, const torch::jit::Node* node,
+                        const torch::jit::Node* unpack) = nullptr;
 };
 
 /// The table's entry for `kind`, or null for an op it does not describe.
