@@ -31,7 +31,11 @@ warnings.filterwarnings("ignore")
 # size larger than the sweep's default.
 FIXED_SIZE = {"vit_b_16": 224, "vit_b_32": 224, "vit_l_16": 224, "vit_l_32": 224,
               "vit_h_14": 224, "maxvit_t": 224}
-MIN_SIZE = {"inception_v3": 75}
+MIN_SIZE = {"inception_v3": 75, "s3d": 112}
+# Video models: frames per clip (S3D's temporal kernels and MViT's fixed positional tables need
+# 16; the others run on 8).
+FRAMES = {"s3d": 16, "mvit_v1_b": 16, "mvit_v2_s": 16}
+FIXED_SIZE.update({"mvit_v1_b": 224, "mvit_v2_s": 224})
 
 
 class SegmentationOut(torch.nn.Module):
@@ -95,7 +99,8 @@ def calibrate_batchnorm(model, shape):
 
 def input_shape(name, family, size):
     if family == "video":
-        return [1, 3, 8, size, size]
+        size = FIXED_SIZE.get(name, max(size, MIN_SIZE.get(name, 0)))
+        return [1, 3, FRAMES.get(name, 8), size, size]
     size = FIXED_SIZE.get(name, max(size, MIN_SIZE.get(name, 0)))
     return [1, 3, size, size]
 
