@@ -29,6 +29,9 @@ outputs are committed, rerun only to change them.
                                (view, transpose, view), ViT's class token (expand, cat), token
                                selection (x[:, 0], x[:, 1:]) and attention-style products
                                (matmul, bmm, softmax)
+  tests/data/ops_containers.pt a tensor stored into a list by index (parts[0] = y) and read back:
+                               the list's contents are not known from the graph, so y keeps its
+                               channels
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
 """
@@ -248,6 +251,19 @@ class Tokens(nn.Module):
         return self.head(torch.cat([t[:, 0], t[:, 1:].mean(1)], 1))
 
 
+class Containers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.conv1(x)
+        parts: List[Tensor] = [x]
+        parts[0] = y
+        return self.conv2(parts[0])
+
+
 def randomize_batchnorm(module):
     for m in module.modules():
         if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
@@ -266,7 +282,8 @@ def main():
                                         (ModuleListNet, "ops_module_list"),
                                         (Video, "ops_video"),
                                         (Segmentation, "ops_segmentation"),
-                                        (Tokens, "ops_tokens")]):
+                                        (Tokens, "ops_tokens"),
+                                        (Containers, "ops_containers")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

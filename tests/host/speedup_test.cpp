@@ -398,6 +398,20 @@ TEST(SpeedupTest, SegmentationFeatureDictsAndInterpolationShrink) {
   EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
 }
 
+TEST(SpeedupTest, ATensorStoredIntoAListItCannotReadKeepsItsChannels) {
+  // parts[0] = y: item_value gives up on a list written by index, so the reader keeps every
+  // channel; y, stored there, must keep them too (else conv2 would get fewer than it reads).
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_containers.pt").string());
+  NamedMasks masks;
+  masks.push_back({"conv1", zero_first({4, 3, 3, 3}, 2, true)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 6, 6}));
+  EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{4, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(*result.module, "conv2.weight"), (Shape{4, 4, 3, 3}));
+  ASSERT_FALSE(result.blocked.empty());
+  EXPECT_LT(result.max_abs_diff, 1e-5);
+}
+
 TEST(SpeedupTest, TwoDepthwiseConvolutionsOfOneClassTypeGetTheirOwnWidths) {
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/speedup_twin_dw.pt").string());

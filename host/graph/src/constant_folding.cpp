@@ -76,6 +76,7 @@ class AttributeFolder {
  public:
   AttributeFolder(const jit::Module& module, jit::Graph& graph) : graph_(graph) {
     collect_assigned(graph.block(), assigned_);
+    collect_changed(graph.block());
     objects_.emplace(graph.inputs().at(0), module._ivalue());
   }
 
@@ -93,6 +94,9 @@ class AttributeFolder {
       const std::string& name = node->s(c10::attr::name);
       if (owner == objects_.end() || !owner->second->type()->hasAttribute(name)) {
         continue;
+      }
+      if (assigned_.count(name) != 0 || changed_.count(name) != 0) {
+        continue;  // assigned or changed in place somewhere in forward: not a constant
       }
       const c10::IValue value = owner->second->getAttr(name);
       if (value.isObject()) {
@@ -151,8 +155,27 @@ class AttributeFolder {
     return folded;
   }
 
+  // Attribute names read through any GetAttr whose value the graph changes in place (append,
+  // d[k] = v): every read of such a name stays, whichever GetAttr it goes through.
+  void collect_changed(const jit::Block* block) {
+    for (const jit::Node* node : block->nodes()) {
+      for (const jit::Block* sub : node->blocks()) {
+        collect_changed(sub);
+      }
+      if (node->kind() != c10::prim::GetAttr) {
+        continue;
+      }
+      const c10::TypeKind type = node->output()->type()->kind();
+      if ((type == c10::TypeKind::ListType || type == c10::TypeKind::DictType) &&
+          written(node->output())) {
+        changed_.insert(node->s(c10::attr::name));
+      }
+    }
+  }
+
   jit::Graph& graph_;
   std::unordered_set<std::string> assigned_;
+  std::unordered_set<std::string> changed_;
   std::unordered_map<const jit::Value*, c10::intrusive_ptr<c10::ivalue::Object>> objects_;
 };
 

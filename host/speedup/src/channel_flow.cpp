@@ -229,30 +229,55 @@ class ChannelFlow {
     }
   }
 
+  static bool holds_tensors(const c10::TypePtr& type) {
+    if (type->kind() == c10::TypeKind::TensorType) {
+      return true;
+    }
+    const auto contained = type->containedTypes();
+    return std::any_of(contained.begin(), contained.end(),
+                       [](const c10::TypePtr& t) { return holds_tensors(t); });
+  }
+
   void block_value(const jit::Value* v, const std::string& where, const std::string& reason) {
+    std::unordered_set<const jit::Value*> seen;
+    block_value(v, where, reason, seen);
+  }
+
+  // A container (list, tuple, dict) keeps every tensor that went into it or into the containers
+  // it came from or was copied from: whatever made it, whatever stored into it (append, insert,
+  // d[k] = x), and the container an item of it was read from.
+  void block_value(const jit::Value* v, const std::string& where, const std::string& reason,
+                   std::unordered_set<const jit::Value*>& seen) {
+    if (!seen.insert(v).second) {
+      return;
+    }
     if (const std::optional<int> s = space_of(v)) {
       spaces_.block(*s, where, reason);
     }
-    // A list or tuple of tensors: block what went into it, appended items included.
+    const c10::TypeKind type = v->type()->kind();
+    if (type == c10::TypeKind::TensorType) {
+      return;
+    }
+    if (!holds_tensors(v->type())) {
+      return;  // an int list (a shape) or another value without tensors
+    }
     const jit::Node* maker = v->node();
-    if (maker->kind() == c10::prim::ListConstruct || maker->kind() == c10::prim::TupleConstruct) {
+    if (maker->kind() != c10::prim::GetAttr && maker->kind() != c10::prim::Param) {
       for (const jit::Value* part : maker->inputs()) {
-        block_value(part, where, reason);
-      }
-      for (const jit::Use& use : v->uses()) {
-        if (use.user->kind() == op("aten::append") && use.offset == 0) {
-          block_value(use.user->input(1), where, reason);
-        }
+        block_value(part, where, reason, seen);
       }
     }
-    // A dict of tensors: its values, stored ones included.
-    if (maker->kind() == c10::prim::DictConstruct || maker->kind() == op("aten::dict")) {
-      for (size_t i = 1; i < maker->inputs().size(); i += 2) {
-        block_value(maker->input(i), where, reason);
+    for (const jit::Use& use : v->uses()) {
+      const c10::FunctionSchema* schema = use.user->maybeSchema();
+      const bool writes = schema != nullptr && use.offset < schema->arguments().size() &&
+                          schema->arguments()[use.offset].alias_info() != nullptr &&
+                          schema->arguments()[use.offset].alias_info()->isWrite();
+      if (!writes) {
+        continue;
       }
-      for (const jit::Use& use : v->uses()) {
-        if (use.user->kind() == op("aten::_set_item") && use.offset == 0) {
-          block_value(use.user->input(2), where, reason);
+      for (const jit::Value* stored : use.user->inputs()) {
+        if (stored != v) {
+          block_value(stored, where, reason, seen);
         }
       }
     }
@@ -272,10 +297,21 @@ class ChannelFlow {
     if (kind == c10::prim::Constant || kind == c10::prim::GetAttr ||
         kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct ||
         kind == c10::prim::DictConstruct || kind == c10::prim::RaiseException ||
-        kind == op("prim::unchecked_cast") ||
         ((channels == ops::Channels::kNone || channels == ops::Channels::kItem) &&
          !tensor_result)) {
       return;  // containers are handled by their readers; the rest does not touch activations
+    }
+    // An Optional[Tensor] refined to a Tensor is the same tensor.
+    if (kind == op("prim::unchecked_cast") && tensor_result && channelled(node->input(0))) {
+      const jit::Value* x = node->input(0);
+      set_axis(node->output(), axis_of(x));
+      const int s = *space_of(x);
+      set_space(node->output(), s);
+      set_zeros(node->output(), zeros_or_empty(x, this->channels(x)), s);
+      return;
+    }
+    if (kind == op("prim::unchecked_cast") && !tensor_result) {
+      return;
     }
     bool handled = false;
     switch (channels) {
@@ -348,6 +384,17 @@ class ChannelFlow {
     for (const jit::Node* maker = written->node(); view_like(maker->kind());
          maker = maker->input(0)->node()) {
       zeros_.erase(maker->input(0));
+    }
+    // And in every other value sharing the written storage (views made from it, items read back
+    // from a list): the run's tensors say which alias it.
+    const at::Tensor* storage = tensor_of(written);
+    if (storage != nullptr) {
+      for (auto it = zeros_.begin(); it != zeros_.end();) {
+        const at::Tensor* t = tensor_of(it->first);
+        const bool stale = it->first != written && it->first != node->output(0) && t != nullptr &&
+                           t->is_alias_of(*storage);
+        it = stale ? zeros_.erase(it) : std::next(it);
+      }
     }
   }
 
@@ -503,7 +550,7 @@ class ChannelFlow {
   Bits zero_bias(const std::string& module, int64_t count) const {
     Bits z(static_cast<size_t>(count), true);
     const at::Tensor bias = attribute(module, "bias");
-    if (bias.defined() && bias.numel() == count) {
+    if (bias.defined() && bias.dim() == 1 && bias.numel() == count) {
       const at::Tensor zero = bias.detach().eq(0).cpu();
       const auto acc = zero.accessor<bool, 1>();
       for (int64_t i = 0; i < count; ++i) {
@@ -523,6 +570,9 @@ class ChannelFlow {
     }
     const at::Tensor any_kept = m->weight.reshape({count, -1}).ne(0).any(1).cpu();
     const at::Tensor bias = attribute(module, "bias");
+    if (bias.defined() && (bias.dim() != 1 || bias.numel() != count)) {
+      return z;  // not one bias per filter: no filter is known to be zero
+    }
     const at::Tensor bias_zero =
         bias.defined() ? bias.detach().eq(0).cpu() : at::ones({count}, at::kBool);
     const auto kept = any_kept.accessor<bool, 1>();
@@ -795,7 +845,8 @@ class ChannelFlow {
         --ay;
       }
     }
-    if (ay < 0 || ay >= rank_y || tensor_of(x)->size(ax) != tensor_of(y)->size(ay)) {
+    // A result of rank < 2 has no channel axis a later reader would keep: not followed.
+    if (rank_y < 2 || ay < 0 || ay >= rank_y || tensor_of(x)->size(ax) != tensor_of(y)->size(ay)) {
       return false;
     }
     set_axis(y, ay);
@@ -947,6 +998,11 @@ class ChannelFlow {
     if (spaced == nullptr || !broadcasts_over_channels(other, rank, axis)) {
       return false;
     }
+    // The other operand broadcasts over the channels; any channels it has itself face another
+    // axis of y, so they stay.
+    if (other->type()->kind() == c10::TypeKind::TensorType) {
+      block_value(other, describe(node), "it is broadcast against another tensor's channels");
+    }
     const int s = *space_of(spaced);
     set_space(y, s);
     // x·k and x/k keep zeros (k on the right for div); x + k, max(x, k) do not.
@@ -1042,14 +1098,13 @@ class ChannelFlow {
             static_cast<int64_t>(shape->inputs().size()) > ax) {
           size = jit::toIValue(shape->input(static_cast<size_t>(ax)));
         }
-        const bool constant_size = (size && size->isInt() && size->toInt() != -1) ||
-                                   (shape->kind() != c10::prim::ListConstruct &&
-                                    jit::toIValue(node->input(1)).has_value());
-        if (constant_size) {
+        // Only -1 there follows a new count; a constant or a size read elsewhere would not.
+        const bool follows = size && size->isInt() && size->toInt() == -1;
+        if (!follows) {
           const std::string where = describe(node);
-          block_value(x, where, "its target shape has a constant size at the channel axis (" +
+          block_value(x, where, "its target shape does not give -1 at the channel axis (" +
                                     std::to_string(ax) + ")");
-          block_value(y, where, "its target shape is a constant");
+          block_value(y, where, "its target shape is fixed");
           return true;
         }
       }

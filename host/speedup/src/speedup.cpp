@@ -162,7 +162,13 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
     apply_compression_results(*adapter, masks, masks_source);
   }
   masked.eval();
-  const ChannelPlan plan = speedup_detail::plan_channels(masked, masks, example_input);
+  ChannelPlan plan;
+  try {
+    plan = speedup_detail::plan_channels(masked, masks, example_input);
+  } catch (const c10::Error& e) {
+    throw sdk::Error(sdk::Errc::kUnsupported, std::string("cannot plan the smaller model: ") +
+                                                  e.what_without_backtrace());
+  }
 
   std::set<std::string> changing;
   for (const auto& [name, layer] : plan.layers) {
