@@ -15,7 +15,7 @@ Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval
             quantized layer's output grid (reported; within QDQ_STEPS is not yet required)
   onnx      lithe export-onnx (opset 17) of the dense model, run in ONNX Runtime
             (onnxruntime-node from scripts/setup-ort.sh) against torch.jit.load's output on one
-            random input: |ort - torch| <= 1e-4·max|torch| + 1e-4·|torch|
+            random input: |ort - torch| <= 1e-4·max|torch| + 1e-3·|torch|
 A stage that fails records its first error line; the sweep goes on with the next stage/model.
 
 Usage:
@@ -39,6 +39,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARITY = 1e-4  # max |smaller - masked| relative to the output's largest value
+# Float ONNX against TorchScript: ORT fuses and sums in other orders; over 100+ layers float32
+# drifts by a few 1e-4 of the output (PyTorch's own exporter checks with rtol 1e-3), so the bar
+# is |ort - torch| <= ORT_ABS·max|torch| + ORT_REL·|torch|.
+ORT_ABS = 1e-4
+ORT_REL = 1e-3
 # QDQ in ONNX Runtime against the fake-quantized TorchScript model: both round the same values,
 # but in different float orders, so a value on a rounding boundary may land one step apart at
 # some layer and the difference propagates. A wrong scale, zero point or a missing QDQ pair is
@@ -98,8 +103,8 @@ def ort_parity(work, name, model_path, onnx_path, shape, ort_dir, absolute=None,
     env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
     done = subprocess.run(["node", os.path.join(ROOT, "tests/host/onnx_runtime_run.js"),
                            onnx_path, x_file, ",".join(map(str, shape)), y_file,
-                           "%.9g" % (PARITY * scale if absolute is None else absolute),
-                           "%.9g" % (PARITY if relative is None else relative)],
+                           "%.9g" % (ORT_ABS * scale if absolute is None else absolute),
+                           "%.9g" % (ORT_REL if relative is None else relative)],
                           capture_output=True, text=True, env=env)
     return done.returncode == 0, (done.stdout + done.stderr).strip().splitlines()[-1][:300]
 
