@@ -15,7 +15,8 @@ Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval
             quantized layer's output grid (reported; within QDQ_STEPS is not yet required)
   onnx      lithe export-onnx (opset 17) of the dense model, run in ONNX Runtime
             (onnxruntime-node from scripts/setup-ort.sh) against torch.jit.load's output on one
-            random input: |ort - torch| <= 1e-4·max|torch| + 1e-3·|torch|
+            random input: |ort - torch| <= max(1e-4·max|torch|, 2·float32's own error against
+            float64 on that input) + 1e-3·|torch|
 A stage that fails records its first error line; the sweep goes on with the next stage/model.
 
 Usage:
@@ -41,7 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARITY = 1e-4  # max |smaller - masked| relative to the output's largest value
 # Float ONNX against TorchScript: ORT fuses and sums in other orders; over 100+ layers float32
 # drifts by a few 1e-4 of the output (PyTorch's own exporter checks with rtol 1e-3), so the bar
-# is |ort - torch| <= ORT_ABS·max|torch| + ORT_REL·|torch|.
+# is |ort - torch| <= max(ORT_ABS·max|torch|, 2·|torch32 - torch64|) + ORT_REL·|torch|: never
+# tighter than twice float32's own error on that model and input.
 ORT_ABS = 1e-4
 ORT_REL = 1e-3
 # QDQ in ONNX Runtime against the fake-quantized TorchScript model: both round the same values,
@@ -91,10 +93,24 @@ def ort_parity(work, name, model_path, onnx_path, shape, ort_dir, absolute=None,
     import torch
     torch.manual_seed(11)
     x = torch.randn(shape)
+    def first_tensor(y):  # the first tensor of a tuple or dict (ONNX's first output)
+        while not isinstance(y, torch.Tensor):
+            y = next(v for v in (y.values() if isinstance(y, dict) else y) if v is not None)
+        return y
+
+    module = torch.jit.load(model_path).eval()
     with torch.no_grad():
-        y = torch.jit.load(model_path).eval()(x)
-    while not isinstance(y, torch.Tensor):  # the first tensor of a tuple (ONNX's first output)
-        y = next(v for v in (y.values() if isinstance(y, dict) else y) if v is not None)
+        y = first_tensor(module(x))
+    # float32's own error on this model: the same forward in float64. Deep random nets drift by
+    # ~1e-3 of their output in float32 alone (ResNet-152), which no exporter can beat.
+    drift = 0.0
+    if absolute is None:
+        try:
+            with torch.no_grad():
+                y64 = first_tensor(module.double()(x.double()))
+            drift = float((y.double() - y64).abs().max())
+        except Exception:  # noqa: BLE001 - a model that cannot run in float64 keeps the bar
+            drift = 0.0
     x_file = os.path.join(work, name + ".input.bin")
     y_file = os.path.join(work, name + ".expected.bin")
     x.numpy().astype("float32").tofile(x_file)
@@ -103,7 +119,8 @@ def ort_parity(work, name, model_path, onnx_path, shape, ort_dir, absolute=None,
     env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
     done = subprocess.run(["node", os.path.join(ROOT, "tests/host/onnx_runtime_run.js"),
                            onnx_path, x_file, ",".join(map(str, shape)), y_file,
-                           "%.9g" % (ORT_ABS * scale if absolute is None else absolute),
+                           "%.9g" % (max(ORT_ABS * scale, 2 * drift) if absolute is None
+                                     else absolute),
                            "%.9g" % (ORT_REL if relative is None else relative)],
                           capture_output=True, text=True, env=env)
     return done.returncode == 0, (done.stdout + done.stderr).strip().splitlines()[-1][:300]
