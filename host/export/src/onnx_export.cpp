@@ -421,28 +421,11 @@ class Emitter : public ops::OnnxWriter {
   }
 
   std::vector<int64_t> ints(const jit::Node* node, size_t index) const override {
-    const c10::optional<c10::IValue> value = jit::toIValue(node->input(index));
-    if (value && value->isIntList()) {
-      return value->toIntVector();
+    std::optional<std::vector<int64_t>> value = ops::constant_ints(node->input(index));
+    if (!value) {
+      unsupported(node, "argument " + std::to_string(index) + " is not a constant int list");
     }
-    if (value && value->isInt()) {
-      return {value->toInt()};
-    }
-    const jit::Node* list = node->input(index)->node();
-    if (list->kind() == c10::prim::ListConstruct) {
-      std::vector<int64_t> out;
-      for (const jit::Value* item : list->inputs()) {
-        const c10::optional<c10::IValue> c = jit::toIValue(item);
-        if (!c || !c->isInt()) {
-          break;
-        }
-        out.push_back(c->toInt());
-      }
-      if (out.size() == list->inputs().size()) {
-        return out;
-      }
-    }
-    unsupported(node, "argument " + std::to_string(index) + " is not a constant int list");
+    return std::move(*value);
   }
 
   c10::IValue constant(const jit::Node* node, size_t index) const override {

@@ -48,31 +48,7 @@ ops::Channels channels_of(c10::Symbol kind) {
 
 bool shape_query(c10::Symbol kind) { return channels_of(kind) == ops::Channels::kShapeQuery; }
 
-// An int list known before running: a constant, or a list built from constants ((2, 3)).
-std::optional<std::vector<int64_t>> constant_ints(const jit::Value* value) {
-  if (const c10::optional<c10::IValue> constant = jit::toIValue(value)) {
-    if (constant->isIntList()) {
-      return constant->toIntVector();
-    }
-    if (constant->isInt()) {
-      return std::vector<int64_t>{constant->toInt()};
-    }
-    return std::nullopt;
-  }
-  const jit::Node* list = value->node();
-  if (list->kind() != c10::prim::ListConstruct) {
-    return std::nullopt;
-  }
-  std::vector<int64_t> out;
-  for (const jit::Value* item : list->inputs()) {
-    const c10::optional<c10::IValue> constant = jit::toIValue(item);
-    if (!constant || !constant->isInt()) {
-      return std::nullopt;
-    }
-    out.push_back(constant->toInt());
-  }
-  return out;
-}
+using ops::constant_ints;
 
 std::string describe(const jit::Node* node) {
   std::string where;
@@ -188,7 +164,7 @@ class ChannelFlow {
 
   int64_t channels(const jit::Value* v) const { return tensor_of(v)->size(axis_of(v)); }
 
-  static int64_t normalized(int64_t d, int64_t rank) { return (d % rank + rank) % rank; }
+  static int64_t normalized(int64_t d, int64_t rank) { return ops::normalized_axis(d, rank); }
 
   // The space of a tensor value; a value no known op made gets a blocked space of its own.
   std::optional<int> space_of(const jit::Value* v) {
@@ -286,7 +262,8 @@ class ChannelFlow {
   // ---- the walk -------------------------------------------------------------------------------
   void visit(jit::Node* node) {
     const c10::Symbol kind = node->kind();
-    const ops::Channels channels = channels_of(kind);
+    const ops::OpSpec* spec = ops::find_op(kind);
+    const ops::Channels channels = spec == nullptr ? ops::Channels::kUnknown : spec->channels;
     if (channels == ops::Channels::kShapeQuery) {
       visit_shape_query(node);
       return;
@@ -330,7 +307,7 @@ class ChannelFlow {
       case ops::Channels::kReduction:
       case ops::Channels::kInsertAxis:
       case ops::Channels::kRemoveAxis:
-        handled = visit_unary(node, *ops::find_op(kind));
+        handled = visit_unary(node, *spec);
         break;
       case ops::Channels::kLayout:
         handled = visit_layout(node);
@@ -342,7 +319,7 @@ class ChannelFlow {
         handled = visit_item(node);
         break;
       case ops::Channels::kBroadcast:
-        handled = visit_binary(node, ops::find_op(kind)->zeros);
+        handled = visit_binary(node, spec->zeros);
         break;
       case ops::Channels::kConcat:
         handled = visit_cat(node);
@@ -909,28 +886,13 @@ class ChannelFlow {
       return false;
     }
     const int64_t rank = tensor_of(x)->dim();
-    std::vector<int64_t> perm;
-    if (node->kind() == op("aten::permute")) {
-      const std::optional<std::vector<int64_t>> dims = constant_ints(node->input(1));
-      if (!dims || static_cast<int64_t>(dims->size()) != rank) {
-        return false;
-      }
-      perm = *dims;
-    } else {
-      const c10::optional<c10::IValue> a = jit::toIValue(node->input(1));
-      const c10::optional<c10::IValue> b = jit::toIValue(node->input(2));
-      if (!a || !b || !a->isInt() || !b->isInt()) {
-        return false;
-      }
-      for (int64_t d = 0; d < rank; ++d) {
-        perm.push_back(d);
-      }
-      std::swap(perm[static_cast<size_t>(normalized(a->toInt(), rank))],
-                perm[static_cast<size_t>(normalized(b->toInt(), rank))]);
+    const std::optional<std::vector<int64_t>> perm = ops::layout_permutation(node, rank);
+    if (!perm) {
+      return false;
     }
     const int64_t ax = axis_of(x);
     for (int64_t k = 0; k < rank; ++k) {
-      if (normalized(perm[static_cast<size_t>(k)], rank) == ax) {
+      if ((*perm)[static_cast<size_t>(k)] == ax) {
         set_axis(y, k);
         const int s = *space_of(x);
         set_space(y, s);

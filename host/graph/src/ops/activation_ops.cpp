@@ -99,7 +99,7 @@ void emit_softmax(OnnxWriter& w, const jit::Node* n) {
   const int64_t rank = w.tensor(n->input(0)).dim();
   const int64_t dim = w.constant(n, 1).toInt();
   const bool log = n->kind() == c10::Symbol::fromQualString("aten::log_softmax");
-  w.emit(n, log ? "LogSoftmax" : "Softmax", {w.input(n, 0)}, {{"axis", (dim % rank + rank) % rank}});
+  w.emit(n, log ? "LogSoftmax" : "Softmax", {w.input(n, 0)}, {{"axis", normalized_axis(dim, rank)}});
 }
 
 // hardtanh(x, lo, hi) keeps 0 at 0 only when 0 is inside [lo, hi] (relu6 always does).

@@ -18,7 +18,7 @@ void emit_cat(OnnxWriter& w, const jit::Node* n) {
     inputs.push_back(w.value(part, n));
   }
   const int64_t rank = w.tensor(n->output()).dim();
-  w.emit(n, "Concat", inputs, {{"axis", (w.constant(n, 1).toInt() % rank + rank) % rank}});
+  w.emit(n, "Concat", inputs, {{"axis", normalized_axis(w.constant(n, 1).toInt(), rank)}});
 }
 
 }  // namespace

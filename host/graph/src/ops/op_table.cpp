@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <utility>
 
 #include "families.h"
 #include "lithe/sdk/error.h"
@@ -73,6 +74,58 @@ std::optional<std::vector<const torch::jit::Value*>> list_items(const torch::jit
     items.push_back(node->input(1));
   }
   return items;
+}
+
+std::optional<std::vector<int64_t>> constant_ints(const torch::jit::Value* value) {
+  if (const c10::optional<c10::IValue> constant = torch::jit::toIValue(value)) {
+    if (constant->isIntList()) {
+      return constant->toIntVector();
+    }
+    if (constant->isInt()) {
+      return std::vector<int64_t>{constant->toInt()};
+    }
+    return std::nullopt;
+  }
+  const torch::jit::Node* list = value->node();
+  if (list->kind() != c10::prim::ListConstruct) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  for (const torch::jit::Value* item : list->inputs()) {
+    const c10::optional<c10::IValue> constant = torch::jit::toIValue(item);
+    if (!constant || !constant->isInt()) {
+      return std::nullopt;
+    }
+    out.push_back(constant->toInt());
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> layout_permutation(const torch::jit::Node* node, int64_t rank) {
+  static const c10::Symbol permute = c10::Symbol::fromQualString("aten::permute");
+  std::vector<int64_t> perm;
+  if (node->kind() == permute) {
+    std::optional<std::vector<int64_t>> dims = constant_ints(node->input(1));
+    if (!dims || static_cast<int64_t>(dims->size()) != rank) {
+      return std::nullopt;
+    }
+    perm = std::move(*dims);
+    for (int64_t& d : perm) {
+      d = normalized_axis(d, rank);
+    }
+    return perm;
+  }
+  const c10::optional<c10::IValue> a = torch::jit::toIValue(node->input(1));
+  const c10::optional<c10::IValue> b = torch::jit::toIValue(node->input(2));
+  if (!a || !b || !a->isInt() || !b->isInt()) {
+    return std::nullopt;
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    perm.push_back(d);
+  }
+  std::swap(perm[static_cast<size_t>(normalized_axis(a->toInt(), rank))],
+            perm[static_cast<size_t>(normalized_axis(b->toInt(), rank))]);
+  return perm;
 }
 
 const torch::jit::Value* item_value(const torch::jit::Node* getitem) {

@@ -19,31 +19,19 @@ void emit_reshape(OnnxWriter& w, const jit::Node* n) {
          {w.input(n, 0), w.initializer("shape", at::tensor(y.sizes().vec(), at::kLong))});
 }
 
-void emit_permute(OnnxWriter& w, const jit::Node* n) {
-  const int64_t rank = w.tensor(n->input(0)).dim();
-  std::vector<int64_t> perm = w.ints(n, 1);
-  for (int64_t& d : perm) {
-    d = (d % rank + rank) % rank;
+// aten::permute and aten::transpose: one Transpose with the permutation they apply.
+void emit_layout(OnnxWriter& w, const jit::Node* n) {
+  const std::optional<std::vector<int64_t>> perm =
+      layout_permutation(n, w.tensor(n->input(0)).dim());
+  if (!perm) {
+    w.unsupported(n, "its axes are not constants");
   }
-  w.emit(n, "Transpose", {w.input(n, 0)}, {{"perm", perm}});
-}
-
-// aten::transpose(x, a, b): a permutation that swaps two axes.
-void emit_transpose(OnnxWriter& w, const jit::Node* n) {
-  const int64_t rank = w.tensor(n->input(0)).dim();
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < rank; ++d) {
-    perm.push_back(d);
-  }
-  const int64_t a = (w.constant(n, 1).toInt() % rank + rank) % rank;
-  const int64_t b = (w.constant(n, 2).toInt() % rank + rank) % rank;
-  std::swap(perm[a], perm[b]);
-  w.emit(n, "Transpose", {w.input(n, 0)}, {{"perm", perm}});
+  w.emit(n, "Transpose", {w.input(n, 0)}, {{"perm", *perm}});
 }
 
 int64_t axis(OnnxWriter& w, const jit::Node* n, size_t index) {
   const int64_t rank = w.tensor(n->input(0)).dim();
-  return (w.constant(n, index).toInt() % rank + rank) % rank;
+  return normalized_axis(w.constant(n, index).toInt(), rank);
 }
 
 // aten::expand(x, size, implicit): to the output's static shape.
@@ -99,8 +87,7 @@ std::vector<OpSpec> shape_ops() {
   using C = Channels;
   return {
       {{"aten::flatten", "aten::view", "aten::reshape"}, C::kReshape, emit_reshape},
-      {{"aten::permute"}, C::kLayout, emit_permute},
-      {{"aten::transpose"}, C::kLayout, emit_transpose},
+      {{"aten::permute", "aten::transpose"}, C::kLayout, emit_layout},
       {{"aten::expand"}, C::kUnknown, emit_expand},
       {{"aten::select"}, C::kUnknown, emit_select},
       {{"aten::slice"}, C::kUnknown, emit_slice},

@@ -128,6 +128,17 @@ struct OpSpec {
                         const torch::jit::Node* unpack) = nullptr;
 };
 
+/// `d` as an axis of a rank-`rank` tensor (a negative one counts from the end).
+inline int64_t normalized_axis(int64_t d, int64_t rank) { return (d % rank + rank) % rank; }
+
+/// An int list known before running: a constant int or int list, or a list literal of int
+/// constants ((2, 3)); nullopt otherwise.
+std::optional<std::vector<int64_t>> constant_ints(const torch::jit::Value* value);
+
+/// The axis permutation (normalized) that aten::permute or aten::transpose applies to a
+/// rank-`rank` input; nullopt when its arguments are not constants.
+std::optional<std::vector<int64_t>> layout_permutation(const torch::jit::Node* node, int64_t rank);
+
 /// The table's entry for `kind`, or null for an op it does not describe.
 const OpSpec* find_op(c10::Symbol kind);
 
