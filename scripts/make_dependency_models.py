@@ -126,6 +126,33 @@ class GroupNet(nn.Module):
         return a, b, self.up(d)                 # dw <- max(12, 3) = 12
 
 
+class LayerTypesNet(nn.Module):
+    """Conv1d, Conv3d and Linear end the walk like Conv2d, and each gets a set (NNI v2.0 lists
+    Conv2d sets only and walks through Conv1d/Conv3d as if they kept channels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(4, 8, 3, padding=1)
+        self.c1b = nn.Conv1d(8, 8, 1)
+        self.c1c = nn.Conv1d(4, 8, 1)
+        self.dw1 = nn.Conv1d(8, 8, 3, padding=1, groups=8)
+        self.embed = nn.Linear(8, 16)
+        self.norm = nn.LayerNorm(16)
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 16)
+        self.v1 = nn.Conv3d(2, 6, 1)
+        self.v2 = nn.Conv3d(6, 6, 1)
+        self.unused = nn.Linear(3, 3)
+
+    def forward(self, s: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
+        y = self.c1b(self.c1(s)) + self.c1c(s)   # {c1b, c1c}: c1 is behind c1b, not coupled
+        y = self.dw1(y)                           # c1b, c1c <- groups 8
+        h = self.embed(y.transpose(1, 2))         # tokens [N, L, 16]
+        h = h + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(h))))  # {embed, fc2}
+        u = self.v1(v)
+        return h, self.v2(u) + u                  # {v1, v2}
+
+
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     x = torch.randn(1, 4, 8, 8)
@@ -137,6 +164,10 @@ def main() -> None:
         scripted = torch.jit.script(model)
         scripted(inp)  # the model must run: its structure is what the test relies on
         save(scripted, name)
+    torch.manual_seed(0)
+    layers = torch.jit.script(LayerTypesNet().eval())
+    layers(torch.randn(1, 4, 6), torch.randn(1, 2, 3, 4, 4))
+    save(layers, "dep_layer_types")
     # A traced model: layers run as aten::_convolution (groups at input 8), no control flow.
     torch.manual_seed(0)
     save(torch.jit.trace(AddNet().eval(), x), "dep_add_traced")

@@ -128,7 +128,7 @@ def main():
                 continue
             shape = input_shape(name, family, args.size)
             entry = {"model": name, "family": family, "file": name + ".pt", "input_shape": shape,
-                     "built": "failed", "note": ""}
+                     "built": "failed", "note": "", "classifier": None}
             entries.append(entry)
             torch.manual_seed(0)
             try:
@@ -136,6 +136,10 @@ def main():
             except Exception as e:  # noqa: BLE001 - reported in the manifest
                 entry["note"] = "cannot build: %s" % str(e).splitlines()[0]
                 continue
+            # The last Linear is the classifier: its outputs are the classes, which no filter
+            # pruning should remove (the sweep excludes it, as NNI users do).
+            linears = [n for n, m in model.named_modules() if type(m) is torch.nn.Linear]
+            entry["classifier"] = linears[-1] if linears else None
             path = os.path.join(args.out, entry["file"])
             try:
                 torch.jit.script(model).save(path)

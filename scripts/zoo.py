@@ -5,7 +5,8 @@ Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval
   inspect   lithe inspect
   flops     lithe flops (NNI's default counter): parameters and FLOPs of the dense model
   level     lithe compress with level 0.5 on the default op types
-  l1+speedup lithe compress with l1_filter 0.5 on every Conv2d, dependency_aware, then
+  l1+speedup lithe compress with l1_filter 0.5 on every Conv1d/2d/3d and Linear but the
+            classifier (the last Linear), dependency_aware, then
             lithe speedup: parameters and FLOPs after, the measured latency ratio (median of
             alternating forwards in one process), max |smaller - masked| relative to the output,
             and every place a channel was kept with the op and the reason
@@ -77,6 +78,10 @@ class Runner:
         if done.returncode != 0:
             return False, first_error(done.stderr + done.stdout)
         return True, done.stdout
+
+
+# What l1_filter prunes in the sweep: every layer filter pruning takes, but the classifier.
+FILTER_TYPES = ["Conv1d", "Conv2d", "Conv3d", "Linear"]
 
 
 def write_config(path, algorithm, options, config_list):
@@ -185,9 +190,13 @@ def sweep_model(entry, args, runner, work):
 
     masked = os.path.join(work, name + ".masked.pt")
     masks = os.path.join(work, name + ".masks.pth")
-    ok, out = runner.lithe_run("compress", "--model", model, "--config",
-                               os.path.join(work, "l1_filter.json"), "--output", masked,
-                               "--masks", masks)
+    l1_cfg = os.path.join(work, name + ".l1_filter.json")
+    config_list = [{"sparsity": 0.5, "op_types": FILTER_TYPES}]
+    if entry.get("classifier"):
+        config_list.append({"exclude": True, "op_names": [entry["classifier"]]})
+    write_config(l1_cfg, "l1_filter", {"dependency_aware": True}, config_list)
+    ok, out = runner.lithe_run("compress", "--model", model, "--config", l1_cfg, "--output",
+                               masked, "--masks", masks)
     stages["l1_filter"] = {"ok": ok, "error": None if ok else out}
     if ok:
         report_file = os.path.join(work, name + ".speedup.json")
@@ -380,8 +389,6 @@ def main():
     write_config(os.path.join(args.work, "qat.json"), "qat", {},
                  [{"quant_types": ["weight", "output"], "quant_bits": 8,
                    "op_types": ["Conv2d", "Linear"]}])
-    write_config(os.path.join(args.work, "l1_filter.json"), "l1_filter",
-                 {"dependency_aware": True}, [{"sparsity": 0.5, "op_types": ["Conv2d"]}])
     runner = Runner(args.lithe, args.threads, args.timeout)
     rows = []
     if (args.resume or args.render) and args.json and os.path.exists(args.json):

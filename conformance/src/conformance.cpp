@@ -12,11 +12,57 @@
 #include "lithe/host/model/apply_compression_results.h"
 #include "lithe/host/io/mask_file.h"
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/pruner.h"
 
 namespace lithe::host {
 namespace {
 
 using namespace conformance_detail;  // NOLINT(google-build-using-namespace): internal helpers
+
+// Departure 6: Lithe's filter pruners (L1/L2, FPGM, TaylorFO) also prune Conv1d, Conv3d and
+// Linear, whose filters are weight rows (NNI 2.5's L1NormPruner prunes Linear too); NNI v2.0's
+// schema accepts op_types ["Conv2d"] only. Lithe's rule is checked instead: every selected layer
+// is one of those types and prunes exactly int(F * sparsity) whole filters.
+Verdict replay_accepted_filter_types(const CaseContext& c, const PruningSession& session,
+                                     const std::string& nni_message) {
+  static const std::vector<std::string> extra{"Conv1d", "Conv3d", "Linear"};
+  bool filter_types = false;
+  for (const json& entry : c.config.at("config_list")) {
+    if (!entry.is_object() || !entry.contains("op_types") || !entry.contains("sparsity")) {
+      continue;
+    }
+    for (const json& type : entry.at("op_types")) {
+      filter_types = filter_types || (type.is_string() &&
+                                      std::find(extra.begin(), extra.end(),
+                                                type.get<std::string>()) != extra.end());
+    }
+  }
+  const std::string nni_class = c.config.value("algorithm", "");
+  if (!filter_types || nni_class.find("Filter") == std::string::npos) {
+    fail("NNI rejects this config (" + nni_message.substr(0, 120) + ") but Lithe accepted it");
+  }
+  const double sparsity = c.config.at("config_list").at(0).at("sparsity").get<double>();
+  int checked = 0;
+  for (const auto& [name, masks] : session.masks()) {
+    const at::Tensor rows = masks.weight.reshape({masks.weight.size(0), -1});
+    const int64_t filters = rows.size(0);
+    const int64_t pruned = rows.eq(0).all(1).sum().item<int64_t>();
+    const int64_t zeros = rows.eq(0).sum().item<int64_t>();
+    if (pruned != sdk::prune_count(filters, sparsity) || zeros != pruned * rows.size(1)) {
+      fail("layer '" + name + "': " + std::to_string(pruned) + " of " +
+           std::to_string(filters) + " filters pruned (and " + std::to_string(zeros) +
+           " zero weights), want exactly int(F * sparsity) whole filters");
+    }
+    ++checked;
+  }
+  if (checked == 0) {
+    fail("Lithe accepted the config but pruned no layer");
+  }
+  return {Outcome::kDeviation,
+          "departure 6: NNI v2.0 prunes Conv2d filters only; Lithe also prunes Linear/Conv1d/"
+          "Conv3d filters (" + std::to_string(checked) +
+              " layers, each exactly int(F * sparsity) whole filters)"};
+}
 
 Verdict replay_expected_error(const CaseContext& c, const PluginRegistry& registry,
                               const std::string& algorithm) {
@@ -41,7 +87,7 @@ Verdict replay_expected_error(const CaseContext& c, const PluginRegistry& regist
     has_exclude = has_exclude || (entry.is_object() && entry.contains("exclude"));
   }
   if (!has_exclude) {
-    fail("NNI rejects this config (" + nni_message.substr(0, 120) + ") but Lithe accepted it");
+    return replay_accepted_filter_types(c, *session, nni_message);
   }
   const ResolvedConfig resolved =
       resolve_config_list(c.config.at("config_list").dump(), "/config_list", *model);

@@ -1,6 +1,7 @@
-// L1/L2 filter pruning of Conv2d layers (NNI v2.0 L1FilterPruner / L2FilterPruner, reference
-// §2.0, §2.3, §2.8). This plugin is only the criterion: filter i is scored by the norm of its
-// raw current weight W[i] (NNI ignores the current mask here). The SDK's filter framework
+// L1/L2 filter pruning of Conv1d/2d/3d and Linear layers (NNI v2.0 L1FilterPruner /
+// L2FilterPruner, reference §2.0, §2.3, §2.8; v2.0 takes Conv2d only, NNI 2.5's L1NormPruner
+// also Linear, whose filters are its weight rows: departure 6). This plugin is only the
+// criterion: filter i is scored by the norm of its raw current weight W[i] (NNI ignores the current mask here). The SDK's filter framework
 // (lithe/sdk/filter_pruning.h) turns the scores into masks: exactly num_prune = int(F * sparsity)
 // filters, ties to the lower filter index (Lithe departure 1; NNI prunes every filter tied with
 // its threshold), and with option dependency_aware the same channels in every layer whose
@@ -38,13 +39,15 @@ void register_norm(sdk::Registry& registry, Norm norm, const char* nni_class,
                    const char* masker_description, const char* pruner_description) {
   registry.add_masker({algorithm_name(norm), masker_description},
                       [norm](const sdk::Options&, const sdk::Registry&) {
-                        return sdk::make_filter_masker(std::make_shared<FilterNormScorer>(norm),
-                                                       algorithm_name(norm));
+                        return sdk::make_filter_masker_for(
+                            sdk::filter_op_types(), std::make_shared<FilterNormScorer>(norm),
+                            algorithm_name(norm));
                       });
   registry.add_pruner({algorithm_name(norm), pruner_description},
                       [norm](const sdk::Options& options, const sdk::Registry&) {
-                        return sdk::make_filter_pruner(std::make_shared<FilterNormScorer>(norm),
-                                                       algorithm_name(norm), options);
+                        return sdk::make_filter_pruner_for(
+                            sdk::filter_op_types(), std::make_shared<FilterNormScorer>(norm),
+                            algorithm_name(norm), options);
                       });
   registry.add_nni_counterpart({algorithm_name(norm), nni_class, "one_shot"});
   registry.describe_options(algorithm_name(norm), sdk::OptionSchema()
@@ -63,14 +66,16 @@ at::Tensor filter_importance(const at::Tensor& weight, Norm norm) {
 }
 
 void register_algorithms(sdk::Registry& registry) {
-  register_norm(registry, Norm::kL1, "L1FilterPruner", "the Conv2d filters with the smallest L1 norm",
-                "one-shot pruning of the Conv2d filters with the smallest L1 norm "
-                "(option dependency_aware)");
-  register_norm(registry, Norm::kL2, "L2FilterPruner", "the Conv2d filters with the smallest L2 norm",
-                "one-shot pruning of the Conv2d filters with the smallest L2 norm "
-                "(option dependency_aware)");
+  register_norm(registry, Norm::kL1, "L1FilterPruner",
+                "the Conv/Linear filters (output channels) with the smallest L1 norm",
+                "one-shot pruning of the Conv1d/2d/3d and Linear filters (output channels) with "
+                "the smallest L1 norm (option dependency_aware)");
+  register_norm(registry, Norm::kL2, "L2FilterPruner",
+                "the Conv/Linear filters (output channels) with the smallest L2 norm",
+                "one-shot pruning of the Conv1d/2d/3d and Linear filters (output channels) with "
+                "the smallest L2 norm (option dependency_aware)");
 }
 
 }  // namespace lithe::plugins::filter_norm
 
-LITHE_PLUGIN("filter_norm", "1.2.0", lithe::plugins::filter_norm::register_algorithms)
+LITHE_PLUGIN("filter_norm", "1.3.0", lithe::plugins::filter_norm::register_algorithms)

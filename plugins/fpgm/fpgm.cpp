@@ -1,4 +1,5 @@
-// FPGM filter pruning of Conv2d layers (NNI v2.0 FPGMPruner, reference §2.0, §2.4, §2.8): the
+// FPGM filter pruning of Conv1d/2d/3d and Linear layers (NNI v2.0 FPGMPruner, reference §2.0,
+// §2.4, §2.8; v2.0 takes Conv2d only, departure 6): the
 // filters nearest the geometric median of the layer's filters are the most replaceable. This
 // plugin is only the criterion: filter i is scored by d[i] = Σ_j ||W[i] − W[j]||₂ over the raw
 // current weight (NNI ignores the current mask for the score). The SDK's filter framework
@@ -23,9 +24,9 @@ class FpgmScorer final : public sdk::FilterScorer {
  public:
   std::optional<at::Tensor> filter_scores(sdk::LayerView& layer) override {
     const at::Tensor& weight = layer.weight();
-    LITHE_CHECK(weight.dim() == 3 || weight.dim() == 4, sdk::Errc::kUnsupportedLayer, "layer '",
-                layer.name(), "': ", kAlgorithm, " needs a 3- or 4-dimensional weight, got shape ",
-                weight.sizes());
+    LITHE_CHECK(weight.dim() >= 2 && weight.dim() <= 5, sdk::Errc::kUnsupportedLayer, "layer '",
+                layer.name(), "': ", kAlgorithm,
+                " needs a 2- to 5-dimensional weight [filters, ...], got shape ", weight.sizes());
     return distance_sums(weight);
   }
 };
@@ -49,16 +50,18 @@ at::Tensor distance_sums(const at::Tensor& weight) {
 
 void register_algorithms(sdk::Registry& registry) {
   registry.add_masker({kAlgorithm,
-                       "the Conv2d filters nearest the geometric median of their layer"},
+                       "the Conv/Linear filters nearest the geometric median of their layer"},
                       [](const sdk::Options&, const sdk::Registry&) {
-                        return sdk::make_filter_masker(std::make_shared<FpgmScorer>(), kAlgorithm);
+                        return sdk::make_filter_masker_for(
+                            sdk::filter_op_types(), std::make_shared<FpgmScorer>(), kAlgorithm);
                       });
   registry.add_pruner({kAlgorithm,
-                       "one-shot pruning of the Conv2d filters nearest their layer's geometric "
-                       "median (option dependency_aware)"},
+                       "one-shot pruning of the Conv1d/2d/3d and Linear filters nearest their "
+                       "layer's geometric median (option dependency_aware)"},
                       [](const sdk::Options& options, const sdk::Registry&) {
-                        return sdk::make_filter_pruner(std::make_shared<FpgmScorer>(), kAlgorithm,
-                                                       options);
+                        return sdk::make_filter_pruner_for(
+                            sdk::filter_op_types(), std::make_shared<FpgmScorer>(), kAlgorithm,
+                            options);
                       });
   registry.add_nni_counterpart({kAlgorithm, "FPGMPruner", "one_shot"});
   registry.describe_options(
@@ -67,4 +70,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::fpgm
 
-LITHE_PLUGIN("fpgm", "1.2.0", lithe::plugins::fpgm::register_algorithms)
+LITHE_PLUGIN("fpgm", "1.3.0", lithe::plugins::fpgm::register_algorithms)

@@ -1,5 +1,6 @@
-// Taylor first-order filter pruning of Conv2d layers (NNI v2.0 TaylorFOWeightFilterPruner,
-// reference §2.0, §2.1, §2.6). After each of the first statistics_batch_num optimizer steps, every
+// Taylor first-order filter pruning of Conv1d/2d/3d and Linear layers (NNI v2.0
+// TaylorFOWeightFilterPruner, reference §2.0, §2.1, §2.6; v2.0 takes Conv2d only, departure
+// 6). After each of the first statistics_batch_num optimizer steps, every
 // filter's contribution grows by Σ (W · ∂L/∂W)² over its weights (NNI's element-wise form, not
 // the paper's (Σ W∇W)²); the filters with the smallest totals are pruned. The step callback runs
 // after the host's mask update, as NNI's calc_contributions runs after its update_mask patch, so
@@ -143,17 +144,19 @@ void register_algorithms(sdk::Registry& registry) {
   // The masker reads the same option (schedules pass their algorithm options through, as NNI
   // passes **algo_kwargs to the masker); the default when they are empty.
   registry.add_masker(
-      {kAlgorithm, "the Conv2d filters with the smallest Taylor first-order contribution"},
+      {kAlgorithm, "the Conv/Linear filters with the smallest Taylor first-order contribution"},
       [](const sdk::Options& options, const sdk::Registry&) {
-        return sdk::make_filter_masker(
+        return sdk::make_filter_masker_for(
+            sdk::filter_op_types(),
             std::make_shared<TaylorFoScorer>(read_statistics_batch_num(options)), kAlgorithm);
       });
   registry.add_pruner(
       {kAlgorithm,
-       "one-shot pruning of the Conv2d filters with the smallest Taylor first-order "
-       "contribution, gathered over the first optimizer steps"},
+       "one-shot pruning of the Conv1d/2d/3d and Linear filters with the smallest Taylor "
+       "first-order contribution, gathered over the first optimizer steps"},
       [](const sdk::Options& options, const sdk::Registry&) {
-        return sdk::make_filter_pruner(
+        return sdk::make_filter_pruner_for(
+            sdk::filter_op_types(),
             std::make_shared<TaylorFoScorer>(read_statistics_batch_num(options)), kAlgorithm,
             options);
       });
@@ -163,4 +166,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::taylor_fo
 
-LITHE_PLUGIN("taylor_fo", "1.1.0", lithe::plugins::taylor_fo::register_algorithms)
+LITHE_PLUGIN("taylor_fo", "1.2.0", lithe::plugins::taylor_fo::register_algorithms)

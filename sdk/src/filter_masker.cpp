@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "filter_selection.h"
 #include "lithe/sdk/error.h"
@@ -107,15 +109,18 @@ namespace {
 
 class FilterMasker final : public WeightMasker {
  public:
-  FilterMasker(std::shared_ptr<FilterScorer> scorer, std::string algorithm)
-      : scorer_(std::move(scorer)), algorithm_(std::move(algorithm)) {
+  FilterMasker(std::vector<std::string> op_types, std::shared_ptr<FilterScorer> scorer,
+               std::string algorithm)
+      : op_types_(std::move(op_types)),
+        scorer_(std::move(scorer)),
+        algorithm_(std::move(algorithm)) {
     LITHE_INTERNAL_ASSERT(scorer_ != nullptr);
   }
 
   void attach(CompressionContext& context) override { scorer_->attach(context); }
 
   std::optional<Masks> calc_mask(LayerView& layer, double sparsity) override {
-    require_layer_op_type(layer, "Conv2d", algorithm_);
+    require_layer_op_type_in(layer, op_types_, algorithm_);
     const int64_t filters = layer.weight().size(0);
     const int64_t num_prune = prune_count(filters, sparsity);
     if (filters < 2 || num_prune < 1) {
@@ -144,15 +149,45 @@ class FilterMasker final : public WeightMasker {
   }
 
  private:
+  std::vector<std::string> op_types_;
   std::shared_ptr<FilterScorer> scorer_;
   std::string algorithm_;
 };
 
 }  // namespace
 
+const std::vector<std::string>& filter_op_types() {
+  static const std::vector<std::string> types{"Conv1d", "Conv2d", "Conv3d", "Linear"};
+  return types;
+}
+
+namespace detail {
+
+void check_filter_op_types(const std::vector<std::string>& op_types,
+                           const std::string& algorithm) {
+  LITHE_CHECK(!op_types.empty(), Errc::kUnsupported, algorithm,
+              ": filter pruning needs at least one op type");
+  for (const std::string& type : op_types) {
+    const auto& known = filter_op_types();
+    LITHE_CHECK(std::find(known.begin(), known.end(), type) != known.end(), Errc::kUnsupported,
+                algorithm, ": filter pruning cannot prune ", type,
+                " layers (it prunes Conv1d, Conv2d, Conv3d and Linear)");
+  }
+}
+
+}  // namespace detail
+
 std::unique_ptr<WeightMasker> make_filter_masker(std::shared_ptr<FilterScorer> scorer,
                                                  const std::string& algorithm) {
-  return std::make_unique<FilterMasker>(std::move(scorer), algorithm);
+  return std::make_unique<FilterMasker>(std::vector<std::string>{"Conv2d"}, std::move(scorer),
+                                        algorithm);
+}
+
+std::unique_ptr<WeightMasker> make_filter_masker_for(const std::vector<std::string>& op_types,
+                                                     std::shared_ptr<FilterScorer> scorer,
+                                                     const std::string& algorithm) {
+  detail::check_filter_op_types(op_types, algorithm);
+  return std::make_unique<FilterMasker>(op_types, std::move(scorer), algorithm);
 }
 
 }  // namespace lithe::sdk

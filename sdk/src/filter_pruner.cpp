@@ -45,14 +45,17 @@ std::string index_list(const std::vector<bool>& selected) {
 
 class FilterPruner final : public Pruner {
  public:
-  FilterPruner(std::shared_ptr<FilterScorer> scorer, std::string algorithm, bool dependency_aware)
-      : scorer_(std::move(scorer)),
+  FilterPruner(std::vector<std::string> op_types, std::shared_ptr<FilterScorer> scorer,
+               std::string algorithm, bool dependency_aware)
+      : op_types_(std::move(op_types)),
+        scorer_(std::move(scorer)),
         algorithm_(std::move(algorithm)),
         dependency_aware_(dependency_aware),
-        one_shot_(make_one_shot_pruner(make_filter_masker(scorer_, algorithm_), algorithm_,
-                                       "Conv2d")) {}
+        one_shot_(make_one_shot_pruner_for(make_filter_masker_for(op_types_, scorer_, algorithm_),
+                                           algorithm_, op_types_)) {}
 
-  // "sparsity" in [0, 1) and op_types only "Conv2d", with the one-shot pruner's messages.
+  // "sparsity" in [0, 1) and op_types only the accepted types, with the one-shot pruner's
+  // messages.
   void validate_config(const Options& entry) const override { one_shot_->validate_config(entry); }
 
   void attach(CompressionContext& context) override {
@@ -104,7 +107,7 @@ class FilterPruner final : public Pruner {
       done_.insert(layer.index());
       return masks;
     }
-    require_layer_op_type(layer, "Conv2d", algorithm_);
+    require_layer_op_type_in(layer, op_types_, algorithm_);
     LITHE_CHECK(context_ != nullptr, Errc::kInternal, algorithm_,
                 ": calc_mask before attach in dependency_aware mode; this is a bug in lithe, "
                 "please report it");
@@ -154,7 +157,7 @@ class FilterPruner final : public Pruner {
     std::vector<double> sparsities;
     std::vector<int64_t> num_prune;
     for (LayerView* member : compressed) {
-      require_layer_op_type(*member, "Conv2d", algorithm_);
+      require_layer_op_type_in(*member, op_types_, algorithm_);
       LITHE_CHECK(member->weight().size(0) == channels, Errc::kShapeMismatch, "layers '",
                   compressed.front()->name(), "' and '", member->name(),
                   "' are in one channel dependency set ", braced_list(members), " but have ",
@@ -299,6 +302,7 @@ class FilterPruner final : public Pruner {
     }
   }
 
+  std::vector<std::string> op_types_;
   std::shared_ptr<FilterScorer> scorer_;
   std::string algorithm_;
   bool dependency_aware_;
@@ -316,9 +320,11 @@ class FilterPruner final : public Pruner {
 
 }  // namespace
 
-std::unique_ptr<Pruner> make_filter_pruner(std::shared_ptr<FilterScorer> scorer,
-                                           const std::string& algorithm,
-                                           const Options& options) {
+namespace {
+
+std::unique_ptr<Pruner> filter_pruner(const std::vector<std::string>& op_types,
+                                      std::shared_ptr<FilterScorer> scorer,
+                                      const std::string& algorithm, const Options& options) {
   LITHE_INTERNAL_ASSERT(scorer != nullptr);
   const bool dependency_aware = filter_pruner_keys().read<bool>(options, "dependency_aware");
   if (options.has("dummy_input")) {
@@ -333,7 +339,24 @@ std::unique_ptr<Pruner> make_filter_pruner(std::shared_ptr<FilterScorer> scorer,
                                  "input is needed)"));
     }
   }
-  return std::make_unique<FilterPruner>(std::move(scorer), algorithm, dependency_aware);
+  return std::make_unique<FilterPruner>(op_types, std::move(scorer), algorithm,
+                                        dependency_aware);
+}
+
+}  // namespace
+
+std::unique_ptr<Pruner> make_filter_pruner(std::shared_ptr<FilterScorer> scorer,
+                                           const std::string& algorithm,
+                                           const Options& options) {
+  return filter_pruner({"Conv2d"}, std::move(scorer), algorithm, options);
+}
+
+std::unique_ptr<Pruner> make_filter_pruner_for(const std::vector<std::string>& op_types,
+                                               std::shared_ptr<FilterScorer> scorer,
+                                               const std::string& algorithm,
+                                               const Options& options) {
+  detail::check_filter_op_types(op_types, algorithm);
+  return filter_pruner(op_types, std::move(scorer), algorithm, options);
 }
 
 }  // namespace lithe::sdk

@@ -34,4 +34,9 @@ std::vector<bool> select_filters(const std::vector<int>& priority,
 /// gets none).
 Masks zero_filters(const LayerView& layer, const std::vector<bool>& pruned);
 
+/// Throws sdk::Error(kUnsupported) naming `algorithm` unless `op_types` is a non-empty subset
+/// of filter_op_types() (a plugin asked for a type the filter framework cannot prune).
+void check_filter_op_types(const std::vector<std::string>& op_types,
+                           const std::string& algorithm);
+
 }  // namespace lithe::sdk::detail

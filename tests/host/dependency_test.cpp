@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -66,7 +67,24 @@ NniDependencies golden_dependencies(const std::string& case_name) {
   return out;
 }
 
-// Every Conv2d module of the model appears in exactly one set.
+// NNI v2.0 lists only the sets that hold a Conv2d; Lithe also lists Linear (and Conv1d/3d)
+// modules, which filter pruners can prune too. The sets of `deps` restricted to NNI's view.
+Sets sets_with_conv2d(const std::filesystem::path& model, const Sets& sets) {
+  const auto loaded = load_torchscript_model(model);
+  Sets out;
+  for (const auto& members : sets) {
+    const bool has_conv2d = std::any_of(members.begin(), members.end(), [&](const std::string& m) {
+      const ModuleRecord* record = loaded->find_module(m);
+      return record != nullptr && record->op_type == "Conv2d";
+    });
+    if (has_conv2d) {
+      out.push_back(members);
+    }
+  }
+  return out;
+}
+
+// Every listed module of the model appears in exactly one set.
 void expect_partition(const Sets& sets, const std::vector<std::string>& convs) {
   std::multiset<std::string> seen;
   for (const auto& members : sets) {
@@ -76,45 +94,53 @@ void expect_partition(const Sets& sets, const std::vector<std::string>& convs) {
 }
 
 TEST(DependencyAnalysisTest, ResblockMatchesNni) {
-  const LayerDependencies deps = model_dependencies(test::conformance_model_file("resblock"));
+  const auto model = test::conformance_model_file("resblock");
+  const LayerDependencies deps = model_dependencies(model);
   const NniDependencies nni = golden_dependencies("l1filter_resblock_dep_s0.5");
   // The residual adds couple conv1 with layer1.conv2 (identity shortcut) and layer2.conv2
   // with the 1x1 shortcut conv; BN/ReLU between them are passed through.
-  EXPECT_EQ(as_set_of_sets(deps.channel_sets), as_set_of_sets(nni.channel_sets));
+  EXPECT_EQ(as_set_of_sets(sets_with_conv2d(model, deps.channel_sets)),
+            as_set_of_sets(nni.channel_sets));
   EXPECT_EQ(deps.groups, nni.groups);
-  // Our own deterministic order: sets by first member's graph position, members in graph order.
+  // Our own deterministic order: sets by first member's graph position, members in graph order;
+  // the classifier fc1 is a singleton of its own (NNI does not list it).
   EXPECT_THAT(deps.channel_sets,
               ElementsAre(ElementsAre("conv1", "layer1.conv2"), ElementsAre("layer1.conv1"),
                           ElementsAre("layer2.conv1"),
-                          ElementsAre("layer2.conv2", "layer2.shortcut.0")));
+                          ElementsAre("layer2.conv2", "layer2.shortcut.0"), ElementsAre("fc1")));
 }
 
 TEST(DependencyAnalysisTest, MobilenetTinyGroupsMatchNni) {
-  const LayerDependencies deps = model_dependencies(test::conformance_model_file("mobilenet_tiny"));
+  const auto model = test::conformance_model_file("mobilenet_tiny");
+  const LayerDependencies deps = model_dependencies(model);
   const NniDependencies nni = golden_dependencies("l1filter_mobilenet_tiny_dep_s0.5");
-  EXPECT_EQ(as_set_of_sets(deps.channel_sets), as_set_of_sets(nni.channel_sets));
+  EXPECT_EQ(as_set_of_sets(sets_with_conv2d(model, deps.channel_sets)),
+            as_set_of_sets(nni.channel_sets));
   // Depthwise dw1 (16 groups) and dw2 (32) pass their groups to conv1 and pw1, through BN/ReLU.
   EXPECT_EQ(deps.groups, nni.groups);
   EXPECT_THAT(deps.groups, ElementsAre(Pair("conv1", 16), Pair("dw1", 16), Pair("dw2", 32),
                                        Pair("pw1", 32), Pair("pw2", 1)));
   EXPECT_THAT(deps.channel_sets, ElementsAre(ElementsAre("conv1"), ElementsAre("dw1"),
                                              ElementsAre("pw1"), ElementsAre("dw2"),
-                                             ElementsAre("pw2")));
+                                             ElementsAre("pw2"), ElementsAre("fc1")));
 }
 
 TEST(DependencyAnalysisTest, PlainChainsHaveOnlySingletonsAndNoGroups) {
   const LayerDependencies lenet = model_dependencies(test::conformance_model_file("lenet"));
-  EXPECT_THAT(lenet.channel_sets, ElementsAre(ElementsAre("conv1"), ElementsAre("conv2")));
+  EXPECT_THAT(lenet.channel_sets, ElementsAre(ElementsAre("conv1"), ElementsAre("conv2"),
+                                              ElementsAre("fc1"), ElementsAre("fc2"),
+                                              ElementsAre("fc3")));
   EXPECT_THAT(lenet.groups, ElementsAre(Pair("conv1", 1), Pair("conv2", 1)));
 
   const LayerDependencies vgg = model_dependencies(test::conformance_model_file("vgg_bn"));
-  EXPECT_THAT(vgg.channel_sets,
-              ElementsAre(ElementsAre("conv1"), ElementsAre("conv2"), ElementsAre("conv3")));
+  EXPECT_THAT(vgg.channel_sets, ElementsAre(ElementsAre("conv1"), ElementsAre("conv2"),
+                                            ElementsAre("conv3"), ElementsAre("fc1")));
   EXPECT_THAT(vgg.groups, ElementsAre(Pair("conv1", 1), Pair("conv2", 1), Pair("conv3", 1)));
 
-  // Linear layers are never listed on their own: the sets cover Conv2d modules.
+  // Linear layers are listed too (filter pruners prune their rows), but have no groups.
   const LayerDependencies mlp = model_dependencies(test::conformance_model_file("mlp"));
-  EXPECT_THAT(mlp.channel_sets, IsEmpty());
+  EXPECT_THAT(mlp.channel_sets,
+              ElementsAre(ElementsAre("fc1"), ElementsAre("fc2"), ElementsAre("fc3")));
   EXPECT_THAT(mlp.groups, IsEmpty());
 }
 
@@ -185,6 +211,21 @@ TEST(DependencyAnalysisTest, GroupsPropagateToNearestParentsWithMax) {
   EXPECT_THAT(deps.channel_sets, ElementsAre(ElementsAre("stem"), ElementsAre("g4"),
                                              ElementsAre("g6"), ElementsAre("pw"),
                                              ElementsAre("dw")));
+}
+
+TEST(DependencyAnalysisTest, Conv1dConv3dAndLinearEndTheWalkAndGetTheirOwnSets) {
+  const LayerDependencies deps = test_model_dependencies("dep_layer_types");
+  // c1b(c1(s)) + c1c(s): the Conv1d c1b ends the walk, so c1 stays alone (NNI v2.0 would walk
+  // through it). The transformer-style residual h + fc2(gelu(fc1(norm(h)))) couples the Linear
+  // layers embed and fc2; fc1 (the hidden width) is free. v2(u) + u couples the Conv3d layers.
+  // The uncalled Linear comes last.
+  EXPECT_THAT(deps.channel_sets,
+              ElementsAre(ElementsAre("c1"), ElementsAre("c1b", "c1c"), ElementsAre("dw1"),
+                          ElementsAre("embed", "fc2"), ElementsAre("fc1"),
+                          ElementsAre("v1", "v2"), ElementsAre("unused")));
+  // The depthwise Conv1d passes its 8 groups to both nearest parents; Linear has no entry.
+  EXPECT_THAT(deps.groups, ElementsAre(Pair("c1", 1), Pair("c1b", 8), Pair("c1c", 8),
+                                       Pair("dw1", 8), Pair("v1", 1), Pair("v2", 1)));
 }
 
 TEST(DependencyAnalysisTest, IsDeterministicAndLeavesTheModuleUsable) {
@@ -339,7 +380,8 @@ TEST(DependencyAnalysisTest, BranchesOnConstantAttributesDoNotMergeTheirArms) {
   EXPECT_EQ(as_set_of_sets(deps.channel_sets),
             (SetOfSets{{"stem", "blocks.0.conv.0"},
                        {"blocks.1.conv.0"},
-                       {"blocks.1.downsample", "blocks.2.conv.0"}}));
+                       {"blocks.1.downsample", "blocks.2.conv.0"},
+                       {"fc"}}));
 }
 
 }  // namespace

@@ -642,5 +642,104 @@ TEST(FilterPrunerDependencyTest, RejectsLayersOtherThanConv2d) {
                                          HasSubstr("fpgm prunes Conv2d layers only"))));
 }
 
+// ---- SDK 1.5: make_filter_masker_for / make_filter_pruner_for --------------------------------
+
+// A layer of `op_type` whose weight has `filters` rows shaped `rest`, filter i scaled by i + 1
+// (so L1 ranks filter 0 lowest), with a bias of ones.
+std::unique_ptr<LayerView> layer_of(const std::string& op_type, int64_t filters,
+                                    std::vector<int64_t> rest, double sparsity,
+                                    const std::string& name = "layer", int64_t index = 0) {
+  std::vector<int64_t> shape{filters};
+  shape.insert(shape.end(), rest.begin(), rest.end());
+  std::vector<int64_t> scale_shape(shape.size(), 1);
+  scale_shape[0] = filters;
+  const at::Tensor weight =
+      at::ones(shape) * at::arange(1, filters + 1, at::kFloat).reshape(scale_shape);
+  return std::make_unique<LayerView>(index, name, op_type, weight, at::ones({filters}),
+                                     layer_config(sparsity));
+}
+
+TEST(FilterMaskerForTest, PrunesLinearRowsAndConv1dConv3dFiltersLikeConv2dFilters) {
+  auto masker = make_filter_masker_for(filter_op_types(), std::make_shared<L1Scorer>(), "l1");
+  EXPECT_THAT(filter_op_types(), ElementsAre("Conv1d", "Conv2d", "Conv3d", "Linear"));
+  // [F, in] for Linear: a filter is a row (one output feature).
+  for (const auto& [type, rest] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"Linear", {3}}, {"Conv1d", {2, 3}}, {"Conv2d", {2, 3, 3}}, {"Conv3d", {2, 1, 3, 3}}}) {
+    auto layer = layer_of(type, 6, rest, 0.5);
+    const std::optional<Masks> masks = masker->calc_mask(*layer, 0.5);
+    ASSERT_TRUE(masks.has_value()) << type;
+    EXPECT_THAT(keep(masks->weight), ElementsAre(0, 0, 0, 1, 1, 1)) << type;
+    EXPECT_THAT(ints(*masks->bias), ElementsAre(0, 0, 0, 1, 1, 1)) << type;
+    EXPECT_EQ(masks->weight.sizes(), layer->weight().sizes()) << type;
+  }
+}
+
+TEST(FilterMaskerForTest, OnlyTheTypesAskedForAreAccepted) {
+  auto linear_only = make_filter_masker_for({"Linear"}, std::make_shared<L1Scorer>(), "rows");
+  auto conv = layer_of("Conv2d", 4, {1, 1, 1}, 0.5, "conv1");
+  EXPECT_THAT([&] { linear_only->calc_mask(*conv, 0.5); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("layer 'conv1' is a Conv2d"),
+                                         HasSubstr("rows prunes Linear layers only"))));
+  auto all = make_filter_masker_for(filter_op_types(), std::make_shared<L1Scorer>(), "l1");
+  LayerView bn(0, "bn1", "BatchNorm2d", at::ones({4}), at::zeros({4}), layer_config(0.5));
+  EXPECT_THAT([&] { all->calc_mask(bn, 0.5); },
+              ThrowsMessage<Error>(AllOf(
+                  HasSubstr("layer 'bn1' is a BatchNorm2d"),
+                  HasSubstr("l1 prunes [\"Conv1d\", \"Conv2d\", \"Conv3d\", \"Linear\"] layers "
+                            "only"))));
+  EXPECT_EQ(error_code([&] { all->calc_mask(bn, 0.5); }), Errc::kUnsupportedLayer);
+  // A plugin asking for a type the framework cannot prune, or for none, fails at creation.
+  EXPECT_THAT([&] { make_filter_masker_for({"BatchNorm2d"}, std::make_shared<L1Scorer>(), "x"); },
+              ThrowsMessage<Error>(HasSubstr("x: filter pruning cannot prune BatchNorm2d")));
+  EXPECT_EQ(error_code([&] { make_filter_pruner_for({}, std::make_shared<L1Scorer>(), "x",
+                                                    pruner_options()); }),
+            Errc::kUnsupported);
+}
+
+TEST(FilterPrunerForTest, ConfigMayNameEveryAcceptedTypeAndNothingElse) {
+  auto pruner = make_filter_pruner_for(filter_op_types(), std::make_shared<L1Scorer>(), "l1",
+                                       pruner_options());
+  const auto entry = [](const nlohmann::ordered_json& json) {
+    return options_from_json(json, "/config_list/1");
+  };
+  EXPECT_NO_THROW(pruner->validate_config(
+      entry({{"sparsity", 0.5}, {"op_types", {"Conv1d", "Conv2d", "Conv3d", "Linear"}}})));
+  for (const char* bad : {"default", "BatchNorm2d", "ConvTranspose2d"}) {
+    EXPECT_THAT(
+        [&] { pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear", bad}}})); },
+        ThrowsMessage<Error>(AllOf(
+            HasSubstr("/config_list/1/op_types may contain only [\"Conv1d\", \"Conv2d\", "
+                      "\"Conv3d\", \"Linear\"]"),
+            HasSubstr(std::string("got \"") + bad + "\" in [\"Linear\", \"" + bad + "\"]"))))
+        << bad;
+  }
+  // The SDK 1.0 function keeps its Conv2d-only rule: plugins built for it see no new types.
+  auto conv2d_only = make_filter_pruner(std::make_shared<L1Scorer>(), "old", pruner_options());
+  EXPECT_EQ(error_code([&] {
+              conv2d_only->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}}));
+            }),
+            Errc::kInvalidConfig);
+}
+
+TEST(FilterPrunerForTest, DependencyAwareCouplesLinearLayersOfOneResidualStream) {
+  // A transformer block: embed's output and fc2's are added, so they prune common rows; fc1
+  // (the hidden width) is pruned on its own.
+  NoRegistry registry;
+  auto embed = layer_of("Linear", 4, {3}, 0.5, "embed", 0);
+  auto fc1 = layer_of("Linear", 8, {4}, 0.5, "fc1", 1);
+  auto fc2 = layer_of("Linear", 4, {8}, 0.5, "fc2", 2);
+  // Reverse fc2's ranking, so that alone it would prune rows 2 and 3.
+  fc2->weight().copy_(fc2->weight().flip(0));
+  test::FakeContext context({embed.get(), fc1.get(), fc2.get()}, registry);
+  context.channel_sets = {{"embed", "fc2"}, {"fc1"}};
+  auto pruner = make_filter_pruner_for(filter_op_types(), std::make_shared<L1Scorer>(), "l1",
+                                       pruner_options({{"dependency_aware", true}}));
+  pruner->attach(context);
+  // Summed L1 per row: embed 3·(1,2,3,4), fc2 8·(4,3,2,1) → (35, 30, 25, 20): rows 2, 3.
+  EXPECT_THAT(keep(pruner->calc_mask(*embed)), ElementsAre(1, 1, 0, 0));
+  EXPECT_THAT(keep(pruner->calc_mask(*fc2)), ElementsAre(1, 1, 0, 0));
+  EXPECT_THAT(keep(pruner->calc_mask(*fc1)), ElementsAre(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
 }  // namespace
 }  // namespace lithe::sdk

@@ -18,8 +18,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "lithe/host/graph/convolution_type.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/layer_dependencies.h"
+#include "lithe/host/graph/op_table.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/submodule.h"
 
@@ -32,8 +34,17 @@ constexpr const char* kConv2d = "Conv2d";
 constexpr const char* kConvTranspose2d = "ConvTranspose2d";
 constexpr const char* kLinear = "Linear";
 
+// Convolutions: they end the walk and have groups. NNI v2.0 knows Conv2d and ConvTranspose2d
+// only and walks through a Conv1d/Conv3d as if it kept channels; Lithe stops there too, since
+// those mix channels exactly as Conv2d does.
 bool is_conv_type(const std::string& op_type) {
-  return op_type == kConv2d || op_type == kConvTranspose2d;
+  return op_type == kConv2d || op_type == kConvTranspose2d || op_type == "Conv1d" ||
+         op_type == "Conv3d";
+}
+
+// The layers whose output channels a filter pruner can remove: each gets a channel set.
+bool is_filter_layer(const std::string& op_type) {
+  return op_type == "Conv1d" || op_type == kConv2d || op_type == "Conv3d" || op_type == kLinear;
 }
 
 // Where a layer op keeps its data input, its weight and (for convolutions) its groups.
@@ -44,7 +55,9 @@ struct OpRoles {
 };
 
 std::optional<OpRoles> layer_op_roles(const jit::Node* node) {
+  static const c10::Symbol conv1d = c10::Symbol::fromQualString("aten::conv1d");
   static const c10::Symbol conv2d = c10::Symbol::fromQualString("aten::conv2d");
+  static const c10::Symbol conv3d = c10::Symbol::fromQualString("aten::conv3d");
   static const c10::Symbol conv = c10::Symbol::fromQualString("aten::_convolution");
   static const c10::Symbol convolution = c10::Symbol::fromQualString("aten::convolution");
   static const c10::Symbol conv_t = c10::Symbol::fromQualString("aten::conv_transpose2d");
@@ -53,7 +66,7 @@ std::optional<OpRoles> layer_op_roles(const jit::Node* node) {
   static const c10::Symbol matmul = c10::Symbol::fromQualString("aten::matmul");
   std::optional<OpRoles> roles;
   const c10::Symbol kind = node->kind();
-  if (kind == conv2d || kind == conv_t) {
+  if (kind == conv1d || kind == conv2d || kind == conv3d || kind == conv_t) {
     roles = OpRoles{0, 1, 6};
   } else if (kind == conv || kind == convolution) {
     roles = OpRoles{0, 1, 8};
@@ -197,13 +210,22 @@ class GraphAnalysis {
     if (!cls || !cls->is_module() || !cls->name()) {
       return std::nullopt;
     }
-    const std::string op_type = cls->name()->name();
-    if (!is_conv_type(op_type) && op_type != kLinear) {
-      return std::nullopt;  // e.g. a Conv1d, or a custom class: passed through, as in NNI
-    }
+    std::string op_type = cls->name()->name();
     std::optional<std::string> path = graph_trace::module_path(getter->input());
     if (!path || path->empty()) {
       return std::nullopt;
+    }
+    if (!is_conv_type(op_type) && op_type != kLinear && roles->groups.has_value()) {
+      // A convolution subclass that adds nothing (torchvision's Conv3DSimple) is a
+      // convolution: NNI, matching class names, would walk through it.
+      const c10::IValue w = submodule(root_, *path).attr("weight");
+      if (std::optional<std::string> base =
+              w.isTensor() ? convolution_type(cls, w.toTensor().dim() - 2) : std::nullopt) {
+        op_type = *base;
+      }
+    }
+    if (!is_conv_type(op_type) && op_type != kLinear) {
+      return std::nullopt;  // e.g. a custom class: passed through, as in NNI
     }
     LayerCall call{node, *path, op_type, 1};
     if (is_conv_type(op_type)) {
@@ -293,12 +315,22 @@ class GraphAnalysis {
         }
         break;
       }
-      default:
+      default: {
+        // The op table knows the ops whose tensor input gives only a shape, dtype or device
+        // (x.new_zeros(...), x.size()): no channel of it reaches the result. NNI's traced graph
+        // records the same data flow, so it would couple here; Lithe does not (Swin's attention
+        // mask would otherwise tie the stem to every attention's qkv).
+        const ops::OpSpec* spec = ops::find_op(node->kind());
+        if (spec != nullptr && (spec->channels == ops::Channels::kFresh ||
+                                spec->channels == ops::Channels::kShapeQuery)) {
+          break;
+        }
         for (jit::Value* input : node->inputs()) {
           if (carries_tensors(input->type())) {
             out.push_back(input);
           }
         }
+      }
     }
     // A list is filled after it is built (parts.append(conv(x))): what the writers put in
     // reaches every reader of the list.
@@ -316,7 +348,7 @@ class GraphAnalysis {
     }
   }
 
-  // NNI's BFS to the nearest Conv2d / Linear / ConvTranspose2d calls (it stops at them), as
+  // NNI's BFS to the nearest convolution / Linear calls (it stops at them), as
   // module names in the order found, each once.
   std::vector<std::string> nearest_layers(const std::vector<jit::Value*>& starts) const {
     std::vector<std::string> found;
@@ -370,7 +402,7 @@ class GraphAnalysis {
     std::vector<std::vector<std::string>> out;
     std::set<std::string> emitted;
     for (const LayerCall& call : calls_) {
-      if (call.op_type != kConv2d || emitted.count(call.module) != 0) {
+      if (!is_filter_layer(call.op_type) || emitted.count(call.module) != 0) {
         continue;
       }
       std::vector<std::string> members = {call.module};
@@ -422,7 +454,7 @@ class GraphAnalysis {
     return calls_.front().op_type;  // unreachable
   }
 
-  // A Conv2d that forward never runs constrains nothing, but callers look every Conv2d up.
+  // A layer that forward never runs constrains nothing, but callers look every one up.
   void add_uncalled_convolutions(LayerDependencies& out) const {
     for (const auto& item : root_.named_modules()) {
       if (item.name.empty() || first_position_.count(item.name) != 0) {
@@ -430,6 +462,10 @@ class GraphAnalysis {
       }
       const c10::ClassTypePtr type = item.value.type();
       const std::string op_type = type->name() ? type->name()->name() : std::string();
+      if (op_type == kLinear) {
+        out.channel_sets.push_back({item.name});
+        continue;
+      }
       if (!is_conv_type(op_type)) {
         continue;
       }
@@ -442,7 +478,7 @@ class GraphAnalysis {
       LITHE_CHECK(groups && groups->isInt(), sdk::Errc::kUnsupported, "cannot analyse ", op_type,
                   " '", item.name, "': forward never calls it and it has no int groups constant "
                   "or attribute");
-      if (op_type == kConv2d) {
+      if (is_filter_layer(op_type)) {
         out.channel_sets.push_back({item.name});
       }
       out.groups[item.name] = groups->toInt();

@@ -27,6 +27,7 @@
 #include "lithe/host/io/file_io.h"
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
+#include "lithe/host/graph/convolution_type.h"
 #include "lithe/host/graph/submodule.h"
 #include "tap_dispatch.h"
 
@@ -242,6 +243,14 @@ class TorchScriptModel final : public Model {
       record.op_type = item.value.type()->name()->name();
       record.weight = tensor_attribute(item.value, "weight");
       record.bias = tensor_attribute(item.value, "bias");
+      if (record.weight.has_value()) {
+        const std::optional<std::string> conv =
+            convolution_type(item.value.type(), record.weight->dim() - 2);
+        if (conv.has_value() && *conv != record.op_type) {
+          record.class_name = record.op_type;
+          record.op_type = *conv;
+        }
+      }
       modules_.push_back(std::move(record));
     }
   }

@@ -107,6 +107,9 @@ ResolvedConfig resolve_config_list(const std::vector<ConfigEntry>& entries,
   std::set<std::string> model_names;
   for (const ModuleRecord& record : model.modules()) {
     model_types.insert(record.op_type);
+    if (!record.class_name.empty()) {
+      model_types.insert(record.class_name);
+    }
     model_names.insert(record.name);
   }
 
@@ -140,7 +143,8 @@ ResolvedConfig resolve_config_list(const std::vector<ConfigEntry>& entries,
     std::optional<size_t> chosen;
     for (size_t e = 0; e < resolved.entries.size(); ++e) {
       const ConfigEntry& entry = resolved.entries[e];
-      if (entry.has_op_types && !contains(entry.op_types, record.op_type)) {
+      if (entry.has_op_types && !contains(entry.op_types, record.op_type) &&
+          (record.class_name.empty() || !contains(entry.op_types, record.class_name))) {
         continue;
       }
       if (entry.has_op_names && !contains(entry.op_names, record.name)) {

@@ -21,6 +21,7 @@
 
 #include "channel_plan.h"
 #include "channel_spaces.h"
+#include "lithe/host/graph/convolution_type.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/op_table.h"
 #include "lithe/sdk/error.h"
@@ -274,6 +275,7 @@ class ChannelFlow {
     if (kind == c10::prim::Constant || kind == c10::prim::GetAttr ||
         kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct ||
         kind == c10::prim::DictConstruct || kind == c10::prim::RaiseException ||
+        channels == ops::Channels::kFresh ||
         ((channels == ops::Channels::kNone || channels == ops::Channels::kItem) &&
          !tensor_result)) {
       return;  // containers are handled by their readers; the rest does not touch activations
@@ -330,6 +332,7 @@ class ChannelFlow {
       case ops::Channels::kUnknown:
       case ops::Channels::kNone:
       case ops::Channels::kShapeQuery:
+      case ops::Channels::kFresh:
         break;
     }
     if (!handled) {
@@ -580,39 +583,15 @@ class ChannelFlow {
   }
 
   // The module of a convolution op: torch.nn's Conv1d/2d/3d, or a subclass that adds nothing to
-  // it (torchvision's video Conv3DSimple): its only tensors are weight and bias, it holds no
-  // modules, and it has the convolution's channel and group counts, which the rebuild sets.
+  // it (convolution_type), whose channel and group counts the rebuild sets.
   std::optional<std::string> conv_module(const jit::Node* node, int64_t spatial) const {
-    static const char* const kNames[] = {"Conv1d", "Conv2d", "Conv3d"};
-    if (spatial < 1 || spatial > 3) {
+    if (node->inputs().size() < 2) {
       return std::nullopt;
-    }
-    if (std::optional<std::string> m = layer_module(node, 1, {kNames[spatial - 1]})) {
-      return m;
     }
     const jit::Node* getter = node->input(1)->node();
-    const auto cls = getter->kind() == c10::prim::GetAttr
-                         ? getter->input()->type()->cast<c10::ClassType>()
-                         : nullptr;
-    if (!cls || !cls->is_module() || !cls->name() ||
-        cls->name()->qualifiedName().rfind("__torch__.torch.nn.modules.", 0) == 0 ||
-        getter->s(c10::attr::name) != "weight") {
+    if (getter->kind() != c10::prim::GetAttr || getter->s(c10::attr::name) != "weight" ||
+        !convolution_type(getter->input()->type()->cast<c10::ClassType>(), spatial)) {
       return std::nullopt;
-    }
-    for (const char* required : {"in_channels", "out_channels", "groups"}) {
-      if (!cls->hasAttribute(required) && !cls->hasConstant(required)) {
-        return std::nullopt;
-      }
-    }
-    for (size_t i = 0; i < cls->numAttributes(); ++i) {
-      const c10::TypePtr type = cls->getAttribute(i);
-      const std::string& name = cls->getAttributeName(i);
-      const auto child = type->cast<c10::ClassType>();
-      const bool tensor = type->kind() == c10::TypeKind::TensorType || cls->is_parameter(i) ||
-                          cls->is_buffer(i);
-      if ((child && child->is_module()) || (tensor && name != "weight" && name != "bias")) {
-        return std::nullopt;
-      }
     }
     return graph_trace::module_path(getter->input());
   }

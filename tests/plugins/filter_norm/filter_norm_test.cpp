@@ -206,46 +206,67 @@ TEST_F(FilterNormTest, FewerThanTwoFiltersOrNothingToPruneKeepsTheCurrentMasks) 
   EXPECT_TRUE(via_pruner.bias->eq(1).all().item<bool>());
 }
 
-TEST_F(FilterNormTest, RejectsLayersOtherThanConv2d) {
+TEST_F(FilterNormTest, PrunesLinearRowsAndConv1dConv3dFilters) {
+  // Filter pruning of the layers NNI 2.5's L1NormPruner also takes (departure 6): a Linear
+  // filter is a weight row; filter i here has norm proportional to i + 1.
+  for (const char* algorithm : {"l1_filter", "l2_filter"}) {
+    for (const auto& [type, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"Linear", {6, 5}}, {"Conv1d", {6, 2, 3}}, {"Conv3d", {6, 2, 1, 3, 3}}}) {
+      std::vector<int64_t> scale(shape.size(), 1);
+      scale[0] = 6;
+      const at::Tensor weight = at::ones(shape) * at::arange(1, 7, at::kFloat).reshape(scale);
+      auto pruner = registry_.make_pruner(algorithm, sdk::Options());
+      const sdk::Options cfg = entry({{"sparsity", 0.5}, {"op_types", {type}}});
+      pruner->validate_config(cfg);
+      sdk::LayerView layer(0, "layer", type, weight, at::ones({6}), cfg);
+      const std::optional<sdk::Masks> masks = pruner->calc_mask(layer);
+      ASSERT_TRUE(masks.has_value()) << algorithm << " " << type;
+      EXPECT_EQ(test::pruned_filter_indices(masks->weight), (std::vector<int64_t>{0, 1, 2}))
+          << algorithm << " " << type;
+      EXPECT_TRUE(masks->bias->equal(at::tensor({0.f, 0.f, 0.f, 1.f, 1.f, 1.f})))
+          << algorithm << " " << type;
+    }
+  }
+}
+
+TEST_F(FilterNormTest, RejectsLayersOtherThanConvolutionsAndLinear) {
   for (const char* algorithm : {"l1_filter", "l2_filter"}) {
     auto pruner = registry_.make_pruner(algorithm, sdk::Options());
-    sdk::LayerView layer(0, "fc1", "Linear", at::randn({10, 4}), at::zeros({10}),
-                         entry({{"sparsity", 0.5}, {"op_names", {"fc1"}}}));
+    sdk::LayerView layer(0, "bn1", "BatchNorm2d", at::randn({10}), at::zeros({10}),
+                         entry({{"sparsity", 0.5}, {"op_names", {"bn1"}}}));
     EXPECT_THAT([&] { pruner->calc_mask(layer); },
-                ThrowsMessage<sdk::Error>(
-                    AllOf(HasSubstr("layer 'fc1' is a Linear"),
-                          HasSubstr(std::string(algorithm) + " prunes Conv2d layers only"))));
+                ThrowsMessage<sdk::Error>(AllOf(
+                    HasSubstr("layer 'bn1' is a BatchNorm2d"),
+                    HasSubstr(std::string(algorithm) +
+                              " prunes [\"Conv1d\", \"Conv2d\", \"Conv3d\", \"Linear\"] layers only"))));
     EXPECT_EQ(error_code([&] { pruner->calc_mask(layer); }), sdk::Errc::kUnsupportedLayer);
   }
 }
 
-TEST_F(FilterNormTest, ConfigAcceptsConv2dOnlyOpTypes) {
+TEST_F(FilterNormTest, ConfigAcceptsFilterLayerOpTypesOnly) {
   auto pruner = registry_.make_pruner("l1_filter", sdk::Options());
   EXPECT_THAT(
       [&] {
-        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}}));
+        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"BatchNorm2d"}}}));
       },
-      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
-                                                "\"Conv2d\""),
-                                      HasSubstr("l1_filter prunes Conv2d layers only"),
-                                      HasSubstr("got [\"Linear\"]"))));
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types may contain only "
+                                                "[\"Conv1d\", \"Conv2d\", \"Conv3d\", \"Linear\"]"),
+                                      HasSubstr("l1_filter prunes those layers only"),
+                                      HasSubstr("got \"BatchNorm2d\" in [\"BatchNorm2d\"]"))));
   EXPECT_THAT(
       [&] {
         pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}}));
       },
       ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types"),
                                       HasSubstr("\"default\" is not accepted"),
-                                      HasSubstr("got [\"default\"]"))));
-  EXPECT_THAT(
-      [&] {
-        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Conv2d", "Linear"}}}));
-      },
-      ThrowsMessage<sdk::Error>(HasSubstr("got [\"Conv2d\", \"Linear\"]")));
+                                      HasSubstr("got \"default\" in [\"default\"]"))));
   EXPECT_EQ(error_code([&] {
-              pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}}));
+              pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}}));
             }),
             sdk::Errc::kInvalidConfig);
   EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Conv2d"}}})));
+  EXPECT_NO_THROW(
+      pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Conv2d", "Linear"}}})));
   EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_names", {"conv1"}}})));
 }
 

@@ -167,38 +167,51 @@ TEST_F(FpgmTest, FewerThanTwoFiltersOrNothingToPruneKeepsTheCurrentMasks) {
   EXPECT_TRUE(via_pruner.bias->eq(1).all().item<bool>());
 }
 
-TEST_F(FpgmTest, RejectsLayersOtherThanConv2d) {
+TEST_F(FpgmTest, PrunesLinearRowsAndConv1dConv3dFilters) {
+  // Filters 0..5 on a line (filter i = i · ones): the geometric median is in the middle, so
+  // the two middle filters go first at sparsity 1/3 — for weight rows (Linear) as for filters.
+  for (const auto& [type, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"Linear", {6, 4}}, {"Conv1d", {6, 2, 2}}, {"Conv3d", {6, 1, 1, 2, 2}}}) {
+    std::vector<int64_t> scale(shape.size(), 1);
+    scale[0] = 6;
+    const at::Tensor weight = at::ones(shape) * at::arange(0, 6, at::kFloat).reshape(scale);
+    auto pruner = registry_.make_pruner("fpgm", sdk::Options());
+    const sdk::Options cfg = entry({{"sparsity", 0.34}, {"op_types", {type}}});
+    pruner->validate_config(cfg);
+    sdk::LayerView layer(0, "layer", type, weight, std::nullopt, cfg);
+    const std::optional<sdk::Masks> masks = pruner->calc_mask(layer);
+    ASSERT_TRUE(masks.has_value()) << type;
+    EXPECT_EQ(test::pruned_filter_indices(masks->weight), (std::vector<int64_t>{2, 3})) << type;
+  }
+}
+
+TEST_F(FpgmTest, RejectsLayersOtherThanConvolutionsAndLinear) {
   auto pruner = registry_.make_pruner("fpgm", sdk::Options());
-  sdk::LayerView layer(0, "fc1", "Linear", at::randn({10, 4}), at::zeros({10}),
-                       entry({{"sparsity", 0.5}, {"op_names", {"fc1"}}}));
+  sdk::LayerView layer(0, "bn1", "BatchNorm2d", at::randn({10}), at::zeros({10}),
+                       entry({{"sparsity", 0.5}, {"op_names", {"bn1"}}}));
   EXPECT_THAT([&] { pruner->calc_mask(layer); },
-              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("layer 'fc1' is a Linear"),
-                                              HasSubstr("fpgm prunes Conv2d layers only"))));
+              ThrowsMessage<sdk::Error>(AllOf(
+                  HasSubstr("layer 'bn1' is a BatchNorm2d"),
+                  HasSubstr("fpgm prunes [\"Conv1d\", \"Conv2d\", \"Conv3d\", \"Linear\"] layers only"))));
   EXPECT_EQ(error_code([&] { pruner->calc_mask(layer); }), sdk::Errc::kUnsupportedLayer);
 }
 
-TEST_F(FpgmTest, ConfigAcceptsConv2dOnlyOpTypes) {
+TEST_F(FpgmTest, ConfigAcceptsFilterLayerOpTypesOnly) {
   auto pruner = registry_.make_pruner("fpgm", sdk::Options());
-  EXPECT_THAT(
-      [&] {
-        pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear"}}}));
-      },
-      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types must contain only "
-                                                "\"Conv2d\""),
-                                      HasSubstr("fpgm prunes Conv2d layers only"),
-                                      HasSubstr("got [\"Linear\"]"))));
   EXPECT_THAT(
       [&] {
         pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}}));
       },
-      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types"),
+      ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/1/op_types may contain only"),
                                       HasSubstr("\"default\" is not accepted"),
-                                      HasSubstr("got [\"default\"]"))));
+                                      HasSubstr("got \"default\" in [\"default\"]"))));
   EXPECT_EQ(error_code([&] {
-              pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"default"}}}));
+              pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"LayerNorm"}}}));
             }),
             sdk::Errc::kInvalidConfig);
   EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Conv2d"}}})));
+  EXPECT_NO_THROW(
+      pruner->validate_config(entry({{"sparsity", 0.5}, {"op_types", {"Linear", "Conv3d"}}})));
   EXPECT_NO_THROW(pruner->validate_config(entry({{"sparsity", 0.5}, {"op_names", {"conv1"}}})));
 }
 

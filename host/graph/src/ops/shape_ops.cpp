@@ -98,6 +98,10 @@ std::vector<OpSpec> shape_ops() {
       {{"aten::size", "aten::dim", "prim::shape", "aten::len", "aten::numel", "prim::device",
         "prim::dtype", "aten::__isnot__", "aten::__is__"},
        C::kShapeQuery, nullptr},
+      // Swin builds its shifted-window mask with x.new_zeros((H, W)): x's values (and channels)
+      // do not reach the mask.
+      {{"aten::new_zeros", "aten::new_ones", "aten::new_full", "aten::new_empty"}, C::kFresh,
+       nullptr},
       {{"aten::warn", "aten::_assert_int_or_pair", "aten::format", "aten::__not__"}, C::kNone,
        nullptr},
       // Comparisons of scalars (a tensor result is not described).

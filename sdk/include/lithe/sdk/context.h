@@ -64,13 +64,16 @@ class LITHE_SDK_API CompressionContext {
   /// Sets of layers whose output channels must be pruned alike because their outputs meet in
   /// an element-wise add (or a concatenation along another dimension than channels), built
   /// from the model's graph like NNI's ChannelDependency. Every Conv2d module of the model
-  /// appears in exactly one set (a singleton when it has no partner); sets and their members
-  /// are in graph order; names are dotted module names, compressed or not.
+  /// appears in exactly one set (a singleton when it has no partner); since SDK 1.5 so does
+  /// every Conv1d, Conv3d and Linear module (filter pruning's other layer types; a set may mix
+  /// types). Sets and their members are in graph order; names are dotted module names,
+  /// compressed or not.
   /// Throws sdk::Error(kUnsupported) when the model's graph cannot be analysed (C++-frontend
   /// models).
   virtual std::vector<std::vector<std::string>> channel_dependency_sets() = 0;
-  /// NNI's GroupDependency: for every Conv2d module, the largest `groups` among itself and the
-  /// grouped convolutions its output feeds directly. Same errors as channel_dependency_sets.
+  /// NNI's GroupDependency: for every Conv2d module (since SDK 1.5 every Conv1d/2d/3d), the
+  /// largest `groups` among itself and the grouped convolutions its output feeds directly;
+  /// Linear modules have no entry (one group). Same errors as channel_dependency_sets.
   virtual std::map<std::string, int64_t> group_dependencies() = 0;
 
   /// Data-parallel runs (one process per rank, each seeing its shard of every batch): combines

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Structured (filter) pruning of Conv2d layers, shared by every filter criterion (L1, L2,
-/// FPGM, TaylorFO, APoZ, mean activation): a criterion only scores filters; the SDK turns the
+/// Structured (filter) pruning of Conv2d layers (and, since SDK 1.5, of Conv1d, Conv3d and
+/// Linear layers for criteria that opt in), shared by every filter criterion (L1, L2, FPGM,
+/// TaylorFO, APoZ, mean activation): a criterion only scores filters; the SDK turns the
 /// scores into masks, one-shot or dependency-aware, with Lithe's exact-k rule. This is NNI's
 /// StructuredWeightMasker + _StructuredFilterPruner (reference §2.0, §2.8) minus its tie bugs.
 
@@ -10,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lithe/sdk/context.h"
 #include "lithe/sdk/export.h"
@@ -86,5 +88,27 @@ LITHE_SDK_API std::unique_ptr<WeightMasker> make_filter_masker(
 LITHE_SDK_API std::unique_ptr<Pruner> make_filter_pruner(std::shared_ptr<FilterScorer> scorer,
                                                          const std::string& algorithm,
                                                          const Options& options);
+
+/// SDK 1.5: every op type the filter framework can prune: "Conv1d", "Conv2d", "Conv3d" and
+/// "Linear" — layers whose weight is [F, ...] with one filter per output channel (for Linear a
+/// filter is a row: one output feature) and whose bias, if any, is [F].
+LITHE_SDK_API const std::vector<std::string>& filter_op_types();
+
+/// SDK 1.5: make_filter_masker for layers of any type in `op_types` (a non-empty subset of
+/// filter_op_types(); kUnsupported otherwise). The scorer then sees those layers too, so a
+/// criterion opts in only for the types it can score. Same rule otherwise.
+LITHE_SDK_API std::unique_ptr<WeightMasker> make_filter_masker_for(
+    const std::vector<std::string>& op_types, std::shared_ptr<FilterScorer> scorer,
+    const std::string& algorithm);
+
+/// SDK 1.5: make_filter_pruner for layers of any type in `op_types` (a non-empty subset of
+/// filter_op_types(); kUnsupported otherwise): validate_config accepts op_types naming only
+/// those types. In dependency-aware mode the sets come from the same
+/// CompressionContext::channel_dependency_sets, which lists every Conv1d/2d/3d and Linear
+/// module (SDK 1.5 hosts); a set may then mix types (a Linear whose output is added to a
+/// convolution's), and its members still need equal output counts.
+LITHE_SDK_API std::unique_ptr<Pruner> make_filter_pruner_for(
+    const std::vector<std::string>& op_types, std::shared_ptr<FilterScorer> scorer,
+    const std::string& algorithm, const Options& options);
 
 }  // namespace lithe::sdk

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lithe/sdk/context.h"
 #include "lithe/sdk/export.h"
@@ -61,6 +62,19 @@ LITHE_SDK_API std::unique_ptr<Pruner> make_one_shot_pruner(std::unique_ptr<Weigh
 /// layer's op type is `op_type` (op_names entries can select any module).
 LITHE_SDK_API void require_layer_op_type(const LayerView& layer, const std::string& op_type,
                                          const std::string& algorithm);
+
+/// SDK 1.5: the same for algorithms that handle several op types: validate_config rejects an
+/// entry whose `op_types` names anything outside `op_types` ("default" included). `op_types`
+/// must not be empty.
+LITHE_SDK_API std::unique_ptr<Pruner> make_one_shot_pruner_for(
+    std::unique_ptr<WeightMasker> masker, const std::string& algorithm,
+    const std::vector<std::string>& op_types);
+
+/// SDK 1.5: throws sdk::Error(kUnsupportedLayer) naming the layer, its op type, `algorithm` and
+/// the accepted types unless the layer's op type is one of `op_types`.
+LITHE_SDK_API void require_layer_op_type_in(const LayerView& layer,
+                                            const std::vector<std::string>& op_types,
+                                            const std::string& algorithm);
 
 /// Number of units to prune for `count` units at `sparsity`: int(double(count) * sparsity),
 /// truncated toward zero exactly as NNI (Python int()) does.

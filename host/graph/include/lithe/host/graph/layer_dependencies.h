@@ -17,26 +17,30 @@ struct Module;
 namespace lithe::host {
 
 struct LayerDependencies {
-  /// Every Conv2d module in exactly one set (a singleton when it has no partner); sets ordered
-  /// by their first member's position in the graph, members in graph order. Dotted names.
-  /// A set may also hold the Linear / ConvTranspose2d modules coupled to its convolutions (as
-  /// in NNI); sets without a Conv2d are not listed. Conv2d modules that forward never calls
-  /// come last, as singletons, in named_modules order.
+  /// Every Conv1d, Conv2d, Conv3d and Linear module (the layers filter pruning removes output
+  /// channels of) in exactly one set (a singleton when it has no partner); sets ordered by their
+  /// first member's position in the graph, members in graph order. Dotted names. A set may also
+  /// hold the ConvTranspose2d modules coupled to them; sets of ConvTranspose2d alone are not
+  /// listed. Modules that forward never calls come last, as singletons, in named_modules order.
+  /// NNI v2.0 lists only the sets holding a Conv2d: restricted to those, the sets are NNI's.
   std::vector<std::vector<std::string>> channel_sets;
-  /// For every Conv2d (and ConvTranspose2d) module: max(its own groups, groups of the grouped
-  /// convolutions that its output reaches directly) — NNI's GroupDependency (max, not lcm).
+  /// For every convolution module (Conv1d/2d/3d, ConvTranspose2d): max(its own groups, groups of
+  /// the grouped convolutions that its output reaches directly) — NNI's GroupDependency (max,
+  /// not lcm). Linear modules have no entry (one group).
   std::map<std::string, int64_t> groups;
 };
 
 /// Reads the channel and group dependencies from `module`'s `forward` graph (a copy, inlined;
 /// the module is neither changed nor run). Works on scripted and traced modules; layers are
-/// recognised by their op (aten::conv2d, aten::_convolution, aten::convolution,
+/// recognised by their op (aten::conv1d/2d/3d, aten::_convolution, aten::convolution,
 /// aten::conv_transpose2d, aten::linear, aten::addmm / aten::matmul on a module's weight) and
 /// named by the attribute path of that weight. Rules (NNI v2.0, reference §2.8):
 ///  - channel: every aten::add / aten::add_ with a Tensor result, and every aten::cat whose dim
 ///    is not the constant 1 (a non-constant dim couples, as NNI's None != 1), couples the
-///    nearest Conv2d / Linear / ConvTranspose2d calls found walking back from its inputs
-///    (every other op, control flow and list building included, is passed through);
+///    nearest Conv1d/2d/3d / Linear / ConvTranspose2d calls found walking back from its inputs
+///    (every other op, control flow and list building included, is passed through). Departure
+///    from NNI: NNI v2.0 does not know Conv1d/Conv3d and walks through them as if they kept
+///    channels; here they end the walk like a Conv2d;
 ///  - group: a convolution with groups g > 1 raises to g the entry of each nearest
 ///    convolution walking back from its input. Departure from NNI: a Linear ends that walk
 ///    (it mixes channels, so the convolutions before it do not feed the grouped one's groups);

@@ -24,6 +24,8 @@ enum class Channels {
   kUnknown,         ///< not described: every channel it touches is kept, and the op is named
   kNone,            ///< makes no activation (asserts, scalar arithmetic, formatting)
   kShapeQuery,      ///< reads a shape (size, dim, numel): the reader decides if channels matter
+  kFresh,           ///< a new tensor shaped by its size arguments; its tensor input gives only
+                    ///< the dtype and device (x.new_zeros(shape)): no channel flows through
   kZeroPreserving,  ///< output channel c comes from input channel c only, and 0 stays 0
                     ///< (ReLU, pooling, resampling, dropout in eval)
   kAligned,         ///< output channel c from input channel c, but 0 does not stay 0 (sigmoid)

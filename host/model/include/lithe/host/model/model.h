@@ -29,7 +29,11 @@ namespace lithe::host {
 /// One non-root module.
 struct ModuleRecord {
   std::string name;     ///< dotted name, e.g. "layer1.conv1"
-  std::string op_type;  ///< NNI op type, e.g. "Conv2d"
+  std::string op_type;  ///< NNI op type, e.g. "Conv2d": the class name, except that a TorchScript
+                        ///< class adding nothing to a convolution (torchvision's Conv3DSimple;
+                        ///< scripting drops its base class) has its convolution's type
+  std::string class_name;  ///< the module's own class name ("Conv3DSimple"); config op_types
+                           ///< match it as well as op_type. Empty: the same as op_type
   std::optional<at::Tensor> weight;  ///< live parameter/tensor attribute "weight", if any
   std::optional<at::Tensor> bias;    ///< live "bias", if any (absent or None -> empty)
 };
