@@ -34,6 +34,9 @@ outputs are committed, rerun only to change them.
                                channels
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
+  tests/data/ops_class_token.pt  a ViT encoder block's pattern: patch tokens concatenated after
+                               a class-token parameter, a pre-norm residual MLP, the class
+                               token read out: the MLP's hidden width can shrink
 """
 import os
 import sys
@@ -275,6 +278,23 @@ def randomize_batchnorm(module):
     return module
 
 
+class ClassToken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Conv2d(3, 8, 2, stride=2)
+        self.class_token = nn.Parameter(torch.randn(1, 1, 8))
+        self.norm = nn.LayerNorm(8)
+        self.fc1 = nn.Linear(8, 12)
+        self.fc2 = nn.Linear(12, 8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        t = self.proj(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.class_token.expand(t.size(0), -1, -1), t], dim=1)
+        t = t + self.fc2(F.gelu(self.fc1(self.norm(t))))
+        return self.head(t[:, 0])
+
+
 def main():
     for seed, (cls, name) in enumerate([(Gates, "ops_gates"), (DenseCat, "ops_dense_cat"),
                                         (TupleOut, "ops_tuple_out"), (Pools, "ops_pools"),
@@ -283,7 +303,8 @@ def main():
                                         (Video, "ops_video"),
                                         (Segmentation, "ops_segmentation"),
                                         (Tokens, "ops_tokens"),
-                                        (Containers, "ops_containers")]):
+                                        (Containers, "ops_containers"),
+                                        (ClassToken, "ops_class_token")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

@@ -77,6 +77,17 @@ def parameter_count(name):
         return 0
 
 
+def fill_zero_layers(model):
+    """torchvision initialises some classifier heads to zero (ViT's heads.head, MViT's): the
+    model's output is then 0 whatever the input, and every parity check would pass trivially.
+    Such weights get small random values instead (seeded like the rest)."""
+    for m in model.modules():
+        if isinstance(m, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)) and \
+                not m.weight.detach().any():
+            torch.nn.init.normal_(m.weight, std=0.02)
+    return model
+
+
 def calibrate_batchnorm(model, shape):
     """Random weights leave every BatchNorm at mean 0, variance 1 while its real inputs are far
     from that, so activations shrink layer by layer (outputs near 1e-9): parity checks would
@@ -132,7 +143,7 @@ def main():
             entries.append(entry)
             torch.manual_seed(0)
             try:
-                model = calibrate_batchnorm(build(name, family), shape)
+                model = calibrate_batchnorm(fill_zero_layers(build(name, family)), shape)
             except Exception as e:  # noqa: BLE001 - reported in the manifest
                 entry["note"] = "cannot build: %s" % str(e).splitlines()[0]
                 continue

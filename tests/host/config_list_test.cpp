@@ -57,6 +57,29 @@ TEST_F(ConfigListTest, LastMatchWinsWholeAndTypesAndNamesMustBothMatch) {
                           Sel{"fc3", 0}));
 }
 
+TEST(ConfigListConvolutionSubclassTest, MatchesItsConvolutionTypeAndItsOwnClassName) {
+  // ops_video.pt's `conv` is a PlainConv3d (torchvision's Conv3DSimple pattern): scripting drops
+  // the base class, so its op type is read from its structure; NNI-style configs that name
+  // the class itself keep matching.
+  const std::unique_ptr<Model> video =
+      load_torchscript_model(test::source_dir() / "tests/data/ops_video.pt");
+  const ModuleRecord* conv = video->find_module("conv");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->op_type, "Conv3d");
+  EXPECT_EQ(conv->class_name, "PlainConv3d");
+  EXPECT_EQ(video->find_module("stem")->class_name, "") << "torch.nn's own class: no alias";
+  const auto names = [&](const std::string& json) {
+    std::vector<std::string> out;
+    for (const SelectedLayer& layer : resolve_config_list(json, "/config_list", *video).layers) {
+      out.push_back(video->modules()[layer.module_index].name);
+    }
+    return out;
+  };
+  EXPECT_THAT(names(R"([{"sparsity": 0.5, "op_types": ["Conv3d"]}])"),
+              ElementsAre("stem", "conv", "dw"));
+  EXPECT_THAT(names(R"([{"sparsity": 0.5, "op_types": ["PlainConv3d"]}])"), ElementsAre("conv"));
+}
+
 TEST_F(ConfigListTest, ExcludeWorksOnlyWhenItIsTheLastMatch) {
   EXPECT_THAT(resolve(R"([{"sparsity": 0.5, "op_types": ["Linear"]},
                           {"exclude": true, "op_names": ["fc2"]}])"),

@@ -377,6 +377,80 @@ TEST(SpeedupTest, VideoConvolutionsShrinkIncludingASubclassThatAddsNothing) {
   EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
 }
 
+// Prunes a loaded copy of the test model `file` (tests/data) and returns its masks.
+NamedMasks prune_file(const std::string& file, const std::string& config_list,
+                      const std::string& options) {
+  torch::jit::Module module =
+      torch::jit::load((test::source_dir() / "tests/data" / file).string());
+  std::unique_ptr<Model> model = make_torchscript_model(module);
+  PruningSession session(*model, filter_registry(), {"l1_filter", config_list, options, "<test>"});
+  session.compress();
+  return session.masks();
+}
+
+// Output filters a weight mask prunes whole.
+int64_t pruned_rows(const NamedMasks& masks, const std::string& layer) {
+  for (const auto& [name, m] : masks) {
+    if (name == layer) {
+      return m.weight.reshape({m.weight.size(0), -1}).eq(0).all(1).sum().item<int64_t>();
+    }
+  }
+  return -1;
+}
+
+TEST(SpeedupTest, L1FilterOnConv3dSelectsTheSubclassAndTheVideoNetShrinks) {
+  // op_types "Conv3d" selects the PlainConv3d subclass too (scripting dropped its base class;
+  // its structure says it is a Conv3d), and dependency_aware treats it as a convolution.
+  const NamedMasks masks = prune_file(
+      "ops_video.pt", R"([{"sparsity": 0.5, "op_types": ["Conv3d"]}])", R"({"dependency_aware": true})");
+  EXPECT_EQ(pruned_rows(masks, "stem"), 4);
+  EXPECT_EQ(pruned_rows(masks, "conv"), 4);
+  EXPECT_EQ(pruned_rows(masks, "dw"), 4);
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_video.pt").string());
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 4, 8, 8}));
+  EXPECT_EQ(parameter_shape(*result.module, "stem.weight"), (Shape{4, 3, 1, 3, 3}));
+  EXPECT_EQ(parameter_shape(*result.module, "conv.weight").at(1), 4);
+  EXPECT_LT(parameter_shape(*result.module, "fc.weight").at(1), 8);
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
+TEST(SpeedupTest, L1FilterOnLinearShrinksTheHiddenWidthsOfChannelLastAndTokenMlps) {
+  // Every Linear but the classifier at 0.5: the first layer of each MLP loses half its rows,
+  // the second the matching columns. Each MLP's second layer is added into the residual
+  // stream with the stem (not compressed), so their outputs keep their width.
+  const NamedMasks masks = prune_file(
+      "ops_channel_last.pt",
+      R"([{"sparsity": 0.5, "op_types": ["Linear"]}, {"exclude": true, "op_names": ["head"]}])",
+      R"({"dependency_aware": true})");
+  EXPECT_EQ(pruned_rows(masks, "pwconv1"), 8);
+  EXPECT_EQ(pruned_rows(masks, "token_fc1"), 6);
+  EXPECT_EQ(pruned_rows(masks, "head"), -1) << "excluded";
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_channel_last.pt").string());
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 6, 6}));
+  EXPECT_EQ(parameter_shape(*result.module, "pwconv1.weight"), (Shape{8, 8}));
+  EXPECT_EQ(parameter_shape(*result.module, "pwconv2.weight"), (Shape{8, 8}));
+  EXPECT_EQ(parameter_shape(*result.module, "token_fc1.weight"), (Shape{6, 8}));
+  EXPECT_EQ(parameter_shape(*result.module, "token_fc2.weight"), (Shape{8, 6}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
+TEST(SpeedupTest, AClassTokenBeforeATokenMlpStillLetsItsHiddenWidthShrink) {
+  // ViT: cat([class_token.expand(...), patches], dim=1) makes tokens whose features the walk
+  // does not follow (the parameter cannot shrink); the MLP's first Linear still loses its
+  // pruned rows and the second the matching columns.
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/ops_class_token.pt").string());
+  NamedMasks masks;
+  masks.push_back({"fc1", zero_first({12, 8}, 5, true)});
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 8, 8}));
+  EXPECT_EQ(parameter_shape(*result.module, "fc1.weight"), (Shape{7, 8}));
+  EXPECT_EQ(parameter_shape(*result.module, "fc2.weight"), (Shape{8, 7}));
+  EXPECT_EQ(parameter_shape(*result.module, "proj.weight"), (Shape{8, 3, 2, 2}));
+  EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
+}
+
 TEST(SpeedupTest, SegmentationFeatureDictsAndInterpolationShrink) {
   // An IntermediateLayerGetter (`if name in self.return_layers`, constant dict attribute) fills
   // an OrderedDict that the head reads by key; interpolation to `low.shape[-2:]` reads only

@@ -659,11 +659,30 @@ class ChannelFlow {
     // Features are the last axis, whatever the rank ([N, F], [N, tokens, F], channel-last
     // [N, H, W, C]): x must hold its channels there, and y holds them there too.
     if (!module || tensor_of(x) == nullptr || tensor_of(y) == nullptr ||
-        tensor_of(x)->dim() < 2 || axis_of(x) != tensor_of(x)->dim() - 1) {
+        tensor_of(x)->dim() < 2) {
       return false;
     }
     set_axis(y, tensor_of(y)->dim() - 1);
-    read_and_make(*module, LayerKind::kLinear, "Linear", x, y);
+    if (axis_of(x) == tensor_of(x)->dim() - 1) {
+      read_and_make(*module, LayerKind::kLinear, "Linear", x, y);
+      return true;
+    }
+    // x's last axis is not a channel space the walk follows (ViT's tokens come from a cat with
+    // a class-token parameter; a channel axis elsewhere would not be per feature): the layer
+    // reads every input feature, but its own rows can still go, since y[..., j] = x·W[j] + b[j]
+    // is zero wherever row j and b[j] are.
+    const std::string where = *module + " (Linear)";
+    block_value(x, where, "a Linear reads the last axis, which does not hold these channels");
+    LayerUse& use = use_of(*module, LayerKind::kLinear, "Linear");
+    use.in_channels = tensor_of(x)->size(-1);
+    use.out_channels = channels(y);
+    const int in_space = spaces_.add(use.in_channels);
+    spaces_.block(in_space, where, "its input features come from ops Lithe does not follow");
+    join(*module, use.in_space, in_space);
+    const int out_space = spaces_.add(use.out_channels);
+    set_space(y, out_space);
+    join(*module, use.out_space, out_space);
+    set_zeros(y, zero_filters(*module, use.out_channels), use.out_space);
     return true;
   }
 
