@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/op_table.h"
 #include "lithe/host/io/file_io.h"
+#include "input_free_values.h"
 #include "onnx_quantization.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/submodule.h"
@@ -56,9 +58,11 @@ class Emitter : public ops::OnnxWriter {
   Emitter(const jit::Module& module, const OnnxExportOptions& options)
       : module_(module), options_(options) {
     quantized_ = onnx_quantization::read_quantized_layers(module);
-    graph_trace::Trace trace = graph_trace::trace_forward(module, at::zeros(options.input_shape));
+    graph_trace::Trace trace = graph_trace::trace_forward(
+        module, at::zeros(options.input_shape), graph_trace::InputShape::kFixed);
     graph_ = std::move(trace.graph);
     values_ = std::move(trace.values);
+    input_free_ = std::make_unique<InputFreeValues>(*graph_);
   }
 
   onnx::ModelProto run() {
@@ -90,6 +94,7 @@ class Emitter : public ops::OnnxWriter {
       node("Identity", {name_of(outputs[i], graph_->return_node())}, name, "output");
       add_value_info(graph_proto_->add_output(), name, tensor_of(outputs[i]));
     }
+    drop_unread_initializers();
     summary_.nodes = graph_proto_->node_size();
     for (const auto& [layer, quantized] : quantized_) {
       for (const auto& [type, g] : quantized.types) {
@@ -218,6 +223,10 @@ class Emitter : public ops::OnnxWriter {
       t->set_data_type(onnx::TensorProto_DataType_UINT8);
     } else if (c.scalar_type() == at::kChar) {
       t->set_data_type(onnx::TensorProto_DataType_INT8);
+    } else if (c.scalar_type() == at::kBool) {
+      t->set_data_type(onnx::TensorProto_DataType_BOOL);  // one byte per element, as torch's
+    } else if (c.scalar_type() == at::kInt) {
+      t->set_data_type(onnx::TensorProto_DataType_INT32);
     } else {
       LITHE_CHECK(c.is_floating_point(), sdk::Errc::kUnsupported, "cannot export to ONNX: '",
                   name, "' is a ", c.scalar_type(),
@@ -225,7 +234,8 @@ class Emitter : public ops::OnnxWriter {
       t->set_data_type(onnx::TensorProto_DataType_FLOAT);
     }
     const bool integer = c.scalar_type() == at::kLong || c.scalar_type() == at::kByte ||
-                         c.scalar_type() == at::kChar;
+                         c.scalar_type() == at::kChar || c.scalar_type() == at::kBool ||
+                         c.scalar_type() == at::kInt;
     const at::Tensor data = integer ? c : c.to(at::kFloat);
     t->set_raw_data(std::string(static_cast<const char*>(data.data_ptr()),
                                 static_cast<size_t>(data.numel()) * data.element_size()));
@@ -520,7 +530,12 @@ class Emitter : public ops::OnnxWriter {
       return;  // parameters and constants become initializers when something reads them
     }
     const ops::OpSpec* spec = ops::find_op(kind);
-    if (spec == nullptr || spec->onnx == nullptr) {
+    if (spec == nullptr || spec->onnx == nullptr || !n->blocks().empty()) {
+      // What no input reaches is the same on every input of the export's shape: written as
+      // what it held (Swin's attention mask, built by new_zeros and a loop of slice fills).
+      if (fold_input_free(n)) {
+        return;
+      }
       unsupported(n, "this op is not supported by Lithe's ONNX export");
     }
     spec->onnx(*this, n);
@@ -537,10 +552,46 @@ class Emitter : public ops::OnnxWriter {
     }
   }
 
+  // Folding writes a value's contents even when every reader was folded too: such initializers
+  // are left out (ONNX Runtime warns about each).
+  void drop_unread_initializers() {
+    std::unordered_set<std::string> read;
+    for (const onnx::NodeProto& n : graph_proto_->node()) {
+      read.insert(n.input().begin(), n.input().end());
+    }
+    for (const onnx::ValueInfoProto& out : graph_proto_->output()) {
+      read.insert(out.name());
+    }
+    auto* initializers = graph_proto_->mutable_initializer();
+    for (int i = initializers->size() - 1; i >= 0; --i) {
+      if (read.count(initializers->Get(i).name()) == 0) {
+        initializers->DeleteSubrange(i, 1);
+      }
+    }
+  }
+
+  // Writes every tensor output of `n` as the initializer of what it held on the export input,
+  // when no input's contents reach any of them. False (nothing written) otherwise.
+  bool fold_input_free(const jit::Node* n) {
+    for (const jit::Value* out : n->outputs()) {
+      if (out->type()->kind() == c10::TypeKind::TensorType &&
+          (!input_free_->foldable(out) || values_.count(out) == 0)) {
+        return false;
+      }
+    }
+    for (const jit::Value* out : n->outputs()) {
+      if (out->type()->kind() == c10::TypeKind::TensorType) {
+        names_[out] = named_initializer(fresh(out->debugName()), values_.at(out).contiguous());
+      }
+    }
+    return true;
+  }
+
   const jit::Module& module_;
   OnnxExportOptions options_;
   std::shared_ptr<jit::Graph> graph_;
   graph_trace::ValueTensors values_;
+  std::unique_ptr<InputFreeValues> input_free_;
   onnx::GraphProto* graph_proto_ = nullptr;
   std::unordered_map<const jit::Value*, std::string> names_;
   std::unordered_map<const jit::Value*, const jit::Value*> aliases_;  // unpacked -> packed

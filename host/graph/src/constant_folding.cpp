@@ -4,6 +4,7 @@
 // every node that survives is a node of the original graph, with its inlined call stack (the
 // module scopes the analyses read) intact.
 #include "lithe/host/graph/constant_folding.h"
+#include "lithe/host/graph/op_table.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -221,7 +222,113 @@ size_t fold_ranks(jit::Graph& graph, jit::Block* block, const graph_trace::Value
   return folded;
 }
 
+// Whether a value is decided by the input's shape alone (fold_shape_conditions' rule).
+class ShapeDecided {
+ public:
+  bool operator()(const jit::Value* v) {
+    if (const auto it = memo_.find(v); it != memo_.end()) {
+      return it->second;
+    }
+    memo_[v] = false;  // a cycle (a loop-carried value) is not decided
+    const bool decided = compute(v) && (v->type()->kind() != c10::TypeKind::ListType ||
+                                        writes_decided(v));
+    memo_[v] = decided;
+    return decided;
+  }
+
+ private:
+  static bool is_tensor(const jit::Value* v) {
+    return v->type()->kind() == c10::TypeKind::TensorType ||
+           v->type()->kind() == c10::TypeKind::OptionalType;
+  }
+
+  bool compute(const jit::Value* v) {
+    if (v->type()->kind() == c10::TypeKind::TensorType) {
+      return false;  // its contents
+    }
+    const jit::Node* n = v->node();
+    const c10::Symbol kind = n->kind();
+    if (kind == c10::prim::Constant) {
+      return true;
+    }
+    if (kind == c10::prim::Param || !n->blocks().empty() || n->hasSideEffects() ||
+        n->inputs().empty()) {
+      return false;  // a forward argument, a branch's or loop's result, runtime state
+    }
+    static const c10::Symbol is = c10::Symbol::fromQualString("aten::__is__");
+    static const c10::Symbol isnot = c10::Symbol::fromQualString("aten::__isnot__");
+    static const c10::Symbol is_nested = c10::Symbol::fromQualString("prim::is_nested");
+    if ((kind == is || kind == isnot) && n->inputs().size() == 2 && n->input(0) == n->input(1)) {
+      return true;
+    }
+    const ops::OpSpec* spec = ops::find_op(kind);
+    const bool shape_query = (spec != nullptr && spec->channels == ops::Channels::kShapeQuery &&
+                              kind != is && kind != isnot) ||
+                             kind == c10::prim::is_cuda || kind == is_nested;
+    for (const jit::Value* input : n->inputs()) {
+      if (is_tensor(input)) {
+        if (!shape_query) {
+          return false;
+        }
+      } else if (!(*this)(input)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Every write into list `v` (shift_size[0] = 0) is itself decided, and so is every branch
+  // that holds one.
+  bool writes_decided(const jit::Value* v) {
+    for (const jit::Use& use : v->uses()) {
+      if (!ops::writes_input(use.user, use.offset)) {
+        continue;
+      }
+      for (const jit::Value* input : use.user->inputs()) {
+        if (input != v && (is_tensor(input) || !(*this)(input))) {
+          return false;
+        }
+      }
+      for (const jit::Block* b = use.user->owningBlock(); b->owningNode() != nullptr;
+           b = b->owningNode()->owningBlock()) {
+        const jit::Node* owner = b->owningNode();
+        if (owner->kind() != c10::prim::If || !(*this)(owner->input(0))) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  std::unordered_map<const jit::Value*, bool> memo_;
+};
+
 }  // namespace
+
+size_t fold_shape_scalars(const std::shared_ptr<jit::Graph>& graph,
+                          const graph_trace::ValueScalars& scalars) {
+  ShapeDecided decided;
+  std::vector<std::pair<jit::Value*, c10::IValue>> folds;
+  for (jit::Node* node : graph->nodes()) {
+    if (node->kind() == c10::prim::Constant) {
+      continue;
+    }
+    for (jit::Value* v : node->outputs()) {
+      const auto captured = scalars.find(v);
+      if (captured != scalars.end() && decided(v)) {
+        folds.emplace_back(v, captured->second);
+      }
+    }
+  }
+  for (const auto& [value, constant] : folds) {
+    jit::WithInsertPoint here(value->node());
+    value->replaceAllUsesWith(graph->insertConstant(constant));
+  }
+  if (!folds.empty()) {
+    propagate(graph);
+  }
+  return folds.size();
+}
 
 size_t fold_module_attributes(const jit::Module& module,
                               const std::shared_ptr<jit::Graph>& graph) {

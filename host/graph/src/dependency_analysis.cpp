@@ -98,16 +98,6 @@ bool carries_tensors(const c10::TypePtr& type) {
                      [](const c10::TypePtr& t) { return carries_tensors(t); });
 }
 
-// Whether `user` writes into its input number `index` (aten::append(list, x), x.add_(y), ...).
-bool writes_input(const jit::Node* user, size_t index) {
-  const c10::FunctionSchema* schema = user->maybeSchema();
-  if (schema == nullptr || index >= schema->arguments().size()) {
-    return false;
-  }
-  const c10::AliasInfo* alias = schema->arguments()[index].alias_info();
-  return alias != nullptr && alias->isWrite();
-}
-
 
 // One call of a Conv2d / ConvTranspose2d / Linear module in the inlined graph.
 struct LayerCall {
@@ -336,7 +326,7 @@ class GraphAnalysis {
     // reaches every reader of the list.
     if (value->type()->kind() == c10::TypeKind::ListType) {
       for (const jit::Use& use : value->uses()) {
-        if (!writes_input(use.user, use.offset)) {
+        if (!ops::writes_input(use.user, use.offset)) {
           continue;
         }
         for (jit::Value* input : use.user->inputs()) {

@@ -167,14 +167,18 @@ std::optional<std::string> module_path(const jit::Value* value) {
 }
 
 ValueTensors run_and_capture(const jit::Module& module, const std::shared_ptr<jit::Graph>& graph,
-                             const at::Tensor& input) {
+                             const at::Tensor& input, ValueScalars* scalars) {
   // Run a copy whose single output is a tuple of every top-level tensor value; then map the
   // copy's values back to `graph`'s by position (copy() keeps node and value order).
   std::shared_ptr<jit::Graph> probe = graph->copy();
   std::vector<const jit::Value*> originals;
   std::vector<jit::Value*> captured;
   const auto collect = [&](const jit::Value* original, jit::Value* copy) {
-    if (copy->type()->kind() == c10::TypeKind::TensorType) {
+    const c10::TypeKind kind = copy->type()->kind();
+    if (kind == c10::TypeKind::TensorType ||
+        (scalars != nullptr && (kind == c10::TypeKind::BoolType ||
+                                kind == c10::TypeKind::IntType ||
+                                kind == c10::TypeKind::FloatType))) {
       originals.push_back(original);
       captured.push_back(copy);
     }
@@ -232,12 +236,15 @@ ValueTensors run_and_capture(const jit::Module& module, const std::shared_ptr<ji
   for (size_t i = 0; i < originals.size(); ++i) {
     if (elements[i].isTensor()) {
       out.emplace(originals[i], elements[i].toTensor());
+    } else if (scalars != nullptr &&
+               (elements[i].isBool() || elements[i].isInt() || elements[i].isDouble())) {
+      (*scalars)[originals[i]] = elements[i];
     }
   }
   return out;
 }
 
-Trace trace_forward(const jit::Module& module, const at::Tensor& input) {
+Trace trace_forward(const jit::Module& module, const at::Tensor& input, InputShape shape) {
   Trace trace{inline_forward(module), {}};
   trace.values = run_and_capture(module, trace.graph, input);
   // Each fold can inline a branch whose own rank checks then reach the top level; nesting is
@@ -256,6 +263,19 @@ Trace trace_forward(const jit::Module& module, const at::Tensor& input) {
       throw sdk::Error(sdk::Errc::kUnsupported,
                        std::string("cannot fold the tensor ranks of the model's forward: ") +
                            e.what_without_backtrace());
+    }
+    if (shape == InputShape::kFixed) {
+      // The scalars are captured afresh: a branch a fold inlines brings its own to the top
+      // level.
+      ValueScalars scalars;
+      (void)run_and_capture(module, trace.graph, input, &scalars);
+      try {
+        folded += constant_folding::fold_shape_scalars(trace.graph, scalars);
+      } catch (const c10::Error& e) {
+        throw sdk::Error(sdk::Errc::kUnsupported,
+                         std::string("cannot fold the shape checks of the model's forward: ") +
+                             e.what_without_backtrace());
+      }
     }
     if (folded == 0) {
       break;

@@ -38,6 +38,30 @@ void emit_clip(OnnxWriter& w, const jit::Node* n) {
           w.initializer("clip_max", at::scalar_tensor(hi, at::kFloat))});
 }
 
+// aten::clamp(x, min, max) / clamp_min(x, min) / clamp_max(x, max) with number bounds: Clip,
+// an absent bound left out.
+void emit_clamp(OnnxWriter& w, const jit::Node* n) {
+  const std::string name = n->kind().toQualString();
+  const bool only_max = name.rfind("aten::clamp_max", 0) == 0;
+  const bool only_min = name.rfind("aten::clamp_min", 0) == 0;
+  const auto bound = [&](size_t index, const char* stem) -> std::string {
+    if (n->inputs().size() <= index) {
+      return "";
+    }
+    const c10::IValue v = w.constant(n, index);
+    if (v.isNone()) {
+      return "";
+    }
+    if (!v.isScalar()) {
+      w.unsupported(n, "only number bounds are written");
+    }
+    return w.initializer(stem, at::scalar_tensor(v.toScalar().toDouble(), at::kFloat));
+  };
+  const std::string lo = only_max ? "" : bound(1, "clip_min");
+  const std::string hi = only_min ? "" : bound(only_max ? 1 : 2, "clip_max");
+  w.emit(n, "Clip", {w.input(n, 0), lo, hi});
+}
+
 void emit_elu(OnnxWriter& w, const jit::Node* n) {
   // aten::elu(x, alpha, scale, input_scale): ONNX's Elu has alpha only.
   if (n->inputs().size() > 3 && (number(w, n, 2) != 1.0 || number(w, n, 3) != 1.0)) {
@@ -131,6 +155,9 @@ std::vector<OpSpec> activation_ops() {
       {{"aten::sigmoid", "aten::sigmoid_"}, C::kAligned, emit_sigmoid},
       {{"aten::hardsigmoid", "aten::hardsigmoid_"}, C::kAligned, emit_hardsigmoid},
       {{"aten::exp"}, C::kAligned, emit_exp},
+      {{"aten::clamp", "aten::clamp_", "aten::clamp_min", "aten::clamp_min_", "aten::clamp_max",
+        "aten::clamp_max_"},
+       C::kAligned, emit_clamp},
       {{"aten::softplus"}, C::kAligned, emit_softplus},
       {{"aten::softmax", "aten::log_softmax"}, C::kAligned, emit_softmax, /*dim_arg=*/1},
       // Identities in eval (dropout's train flag is folded with self.training).

@@ -33,6 +33,21 @@ void emit_binary(OnnxWriter& w, const jit::Node* n) {
 }
 
 // Matrix products of activations (attention scores, values): MatMul broadcasts like them.
+// aten::einsum(equation, [a, b, ...], path): ONNX's Einsum takes the same equation (MaxViT's
+// relative attention).
+void emit_einsum(OnnxWriter& w, const jit::Node* n) {
+  const c10::IValue equation = w.constant(n, 0);
+  const std::optional<std::vector<const jit::Value*>> operands = list_items(n->input(1), n);
+  if (!equation.isString() || !operands) {
+    w.unsupported(n, "its equation or operand list is not known before running");
+  }
+  std::vector<std::string> inputs;
+  for (const jit::Value* operand : *operands) {
+    inputs.push_back(w.value(operand, n));
+  }
+  w.emit(n, "Einsum", inputs, {{"equation", equation.toStringRef()}});
+}
+
 void emit_matmul(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "MatMul", {w.input(n, 0), w.input(n, 1)});
 }
@@ -50,6 +65,7 @@ std::vector<OpSpec> elementwise_ops() {
        ZeroRule::kFirst},
       // Mix channels (features) with another tensor's: channel flow keeps them.
       {{"aten::matmul", "aten::bmm"}, C::kUnknown, emit_matmul},
+      {{"aten::einsum"}, C::kUnknown, emit_einsum},
   };
 }
 

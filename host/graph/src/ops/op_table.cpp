@@ -38,6 +38,15 @@ const OpSpec* find_op(c10::Symbol kind) {
   return found == table.end() ? nullptr : &found->second;
 }
 
+bool writes_input(const torch::jit::Node* user, size_t index) {
+  const c10::FunctionSchema* schema = user->maybeSchema();
+  if (schema == nullptr || index >= schema->arguments().size()) {
+    return false;
+  }
+  const c10::AliasInfo* alias = schema->arguments()[index].alias_info();
+  return alias != nullptr && alias->isWrite();
+}
+
 std::optional<std::vector<const torch::jit::Value*>> list_items(const torch::jit::Value* list,
                                                                 const torch::jit::Node* reader) {
   const torch::jit::Node* maker = list->node();

@@ -102,6 +102,23 @@ void emit_mean(OnnxWriter& w, const jit::Node* n) {
          {{"axes", w.ints(n, 1)}, {"keepdims", int64_t{w.constant(n, 2).toBool() ? 1 : 0}}});
 }
 
+// aten::norm(x, p, dims, keepdim) with p = 1 or 2 (F.normalize; Swin v2's cosine attention):
+// ReduceL1 / ReduceL2 over the axes.
+void emit_norm(OnnxWriter& w, const jit::Node* n) {
+  const c10::IValue p = w.constant(n, 1);
+  const double order = p.isNone() ? 2.0 : p.toScalar().toDouble();
+  if ((order != 1.0 && order != 2.0) || n->inputs().size() < 4) {
+    w.unsupported(n, "only the 1- and 2-norm over given axes are written");
+  }
+  const int64_t rank = w.tensor(n->input(0)).dim();
+  std::vector<int64_t> axes = w.ints(n, 2);
+  for (int64_t& a : axes) {
+    a = normalized_axis(a, rank);
+  }
+  w.emit(n, order == 1.0 ? "ReduceL1" : "ReduceL2", {w.input(n, 0)},
+         {{"axes", axes}, {"keepdims", int64_t{w.constant(n, 3).toBool() ? 1 : 0}}});
+}
+
 }  // namespace
 
 std::vector<OpSpec> pooling_ops() {
@@ -117,6 +134,7 @@ std::vector<OpSpec> pooling_ops() {
       {{"aten::upsample_bilinear2d", "aten::upsample_nearest2d"}, C::kSpatial, emit_resize},
       // mean / sum / amax(x, dims, keepdim, ...)
       {{"aten::mean"}, C::kReduction, emit_mean, /*dim_arg=*/1, /*keepdim_arg=*/2},
+      {{"aten::norm"}, C::kReduction, emit_norm, /*dim_arg=*/2, /*keepdim_arg=*/3},
       {{"aten::sum", "aten::amax"}, C::kReduction, nullptr, 1, 2},
   };
 }

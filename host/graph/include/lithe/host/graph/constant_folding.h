@@ -38,4 +38,19 @@ size_t fold_module_attributes(const torch::jit::Module& module,
 size_t fold_tensor_ranks(const std::shared_ptr<torch::jit::Graph>& graph,
                          const graph_trace::ValueTensors& values);
 
+/// For a graph described at one input shape only (ONNX export: its shapes are static): replaces
+/// each top-level bool, int or float value that shapes alone decide by the value it took
+/// (`scalars`, captured on an input of that shape), then runs constant propagation and dead-code
+/// elimination, which also inlines the branches such conditions pick. A value is decided by
+/// shapes when everything it is computed from
+/// is a constant, a tensor's size, rank, element count, device or dtype, identity of one value
+/// with itself, or int/float/bool/list arithmetic on those (a list counts with every write into
+/// it, including writes inside branches whose own conditions qualify); a tensor's contents, a
+/// graph input that is not a tensor, runtime state (grad mode) or a loop's result disqualify
+/// it. Swin pads and shifts by sizes (`if window_size[0] >= pad_H: shift_size[0] = 0`) and
+/// scales by `(C // num_heads) ** -0.5`. The graph is then valid for inputs of that shape only.
+/// Returns the number of values folded.
+size_t fold_shape_scalars(const std::shared_ptr<torch::jit::Graph>& graph,
+                          const graph_trace::ValueScalars& scalars);
+
 }  // namespace lithe::host::constant_folding

@@ -55,19 +55,26 @@ std::string interpreter_message(const std::exception& error);
 /// the mode the caller wants measured (eval() for shapes as deployed); it is run once as it is.
 /// Ops that write in place make earlier values alias later ones: read shapes from them, and
 /// contents only where no in-place op follows.
+/// With `scalars`, the bool, int and float values of the top-level block are captured there too.
 using ValueTensors = std::unordered_map<const torch::jit::Value*, at::Tensor>;
+using ValueScalars = std::unordered_map<const torch::jit::Value*, c10::IValue>;
 ValueTensors run_and_capture(const torch::jit::Module& module,
                              const std::shared_ptr<torch::jit::Graph>& graph,
-                             const at::Tensor& input);
+                             const at::Tensor& input, ValueScalars* scalars = nullptr);
 
 /// `module`'s forward as it runs on `input`: inline_forward's graph with the tensor ranks it reads
 /// folded too (constant_folding::fold_tensor_ranks, repeated while a fold uncovers another), and
 /// the tensors its top-level values take (run_and_capture). The module must be in the mode the
 /// caller wants described, as for both.
+/// With InputShape::kFixed (a model described for exactly `input`'s shape, as ONNX export does:
+/// its shapes are static), the scalars that shapes alone decide are folded as well, and with them
+/// the branches they decide (constant_folding::fold_shape_scalars).
 struct Trace {
   std::shared_ptr<torch::jit::Graph> graph;
   ValueTensors values;
 };
-Trace trace_forward(const torch::jit::Module& module, const at::Tensor& input);
+enum class InputShape { kAny, kFixed };
+Trace trace_forward(const torch::jit::Module& module, const at::Tensor& input,
+                    InputShape shape = InputShape::kAny);
 
 }  // namespace lithe::host::graph_trace

@@ -141,6 +141,10 @@ std::optional<std::vector<int64_t>> constant_ints(const torch::jit::Value* value
 /// rank-`rank` input; nullopt when its arguments are not constants.
 std::optional<std::vector<int64_t>> layout_permutation(const torch::jit::Node* node, int64_t rank);
 
+/// Whether `user` may write into its input number `index` (aten::append(list, x), x.add_(y),
+/// aten::_set_item(list, i, v)): its schema marks that argument written.
+bool writes_input(const torch::jit::Node* user, size_t index);
+
 /// The table's entry for `kind`, or null for an op it does not describe.
 const OpSpec* find_op(c10::Symbol kind);
 
