@@ -136,6 +136,30 @@ class Sort(nn.Module):
         return self.fc(self.pool(self.body(x)).flatten(1))
 
 
+class DataBranch(nn.Module):
+    """A branch on the input's contents: no input shape decides it, so it is not folded."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        if bool(y.sum() > 0):
+            y = y * 2.0
+        return y
+
+
+class DataMask(nn.Module):
+    """A tensor filled where the input is positive: its contents depend on the input, so it is
+    not written as a constant (a mask built from shapes alone would be)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = x.new_zeros(x.shape)
+        mask[x > 0] = 1.0
+        return x * mask
+
+
 def save(module, name, traced=False):
     relative = f"tests/data/onnx_error_{name}.pt"
     module = module.eval()
@@ -159,7 +183,9 @@ def main():
               ("batchnorm_no_stats", BatchNormNoStats, False),
               ("second_input", SecondInput, False),
               ("two_inputs", TwoInputs, False),
-              ("sort", Sort, False)]
+              ("sort", Sort, False),
+              ("data_branch", DataBranch, False),
+              ("data_mask", DataMask, False)]
     for seed, (name, cls, traced) in enumerate(models):
         torch.manual_seed(40 + seed)
         save(cls(), name, traced)

@@ -213,6 +213,18 @@ INSTANTIATE_TEST_SUITE_P(
                      {1, 3, 8, 8},
                      {"aten::sort (node %", "in module 'body' (Body): " + kNotSupported,
                       kNothingWritten}},
+        // Shapes fixed at export fold branches and tensors no input reaches; a branch on the
+        // input's contents is not folded (its condition's sum is what is refused first), and a
+        // tensor filled where the input is positive is not written as a constant (its
+        // new_zeros is refused: the input reaches it through the in-place fill).
+        RefusedModel{"data_branch",
+                     {1, 3, 8, 8},
+                     {"aten::sum (node %", "in the model's own forward: " + kNotSupported,
+                      kNothingWritten}},
+        RefusedModel{"data_mask",
+                     {1, 3, 8, 8},
+                     {"aten::new_zeros (node %mask", "in the model's own forward: " + kNotSupported,
+                      kNothingWritten}},
         // forward(x, y: Optional[Tensor] = None) runs on one input but cannot be exported as is.
         RefusedModel{"second_input",
                      {1, 3, 8, 8},

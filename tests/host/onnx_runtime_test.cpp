@@ -159,7 +159,14 @@ INSTANTIATE_TEST_SUITE_P(
                       OpCase{"ops_dense_cat", 13}, OpCase{"ops_tuple_out", 13},
                       OpCase{"ops_pools", 13}, OpCase{"ops_video", 13, {2, 3, 4, 8, 8}},
                       OpCase{"ops_segmentation", 13, {2, 3, 12, 12}},
-                      OpCase{"ops_tokens", 13, {2, 3, 8, 8}}),
+                      OpCase{"ops_tokens", 13, {2, 3, 8, 8}},
+                      // torchvision's transformer blocks at a few channels
+                      // (scripts/make_transformer_models.py): shifted windows, cosine
+                      // attention, einsum relative attention; LayerNorm decomposed at 13.
+                      OpCase{"tv_swin_tiny", 13, {1, 3, 32, 32}},
+                      OpCase{"tv_swin_tiny", 17, {2, 3, 32, 32}},
+                      OpCase{"tv_swin_v2_tiny", 17, {1, 3, 32, 32}},
+                      OpCase{"tv_maxvit_tiny", 17, {1, 3, 32, 32}}),
     [](const ::testing::TestParamInfo<OpCase>& info) {
       return std::string(info.param.model) + "_opset" + std::to_string(info.param.opset);
     });

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Builds tiny versions of torchvision's transformer architectures for the ONNX tests
+(tests/host/onnx_runtime_test.cpp): the real block code of Swin, Swin v2 and MaxViT at a few
+channels, scripted, so that a test exercises every op and pattern the full models use (shifted
+windows: pad to the window, roll, the attention mask built by new_zeros and slice fills;
+relative position bias by index; Swin v2's cosine attention with normalize and a clamped
+logit scale; MaxViT's einsum relative attention) without a 100 MB file. Needs
+python3-torchvision (Debian) at build time only; outputs are committed.
+
+    /usr/bin/python3 scripts/make_transformer_models.py
+"""
+import os
+import sys
+
+import torch
+from torchvision.models.maxvit import MaxVit
+from torchvision.models.swin_transformer import (PatchMergingV2, SwinTransformer,
+                                                 SwinTransformerBlockV2)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def models():
+    swin = dict(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2],
+                window_size=[4, 4], num_classes=10)
+    yield "tv_swin_tiny", lambda: SwinTransformer(**swin)
+    yield "tv_swin_v2_tiny", lambda: SwinTransformer(block=SwinTransformerBlockV2,
+                                                     downsample_layer=PatchMergingV2, **swin)
+    yield "tv_maxvit_tiny", lambda: MaxVit(input_size=(32, 32), stem_channels=8,
+                                           partition_size=2, block_channels=[16, 32],
+                                           block_layers=[1, 1], head_dim=8,
+                                           stochastic_depth_prob=0.0, num_classes=10)
+
+
+def main():
+    # TorchScript writes a module's constants in set order: a fixed hash seed makes reruns
+    # byte-identical.
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  dict(os.environ, PYTHONHASHSEED="0"))
+    for seed, (name, make) in enumerate(models()):
+        torch.manual_seed(60 + seed)
+        path = os.path.join(ROOT, "tests", "data", name + ".pt")
+        torch.jit.script(make().eval()).save(path)
+        print("wrote", os.path.relpath(path, ROOT), os.path.getsize(path), "bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
