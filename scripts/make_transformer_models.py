@@ -4,7 +4,8 @@
 channels, scripted, so that a test exercises every op and pattern the full models use (shifted
 windows: pad to the window, roll, the attention mask built by new_zeros and slice fills;
 relative position bias by index; Swin v2's cosine attention with normalize and a clamped
-logit scale; MaxViT's einsum relative attention) without a 100 MB file. Needs
+logit scale; ViT's nn.MultiheadAttention, whose inference kernel runs with grad off; MaxViT's
+einsum relative attention) without a 100 MB file. Needs
 python3-torchvision (Debian) at build time only; outputs are committed.
 
     /usr/bin/python3 scripts/make_transformer_models.py
@@ -14,6 +15,7 @@ import sys
 
 import torch
 from torchvision.models.maxvit import MaxVit
+from torchvision.models.vision_transformer import VisionTransformer
 from torchvision.models.swin_transformer import (PatchMergingV2, SwinTransformer,
                                                  SwinTransformerBlockV2)
 
@@ -26,6 +28,13 @@ def models():
     yield "tv_swin_tiny", lambda: SwinTransformer(**swin)
     yield "tv_swin_v2_tiny", lambda: SwinTransformer(block=SwinTransformerBlockV2,
                                                      downsample_layer=PatchMergingV2, **swin)
+    # torchvision initialises ViT's head to zero: its output would be 0 whatever the input.
+    def vit():
+        model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                  hidden_dim=16, mlp_dim=32, num_classes=10)
+        torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model
+    yield "tv_vit_tiny", vit
     yield "tv_maxvit_tiny", lambda: MaxVit(input_size=(32, 32), stem_channels=8,
                                            partition_size=2, block_channels=[16, 32],
                                            block_layers=[1, 1], head_dim=8,

@@ -166,6 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
                       OpCase{"tv_swin_tiny", 13, {1, 3, 32, 32}},
                       OpCase{"tv_swin_tiny", 17, {2, 3, 32, 32}},
                       OpCase{"tv_swin_v2_tiny", 17, {1, 3, 32, 32}},
+                      OpCase{"tv_vit_tiny", 13, {2, 3, 32, 32}},
                       OpCase{"tv_maxvit_tiny", 17, {1, 3, 32, 32}}),
     [](const ::testing::TestParamInfo<OpCase>& info) {
       return std::string(info.param.model) + "_opset" + std::to_string(info.param.opset);

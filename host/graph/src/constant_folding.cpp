@@ -251,9 +251,37 @@ class ShapeDecided {
     if (kind == c10::prim::Constant) {
       return true;
     }
-    if (kind == c10::prim::Param || !n->blocks().empty() || n->hasSideEffects() ||
-        n->inputs().empty()) {
-      return false;  // a forward argument, a branch's or loop's result, runtime state
+    // An exported graph is an inference graph: no autograd, no autocast (torch's fast paths
+    // for inference, nn.MultiheadAttention's among them, branch on these).
+    static const c10::Symbol grad = c10::Symbol::fromQualString("aten::is_grad_enabled");
+    static const c10::Symbol autocast = c10::Symbol::fromQualString("aten::is_autocast_enabled");
+    if (kind == grad || kind == autocast) {
+      return true;
+    }
+    if (kind == c10::prim::Param) {
+      return block_input_decided(v);
+    }
+    if (kind == c10::prim::If) {
+      // Decided when the condition is, and so is what each branch yields here.
+      if (!(*this)(n->input(0))) {
+        return false;
+      }
+      for (const jit::Block* b : n->blocks()) {
+        if (!(*this)(b->outputs()[v->offset()])) {
+          return false;
+        }
+      }
+      return true;
+    }
+    if (kind == c10::prim::Loop) {
+      return loop_decided(n) && (*this)(n->input(v->offset() + 2)) &&
+             (*this)(n->blocks()[0]->outputs()[v->offset() + 1]);
+    }
+    const bool empty_container = kind == c10::prim::ListConstruct ||
+                                 kind == c10::prim::TupleConstruct ||
+                                 kind == c10::prim::DictConstruct;
+    if (!n->blocks().empty() || n->hasSideEffects() || (n->inputs().empty() && !empty_container)) {
+      return false;  // runtime state, or an op with side effects
     }
     static const c10::Symbol is = c10::Symbol::fromQualString("aten::__is__");
     static const c10::Symbol isnot = c10::Symbol::fromQualString("aten::__isnot__");
@@ -277,8 +305,30 @@ class ShapeDecided {
     return true;
   }
 
-  // Every write into list `v` (shift_size[0] = 0) is itself decided, and so is every branch
-  // that holds one.
+  // A loop whose trip count, first condition and continue condition are decided.
+  bool loop_decided(const jit::Node* loop) {
+    return (*this)(loop->input(0)) && (*this)(loop->input(1)) &&
+           (*this)(loop->blocks()[0]->outputs()[0]);
+  }
+
+  // An input of a nested block: a graph input (never decided), a loop's counter (decided with
+  // the loop) or a loop-carried value (decided when it starts decided and each iteration's
+  // next value is; assumed decided while that is checked, the greatest fixed point).
+  bool block_input_decided(const jit::Value* v) {
+    const jit::Node* owner = v->node()->owningBlock()->owningNode();
+    if (owner == nullptr || owner->kind() != c10::prim::Loop) {
+      return false;
+    }
+    if (v->offset() == 0) {
+      return (*this)(owner->input(0));
+    }
+    memo_[v] = true;
+    return loop_decided(owner) && (*this)(owner->input(v->offset() + 1)) &&
+           (*this)(owner->blocks()[0]->outputs()[v->offset()]);
+  }
+
+  // Every write into list `v` (shift_size[0] = 0) is itself decided, and so is every branch or
+  // loop that holds one.
   bool writes_decided(const jit::Value* v) {
     for (const jit::Use& use : v->uses()) {
       if (!ops::writes_input(use.user, use.offset)) {
@@ -292,7 +342,10 @@ class ShapeDecided {
       for (const jit::Block* b = use.user->owningBlock(); b->owningNode() != nullptr;
            b = b->owningNode()->owningBlock()) {
         const jit::Node* owner = b->owningNode();
-        if (owner->kind() != c10::prim::If || !(*this)(owner->input(0))) {
+        const bool decided = owner->kind() == c10::prim::If     ? (*this)(owner->input(0))
+                             : owner->kind() == c10::prim::Loop ? loop_decided(owner)
+                                                                : false;
+        if (!decided) {
           return false;
         }
       }

@@ -17,5 +17,6 @@ std::vector<OpSpec> elementwise_ops();    // elementwise_ops.cpp: add, mul, ... 
 std::vector<OpSpec> pooling_ops();        // pooling_ops.cpp: pooling, resampling, reductions
 std::vector<OpSpec> shape_ops();          // shape_ops.cpp: reshape, layout, shape and scalar reads
 std::vector<OpSpec> concat_ops();         // concat_ops.cpp: cat
+std::vector<OpSpec> attention_ops();      // attention_ops.cpp: nn.MultiheadAttention's kernel
 
 }  // namespace lithe::host::ops

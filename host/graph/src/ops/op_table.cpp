@@ -19,7 +19,7 @@ Table build() {
   Table table;
   for (std::vector<OpSpec> (*family)() :
        {activation_ops, convolution_ops, normalization_ops, elementwise_ops, pooling_ops,
-        shape_ops, concat_ops}) {
+        shape_ops, concat_ops, attention_ops}) {
     for (const OpSpec& spec : family()) {
       for (const char* name : spec.names) {
         const bool added = table.emplace(c10::Symbol::fromQualString(name), spec).second;

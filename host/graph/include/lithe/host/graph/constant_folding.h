@@ -46,8 +46,9 @@ size_t fold_tensor_ranks(const std::shared_ptr<torch::jit::Graph>& graph,
 /// is a constant, a tensor's size, rank, element count, device or dtype, identity of one value
 /// with itself, or int/float/bool/list arithmetic on those (a list counts with every write into
 /// it, including writes inside branches whose own conditions qualify); a tensor's contents, a
-/// graph input that is not a tensor, runtime state (grad mode) or a loop's result disqualify
-/// it. Swin pads and shifts by sizes (`if window_size[0] >= pad_H: shift_size[0] = 0`) and
+/// graph input that is not a tensor or a loop's result disqualify
+/// it, except that grad mode and autocast are taken as the capture ran them (no grad, no
+/// autocast: an exported graph is an inference graph). Swin pads and shifts by sizes (`if window_size[0] >= pad_H: shift_size[0] = 0`) and
 /// scales by `(C // num_heads) ** -0.5`. The graph is then valid for inputs of that shape only.
 /// Returns the number of values folded.
 size_t fold_shape_scalars(const std::shared_ptr<torch::jit::Graph>& graph,
