@@ -31,7 +31,7 @@ warnings.filterwarnings("ignore")
 # size larger than the sweep's default.
 FIXED_SIZE = {"vit_b_16": 224, "vit_b_32": 224, "vit_l_16": 224, "vit_l_32": 224,
               "vit_h_14": 224, "maxvit_t": 224}
-MIN_SIZE = {"inception_v3": 75, "s3d": 112}
+MIN_SIZE = {"inception_v3": 75, "s3d": 224}  # S3D ends in a 7x7 average pool at 1/32
 # Video models: frames per clip (S3D's temporal kernels and MViT's fixed positional tables need
 # 16; the others run on 8).
 FRAMES = {"s3d": 16, "mvit_v1_b": 16, "mvit_v2_s": 16}
