@@ -335,6 +335,45 @@ TEST(ConstantFoldingTest, BranchesOnAttributesFoldAndATraceFoldsTheRankChecksToo
   EXPECT_EQ(count_ifs(again->block()), raw_ifs);
 }
 
+TEST(ConstantFoldingTest, AFixedInputShapeFoldsWhatSizesDecideButNeverWhatTheContentsDo) {
+  torch::jit::Module module("ShapeProbe");
+  module.define(R"(
+def forward(self, x):
+    pad = [0, 0]
+    if x.size(2) % 4 != 0:
+        pad[1] = 4 - x.size(2) % 4
+    y = x * (float(x.size(1)) ** -0.5)
+    if pad[1] > 0:
+        y = y + 1.0
+    if bool(x.sum() > 0):
+        y = y * 2.0
+    return y
+)");
+  const auto count_kind = [](const std::shared_ptr<torch::jit::Graph>& graph, const char* op) {
+    size_t count = 0;
+    for (const torch::jit::Node* node : graph->nodes()) {
+      count += node->kind() == c10::Symbol::fromQualString(op) ? 1 : 0;
+    }
+    return count;
+  };
+  const at::Tensor x = torch::randn({1, 2, 6, 6});
+  // For any input shape, sizes are not constants: every branch stays.
+  const graph_trace::Trace any = graph_trace::trace_forward(module, x);
+  EXPECT_EQ(count_ifs(any.graph->block()), 3u);
+  // At a fixed shape the two size branches, the list write and the scale fold; the branch on
+  // the input's contents stays.
+  const graph_trace::Trace fixed =
+      graph_trace::trace_forward(module, x, graph_trace::InputShape::kFixed);
+  EXPECT_EQ(count_ifs(fixed.graph->block()), 1u);
+  EXPECT_EQ(count_kind(fixed.graph, "aten::pow"), 0u);
+  EXPECT_EQ(count_kind(fixed.graph, "aten::sum"), 1u);
+  // The folded graph computes what the module does on that shape.
+  torch::jit::GraphFunction function("folded", fixed.graph->copy(), nullptr);
+  std::vector<c10::IValue> stack{module._ivalue(), x};
+  function.run(stack);
+  EXPECT_TRUE(stack.front().toTensor().allclose(module.forward({x}).toTensor()));
+}
+
 TEST(ConstantFoldingTest, AssignedAttributesStayAndTrainingFoldsToTheCurrentMode) {
   torch::jit::Module module("FoldProbe");
   module.register_attribute("training", c10::BoolType::get(), true);
