@@ -55,6 +55,27 @@ TEST(CompressOnnxCliTest, QatWritesTheQdqModelOfWhatItSaved) {
   EXPECT_LT(fs::file_size(dir / "out.onnx") * 3, fs::file_size(dir / "float.onnx"));
 }
 
+TEST(ExportOnnxCliTest, ExternalDataGoesBesideTheModelAndMayNotOverwriteAnInput) {
+  const fs::path dir = scratch_dir("export_onnx_external");
+  const CliRun run = run_lithe("export-onnx --model " + lenet_model().string() +
+                               " --input-shape 1,1,28,28 --external-data --output " +
+                               (dir / "m.onnx").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_GT(fs::file_size(dir / "m.onnx.data"), 100000u);  // fc1 alone is 192 KiB
+  EXPECT_LT(fs::file_size(dir / "m.onnx"), 10000u);
+  // The data file is an output too: naming the model after the input's ".data" twin is refused
+  // before anything is written.
+  fs::copy_file(lenet_model(), dir / "x.onnx.data");
+  const std::string before = read_text(dir / "x.onnx.data");
+  const CliRun clash = run_lithe("export-onnx --model " + (dir / "x.onnx.data").string() +
+                                 " --input-shape 1,1,28,28 --output " +
+                                 (dir / "x.onnx").string());
+  EXPECT_NE(clash.exit_code, 0);
+  EXPECT_THAT(clash.out, AllOf(HasSubstr("the external data file"), HasSubstr("--model")));
+  EXPECT_EQ(read_text(dir / "x.onnx.data"), before);
+  EXPECT_FALSE(fs::exists(dir / "x.onnx"));
+}
+
 TEST(CompressOnnxCliTest, OutputsWithoutARangeAreNamedAsExportedUnquantized) {
   const fs::path dir = scratch_dir("compress_onnx_no_range");
   const CliRun run = run_lithe(compress_args(dir, kQat) + " --onnx " +

@@ -107,6 +107,48 @@ TEST(OnnxExportTest, ResidualAddsAndTheMlpExport) {
               ElementsAre("Gemm", "Relu", "Gemm", "Relu", "Gemm", "Identity"));
 }
 
+TEST(OnnxExportTest, ExternalDataHoldsEachLargeWeightOnceAtItsOffset) {
+  const torch::jit::Module lenet = test::load_conformance_model("lenet");
+  const std::filesystem::path dir = test::scratch_dir("onnx_external");
+  save_onnx(lenet, {{1, 1, 28, 28}, 13, /*external_data=*/true}, dir / "lenet.onnx");
+  EXPECT_EQ(onnx_external_data_path(dir / "lenet.onnx"), dir / "lenet.onnx.data");
+  std::ifstream in(dir / "lenet.onnx", std::ios::binary);
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromIstream(&in));
+  const onnx::ModelProto inline_model = exported(lenet, {1, 1, 28, 28});
+  std::ifstream data_in(dir / "lenet.onnx.data", std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(data_in)), {});
+  size_t external = 0;
+  size_t next_offset = 0;
+  for (int i = 0; i < model.graph().initializer_size(); ++i) {
+    const onnx::TensorProto& t = model.graph().initializer(i);
+    const std::string& bytes = inline_model.graph().initializer(i).raw_data();
+    if (bytes.size() < 1024) {  // small tensors stay inline
+      EXPECT_EQ(t.data_location(), onnx::TensorProto_DataLocation_DEFAULT) << t.name();
+      EXPECT_EQ(t.raw_data(), bytes) << t.name();
+      continue;
+    }
+    ++external;
+    EXPECT_EQ(t.data_location(), onnx::TensorProto_DataLocation_EXTERNAL) << t.name();
+    EXPECT_TRUE(t.raw_data().empty()) << t.name();
+    std::map<std::string, std::string> where;
+    for (const auto& entry : t.external_data()) {
+      where[entry.key()] = entry.value();
+    }
+    EXPECT_EQ(where["location"], "lenet.onnx.data");  // relative: the files move together
+    const size_t offset = std::stoul(where["offset"]);
+    EXPECT_EQ(offset, next_offset) << t.name();
+    EXPECT_EQ(std::stoul(where["length"]), bytes.size()) << t.name();
+    EXPECT_EQ(data.substr(offset, bytes.size()), bytes) << t.name();
+    next_offset = offset + bytes.size();
+  }
+  EXPECT_EQ(external, 4u);  // conv2, fc1, fc2, fc3 weights (conv1's 600 bytes stay inline)
+  EXPECT_EQ(data.size(), next_offset);
+  // Without the option, a small model stays one file.
+  save_onnx(lenet, {{1, 1, 28, 28}, 13}, dir / "one.onnx");
+  EXPECT_FALSE(std::filesystem::exists(dir / "one.onnx.data"));
+}
+
 TEST(OnnxExportTest, ASpedUpModelGivesASmallerFile) {
   const torch::jit::Module model = test::load_conformance_model("vgg_bn");
   const NamedMasks masks = test::first_half_filter_masks(model, {"conv1", "conv2", "conv3"});

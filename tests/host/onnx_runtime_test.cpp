@@ -62,10 +62,10 @@ std::string number(double v) {  // every digit a float tolerance needs
 test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& shape,
                         const std::string& name, Reference reference = {}, double abs = 1e-5,
                         double rel = 1e-5, const std::string& optimization = "all",
-                        int64_t opset = 13) {
+                        int64_t opset = 13, bool external_data = false) {
   module.eval();
   const fs::path dir = test::scratch_dir("ort_" + name);
-  save_onnx(module, {shape, opset}, dir / "model.onnx");
+  save_onnx(module, {shape, opset, external_data}, dir / "model.onnx");
   torch::manual_seed(11);
   const at::Tensor input = torch::randn(shape);
   at::Tensor expected;
@@ -92,6 +92,25 @@ struct Case {
   const char* model;
   std::vector<int64_t> shape;
 };
+
+TEST(OnnxRuntimeExternalDataTest, WeightsInASideFileComputeTheSame) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  // ONNX's external-data form (what models over 2 GiB need): ORT finds the weights in
+  // model.onnx.data beside the model, by the name the model gives.
+  const test::CliRun run = run_in_ort(test::load_conformance_model("vgg_bn"), {2, 3, 32, 32},
+                                      "vgg_bn_external", {}, 1e-5, 1e-5, "all", 13, true);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
+  const fs::path dir = test::binary_dir() / "tests/scratch/ort_vgg_bn_external";
+  int64_t weights = 0;
+  for (const auto& p : test::load_conformance_model("vgg_bn").named_parameters()) {
+    weights += p.value.numel() * 4;
+  }
+  EXPECT_GE(static_cast<int64_t>(fs::file_size(dir / "model.onnx.data")), weights * 9 / 10);
+  EXPECT_LT(fs::file_size(dir / "model.onnx"), fs::file_size(dir / "model.onnx.data") / 10);
+}
 
 class OnnxRuntimeParityTest : public ::testing::TestWithParam<Case> {};
 

@@ -26,6 +26,7 @@
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/op_table.h"
 #include "lithe/host/io/file_io.h"
+#include "lithe/host/io/staged_file.h"
 #include "input_free_values.h"
 #include "onnx_quantization.h"
 #include "lithe/sdk/error.h"
@@ -634,8 +635,22 @@ void check_onnx_export_options(const OnnxExportOptions& options,
               "the ONNX export needs the input shape");
 }
 
-std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
-                        OnnxExportSummary* summary) {
+namespace {
+
+// One protobuf message holds at most 2 GiB (and the graph needs some room beside the weights).
+constexpr size_t kOneFileWeights = (size_t{2} << 30) - (size_t{64} << 20);
+
+size_t weight_bytes(const onnx::ModelProto& model) {
+  size_t bytes = 0;
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    bytes += t.raw_data().size();
+  }
+  return bytes;
+}
+
+// The validated model, initializers inline.
+onnx::ModelProto build_model(const torch::jit::Module& module, const OnnxExportOptions& options,
+                             OnnxExportSummary* summary) {
   check_onnx_export_options(options);
   onnx::ModelProto model;
   try {
@@ -649,25 +664,74 @@ std::string export_onnx(const torch::jit::Module& module, const OnnxExportOption
                                                   e.what_without_backtrace() +
                                                   "; nothing was written");
   }
-  // One protobuf message holds at most 2 GiB; larger models need ONNX's external-data form.
-  size_t weight_bytes = 0;
-  for (const onnx::TensorProto& t : model.graph().initializer()) {
-    weight_bytes += t.raw_data().size();
-  }
-  LITHE_CHECK(weight_bytes < (size_t{2} << 30) - (size_t{64} << 20), sdk::Errc::kUnsupported,
-              "cannot export to ONNX: the model's weights take ", weight_bytes / (1 << 20),
-              " MiB, more than one ONNX file can hold (2 GiB); Lithe does not write ONNX "
-              "external data yet; nothing was written");
   validate(model);
+  return model;
+}
+
+std::string serialized(const onnx::ModelProto& model) {
   std::string bytes;
   LITHE_CHECK(model.SerializeToString(&bytes), sdk::Errc::kInternal,
               "the ONNX model could not be serialized");
   return bytes;
 }
 
+// Moves every initializer of at least 1 KiB into one blob (ONNX external data: the tensor keeps
+// its name, type and shape, and says where its bytes are in `location`, a file beside the
+// model). Returns the blob.
+std::string externalize(onnx::ModelProto& model, const std::string& location) {
+  std::string blob;
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.raw_data().size() < 1024) {
+      continue;
+    }
+    const size_t offset = blob.size();
+    blob += t.raw_data();
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    for (const auto& [key, value] :
+         {std::pair<std::string, std::string>{"location", location},
+          {"offset", std::to_string(offset)},
+          {"length", std::to_string(blob.size() - offset)}}) {
+      onnx::StringStringEntryProto* entry = t.add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+  }
+  return blob;
+}
+
+}  // namespace
+
+std::string export_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
+                        OnnxExportSummary* summary) {
+  const onnx::ModelProto model = build_model(module, options, summary);
+  const size_t bytes = weight_bytes(model);
+  LITHE_CHECK(bytes < kOneFileWeights, sdk::Errc::kUnsupported,
+              "cannot export to ONNX: the model's weights take ", bytes / (1 << 20),
+              " MiB, more than one ONNX file can hold (2 GiB); save_onnx (lithe export-onnx) "
+              "writes them as external data; nothing was written");
+  return serialized(model);
+}
+
+std::filesystem::path onnx_external_data_path(const std::filesystem::path& model_path) {
+  return model_path.parent_path() / (model_path.filename().string() + ".data");
+}
+
 void save_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
                const std::filesystem::path& path, OnnxExportSummary* summary) {
-  write_file_atomic(path, export_onnx(module, options, summary));
+  onnx::ModelProto model = build_model(module, options, summary);
+  if (!options.external_data && weight_bytes(model) < kOneFileWeights) {
+    write_file_atomic(path, serialized(model));
+    return;
+  }
+  // Both files are staged before either is committed: a failure leaves both as they were.
+  const std::filesystem::path data_path = onnx_external_data_path(path);
+  StagedFile data(data_path, "the ONNX external data file");
+  StagedFile onnx_file(path, "--output");
+  data.write(externalize(model, data_path.filename().string()));
+  onnx_file.write(serialized(model));
+  data.commit();
+  onnx_file.commit();
 }
 
 }  // namespace lithe::host

@@ -20,6 +20,10 @@ namespace lithe::host {
 struct OnnxExportOptions {
   std::vector<int64_t> input_shape;  ///< the model input's static shape, batch first
   int64_t opset = 13;                ///< 13..17 (what the ONNX library here validates)
+  /// save_onnx: write the weights (every initializer of 1 KiB or more) to
+  /// onnx_external_data_path(path), ONNX's external-data form. save_onnx does so anyway when
+  /// they would not fit one ONNX file (2 GiB).
+  bool external_data = false;
 };
 
 /// What an export wrote, for reports.
@@ -35,10 +39,12 @@ struct OnnxExportSummary {
 /// The ONNX model (serialized ModelProto, IR version 8) computing `module`'s eval-mode forward on
 /// a float32 input named "input" of `options.input_shape`, output(s) named "output" (then
 /// "output_1", ...). Weights become initializers (masked zeros included); BatchNorm becomes
-/// BatchNormalization. Supported: Conv2d (stride, padding, dilation, groups), Linear, BatchNorm,
-/// ReLU/ReLU6/LeakyReLU/Sigmoid/Tanh/Hardtanh, max/avg pooling, adaptive average pooling to
-/// 1×1, flatten/view/reshape, add/sub/mul/div, cat, softmax/log_softmax, mean, dropout (an
-/// identity in eval).
+/// BatchNormalization. The ops are those of the op table (host/graph/src/ops/, README's list:
+/// convolutions, Linear, attention, normalisations, activations, pooling and resampling, shape
+/// and layout ops). The graph describes `options.input_shape` only: values that shape decides
+/// are folded, with the branches they pick, and tensors no input reaches are written as the
+/// values they took. A model whose weights exceed 2 GiB is refused (kUnsupported): save_onnx
+/// writes such models with external data.
 ///
 /// A quantized model (saved by a quantization session: `lithe_q_*` buffers) is exported in QDQ
 /// form from the linear grids its quantizer declared (lithe/sdk/quantizer.h): a quantized
@@ -62,8 +68,14 @@ std::string export_onnx(const torch::jit::Module& module, const OnnxExportOption
 void check_onnx_export_options(const OnnxExportOptions& options,
                                const std::string& opset_option = "--opset");
 
-/// export_onnx, written atomically to `path`.
+/// export_onnx, written atomically to `path`; with options.external_data, or when the weights
+/// exceed 2 GiB, the weights go to onnx_external_data_path(path) and the model refers to them
+/// by that file's name (keep the two files side by side). Both files are staged and committed
+/// together: a failure leaves both as they were (sdk::Error(kIo) with the OS reason).
 void save_onnx(const torch::jit::Module& module, const OnnxExportOptions& options,
                const std::filesystem::path& path, OnnxExportSummary* summary = nullptr);
+
+/// Where save_onnx puts the external data of `model_path`: "<model file name>.data" beside it.
+std::filesystem::path onnx_external_data_path(const std::filesystem::path& model_path);
 
 }  // namespace lithe::host
