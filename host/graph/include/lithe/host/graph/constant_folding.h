@@ -42,15 +42,15 @@ size_t fold_tensor_ranks(const std::shared_ptr<torch::jit::Graph>& graph,
 /// each top-level bool, int or float value that shapes alone decide by the value it took
 /// (`scalars`, captured on an input of that shape), then runs constant propagation and dead-code
 /// elimination, which also inlines the branches such conditions pick. A value is decided by
-/// shapes when everything it is computed from
-/// is a constant, a tensor's size, rank, element count, device or dtype, identity of one value
-/// with itself, or int/float/bool/list arithmetic on those (a list counts with every write into
-/// it, including writes inside branches whose own conditions qualify); a tensor's contents, a
-/// graph input that is not a tensor or a loop's result disqualify
-/// it, except that grad mode and autocast are taken as the capture ran them (no grad, no
-/// autocast: an exported graph is an inference graph). Swin pads and shifts by sizes (`if window_size[0] >= pad_H: shift_size[0] = 0`) and
-/// scales by `(C // num_heads) ** -0.5`. The graph is then valid for inputs of that shape only.
-/// Returns the number of values folded.
+/// shapes when everything it is computed from is a constant, a tensor's size, rank, element
+/// count, device or dtype, one value's identity with itself, or int/float/bool/list arithmetic
+/// on those, through branches and loops whose own conditions are decided (a list counts with
+/// every write into it). A tensor's contents, or a forward argument that is not a tensor,
+/// disqualify a value; grad mode and autocast count as decided (an exported graph is an
+/// inference graph: no grad, no autocast). Swin pads and shifts by sizes (`if window_size[0] >=
+/// pad_H: shift_size[0] = 0`) and scales by `(C // num_heads) ** -0.5`; nn.MultiheadAttention
+/// picks its fast path by grad mode and devices. The graph is then valid for inputs of that
+/// shape only. Returns the number of values folded.
 size_t fold_shape_scalars(const std::shared_ptr<torch::jit::Graph>& graph,
                           const graph_trace::ValueScalars& scalars);
 
