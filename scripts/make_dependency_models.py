@@ -140,17 +140,23 @@ class LayerTypesNet(nn.Module):
         self.norm = nn.LayerNorm(16)
         self.fc1 = nn.Linear(16, 32)
         self.fc2 = nn.Linear(32, 16)
+        self.wide = nn.Linear(16, 32)
+        self.narrow = nn.Linear(16, 16)
         self.v1 = nn.Conv3d(2, 6, 1)
         self.v2 = nn.Conv3d(6, 6, 1)
         self.unused = nn.Linear(3, 3)
 
-    def forward(self, s: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
+    def forward(self, s: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         y = self.c1b(self.c1(s)) + self.c1c(s)   # {c1b, c1c}: c1 is behind c1b, not coupled
         y = self.dw1(y)                           # c1b, c1c <- groups 8
         h = self.embed(y.transpose(1, 2))         # tokens [N, L, 16]
         h = h + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(h))))  # {embed, fc2}
+        # A reshape ends the walk: the 32 outputs of `wide` are not the 16 channels of the sum,
+        # so wide and narrow are not coupled (NNI would couple them).
+        n, l, c = h.size()
+        m = self.wide(h).reshape(n, l, 2, 16).sum(2) + self.narrow(h)
         u = self.v1(v)
-        return h, self.v2(u) + u                  # {v1, v2}
+        return h, self.v2(u) + u, m               # {v1, v2}
 
 
 def main() -> None:

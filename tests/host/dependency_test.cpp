@@ -218,11 +218,12 @@ TEST(DependencyAnalysisTest, Conv1dConv3dAndLinearEndTheWalkAndGetTheirOwnSets) 
   // c1b(c1(s)) + c1c(s): the Conv1d c1b ends the walk, so c1 stays alone (NNI v2.0 would walk
   // through it). The transformer-style residual h + fc2(gelu(fc1(norm(h)))) couples the Linear
   // layers embed and fc2; fc1 (the hidden width) is free. v2(u) + u couples the Conv3d layers.
-  // The uncalled Linear comes last.
+  // wide(h).reshape(...).sum(2) + narrow(h): the reshape ends the walk, so the 32-wide and the
+  // 16-wide Linear are not coupled. The uncalled Linear comes last.
   EXPECT_THAT(deps.channel_sets,
               ElementsAre(ElementsAre("c1"), ElementsAre("c1b", "c1c"), ElementsAre("dw1"),
-                          ElementsAre("embed", "fc2"), ElementsAre("fc1"),
-                          ElementsAre("v1", "v2"), ElementsAre("unused")));
+                          ElementsAre("embed", "fc2"), ElementsAre("fc1"), ElementsAre("wide"),
+                          ElementsAre("narrow"), ElementsAre("v1", "v2"), ElementsAre("unused")));
   // The depthwise Conv1d passes its 8 groups to both nearest parents; Linear has no entry.
   EXPECT_THAT(deps.groups, ElementsAre(Pair("c1", 1), Pair("c1b", 8), Pair("c1c", 8),
                                        Pair("dw1", 8), Pair("v1", 1), Pair("v2", 1)));

@@ -40,7 +40,10 @@ struct LayerDependencies {
 ///    nearest Conv1d/2d/3d / Linear / ConvTranspose2d calls found walking back from its inputs
 ///    (every other op, control flow and list building included, is passed through). Departure
 ///    from NNI: NNI v2.0 does not know Conv1d/Conv3d and walks through them as if they kept
-///    channels; here they end the walk like a Conv2d;
+///    channels; here they end the walk like a Conv2d, and so do the ops after which a channel
+///    is not the one before (view/reshape/flatten, chunk/split, select/slice, matmul/bmm,
+///    einsum, attention: the op table's reshape and undescribed entries) and those that read
+///    only a shape (size, new_zeros);
 ///  - group: a convolution with groups g > 1 raises to g the entry of each nearest
 ///    convolution walking back from its input. Departure from NNI: a Linear ends that walk
 ///    (it mixes channels, so the convolutions before it do not feed the grouped one's groups);
