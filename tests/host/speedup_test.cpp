@@ -436,6 +436,53 @@ TEST(SpeedupTest, L1FilterOnLinearShrinksTheHiddenWidthsOfChannelLastAndTokenMlp
   EXPECT_LT(result.max_abs_diff_without_bn_shift, 1e-5);
 }
 
+// torchvision's own transformer blocks at a few channels (scripts/make_transformer_models.py):
+// every Conv2d and Linear but the classifier pruned dependency-aware, then sped up.
+struct TransformerCase {
+  const char* model;
+  const char* classifier;
+  const char* mlp_first;  // an MLP's first Linear: its hidden width must shrink
+};
+
+class TransformerSpeedupTest : public ::testing::TestWithParam<TransformerCase> {};
+
+TEST_P(TransformerSpeedupTest, L1FilterShrinksTheMlpsAndTheOutputAgrees) {
+  const TransformerCase& c = GetParam();
+  const std::string file = std::string(c.model) + ".pt";
+  const NamedMasks masks = prune_file(
+      file,
+      std::string(R"([{"sparsity": 0.5, "op_types": ["Conv2d", "Linear"]}, )") +
+          R"({"exclude": true, "op_names": [")" + c.classifier + R"("]}])",
+      R"({"dependency_aware": true})");
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data" / file).string());
+  torch::manual_seed(3);
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 32, 32}));
+  int64_t before = 0;
+  int64_t after = 0;
+  for (const auto& p : model.named_parameters()) {
+    before += p.value.numel();
+  }
+  for (const auto& p : result.module->named_parameters()) {
+    after += p.value.numel();
+  }
+  EXPECT_LT(after, before * 9 / 10) << c.model;
+  const std::vector<int64_t> hidden =
+      parameter_shape(*result.module, std::string(c.mlp_first) + ".weight");
+  const std::vector<int64_t> dense = parameter_shape(model, std::string(c.mlp_first) + ".weight");
+  ASSERT_EQ(hidden.size(), 2u);
+  EXPECT_EQ(hidden[0], dense[0] / 2) << c.model;
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TorchvisionBlocks, TransformerSpeedupTest,
+    ::testing::Values(TransformerCase{"tv_swin_tiny", "head", "features.1.0.mlp.0"},
+                      TransformerCase{"tv_swin_v2_tiny", "head", "features.1.0.mlp.0"},
+                      TransformerCase{"tv_vit_tiny", "heads.head",
+                                      "encoder.layers.encoder_layer_0.mlp.0"}),
+    [](const ::testing::TestParamInfo<TransformerCase>& info) { return info.param.model; });
+
 TEST(SpeedupTest, AClassTokenBeforeATokenMlpStillLetsItsHiddenWidthShrink) {
   // ViT: cat([class_token.expand(...), patches], dim=1) makes tokens whose features the walk
   // does not follow (the parameter cannot shrink); the MLP's first Linear still loses its
