@@ -34,6 +34,8 @@ outputs are committed, rerun only to change them.
                                channels
   tests/data/ops_tuple_out.pt  a forward returning (tensor, None) through a tuple it unpacks
                                (GoogLeNet's outputs in eval)
+  tests/data/ops_pools_nd.pt   max and average pooling over 3 spatial axes (video) and over 1
+                               (a sequence), with per-axis kernels, strides and padding
   tests/data/ops_class_token.pt  a ViT encoder block's pattern: patch tokens concatenated after
                                a class-token parameter, a pre-norm residual MLP, the class
                                token read out: the MLP's hidden width can shrink
@@ -278,6 +280,14 @@ def randomize_batchnorm(module):
     return module
 
 
+class PoolsNd(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.max_pool3d(x, (1, 3, 3), (1, 2, 2), (0, 1, 1))
+        y = F.avg_pool3d(y, (2, 2, 2), (1, 2, 2), (1, 0, 0), count_include_pad=False)
+        s = y.flatten(2)                                   # [N, C, L]
+        return torch.cat([F.max_pool1d(s, 3, 2, 1), F.avg_pool1d(s, 3, 2, 1)], dim=2)
+
+
 class ClassToken(nn.Module):
     def __init__(self):
         super().__init__()
@@ -304,7 +314,8 @@ def main():
                                         (Segmentation, "ops_segmentation"),
                                         (Tokens, "ops_tokens"),
                                         (Containers, "ops_containers"),
-                                        (ClassToken, "ops_class_token")]):
+                                        (ClassToken, "ops_class_token"),
+                                        (PoolsNd, "ops_pools_nd")]):
         torch.manual_seed(40 + seed)
         path = os.path.join(ROOT, "tests", "data", name + ".pt")
         torch.jit.script(randomize_batchnorm(cls()).eval()).save(path)

@@ -177,6 +177,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(OpCase{"ops_gates", 13}, OpCase{"ops_gates", 14}, OpCase{"ops_gates", 17},
                       OpCase{"ops_dense_cat", 13}, OpCase{"ops_tuple_out", 13},
                       OpCase{"ops_pools", 13}, OpCase{"ops_video", 13, {2, 3, 4, 8, 8}},
+                      OpCase{"ops_pools_nd", 13, {2, 3, 4, 8, 8}},
                       OpCase{"ops_segmentation", 13, {2, 3, 12, 12}},
                       OpCase{"ops_tokens", 13, {2, 3, 8, 8}},
                       // torchvision's transformer blocks at a few channels

@@ -10,27 +10,41 @@ namespace jit = torch::jit;
 
 // aten::max_pool2d(x, kernel, stride, padding, dilation, ceil_mode) and
 // aten::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override).
+// max_pool1d/2d/3d(x, kernel, stride, padding, dilation, ceil_mode) and
+// avg_pool1d/2d/3d(x, kernel, stride, padding, ceil_mode, count_include_pad[, divisor]): one
+// value per spatial axis (a single value stands for all of them; an empty stride is the kernel).
 void emit_pool(OnnxWriter& w, const jit::Node* n) {
-  const bool max = n->kind() == c10::Symbol::fromQualString("aten::max_pool2d");
-  const std::vector<int64_t> kernel = w.ints(n, 1);
-  std::vector<int64_t> stride = w.ints(n, 2);
-  if (stride.empty()) {
-    stride = kernel;
-  }
-  const std::vector<int64_t> padding = w.ints(n, 3);
+  const std::string name = n->kind().toQualString();
+  const bool max = name.rfind("aten::max_pool", 0) == 0;
+  const size_t spatial = static_cast<size_t>(w.tensor(n->input(0)).dim() - 2);
+  const auto per_axis = [&](size_t index, const std::vector<int64_t>& fallback) {
+    std::vector<int64_t> v = w.ints(n, index);
+    if (v.empty()) {
+      v = fallback;
+    }
+    if (v.size() == 1) {
+      v.assign(spatial, v[0]);
+    }
+    if (v.size() != spatial) {
+      w.unsupported(n, "argument " + std::to_string(index) + " does not give one value per "
+                       "spatial axis");
+    }
+    return v;
+  };
+  const std::vector<int64_t> kernel = per_axis(1, {});
+  const std::vector<int64_t> stride = per_axis(2, kernel);
+  std::vector<int64_t> pads = per_axis(3, {0});
+  pads.insert(pads.end(), pads.begin(), pads.end());  // ONNX: every axis's begin, then its end
   std::vector<OnnxAttribute> attributes = {
-      {"kernel_shape", kernel},
-      {"strides", stride},
-      {"pads", std::vector<int64_t>{padding.at(0), padding.at(1 % padding.size()), padding.at(0),
-                                    padding.at(1 % padding.size())}}};
+      {"kernel_shape", kernel}, {"strides", stride}, {"pads", pads}};
   if (max) {
-    attributes.push_back({"dilations", w.ints(n, 4)});
+    attributes.push_back({"dilations", per_axis(4, {1})});
     attributes.push_back({"ceil_mode", int64_t{w.constant(n, 5).toBool() ? 1 : 0}});
   } else {
     attributes.push_back({"ceil_mode", int64_t{w.constant(n, 4).toBool() ? 1 : 0}});
     attributes.push_back({"count_include_pad", int64_t{w.constant(n, 5).toBool() ? 1 : 0}});
-    if (!w.constant(n, 6).isNone()) {
-      w.unsupported(n, "avg_pool2d with divisor_override is not supported");
+    if (n->inputs().size() > 6 && !w.constant(n, 6).isNone()) {
+      w.unsupported(n, name.substr(6) + " with divisor_override is not supported");
     }
   }
   w.emit(n, max ? "MaxPool" : "AveragePool", {w.input(n, 0)}, attributes);
@@ -124,11 +138,12 @@ void emit_norm(OnnxWriter& w, const jit::Node* n) {
 std::vector<OpSpec> pooling_ops() {
   using C = Channels;
   return {
-      {{"aten::max_pool2d", "aten::avg_pool2d"}, C::kSpatial, emit_pool},
+      {{"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d",
+        "aten::avg_pool2d", "aten::avg_pool3d"},
+       C::kSpatial, emit_pool},
       {{"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d"},
        C::kSpatial, emit_adaptive_avg_pool},
-      {{"aten::max_pool1d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool3d",
-        "aten::adaptive_max_pool2d",
+      {{"aten::adaptive_max_pool2d",
         "aten::max_pool2d_with_indices"},
        C::kSpatial, nullptr},
       {{"aten::upsample_bilinear2d", "aten::upsample_nearest2d"}, C::kSpatial, emit_resize},
