@@ -160,6 +160,17 @@ class DataMask(nn.Module):
         return x * mask
 
 
+class ReadBeforeWrite(nn.Module):
+    """A tensor no input reaches, read before a later in-place write: written as a constant, it
+    would hold what it holds at the end, not what the earlier read saw, so it is not."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        m = x.new_zeros(x.shape[-2:])
+        early = m + 1.0
+        m.fill_(5.0)
+        return x * early + m
+
+
 def save(module, name, traced=False):
     relative = f"tests/data/onnx_error_{name}.pt"
     module = module.eval()
@@ -185,7 +196,8 @@ def main():
               ("two_inputs", TwoInputs, False),
               ("sort", Sort, False),
               ("data_branch", DataBranch, False),
-              ("data_mask", DataMask, False)]
+              ("data_mask", DataMask, False),
+              ("read_before_write", ReadBeforeWrite, False)]
     for seed, (name, cls, traced) in enumerate(models):
         torch.manual_seed(40 + seed)
         save(cls(), name, traced)

@@ -267,6 +267,12 @@ INSTANTIATE_TEST_SUITE_P(
                      {1, 3, 8, 8},
                      {"aten::new_zeros (node %mask", "in the model's own forward: " + kNotSupported,
                       kNothingWritten}},
+        // m = x.new_zeros(...); early = m + 1; m.fill_(5): m's final contents are not what
+        // `early` read, so m is not written as a constant.
+        RefusedModel{"read_before_write",
+                     {1, 3, 8, 8},
+                     {"aten::new_zeros (node %m", "in the model's own forward: " + kNotSupported,
+                      kNothingWritten}},
         // forward(x, y: Optional[Tensor] = None) runs on one input but cannot be exported as is.
         RefusedModel{"second_input",
                      {1, 3, 8, 8},

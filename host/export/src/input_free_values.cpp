@@ -142,29 +142,34 @@ bool InputFreeValues::visit(const jit::Block* block, bool controlled) {
 }
 
 void InputFreeValues::check_order(const jit::Block* block) {
-  // A reader whose result depends on the input, placed before the group's last write, saw
-  // contents other than the final ones.
+  // A folded tensor holds its final contents, so every read of its memory must come after the
+  // last write into it. Views (they only alias), shape reads and the writes themselves are not
+  // content reads.
   for (const jit::Node* n : block->nodes()) {
     for (const jit::Block* b : n->blocks()) {
       check_order(b);
     }
-    bool dependent = false;
-    for (const jit::Value* out : n->outputs()) {
-      dependent = dependent || tainted(out);
-    }
-    if (!dependent) {
+    if (reads_shape_only(n)) {
       continue;
     }
-    for (const jit::Value* input : n->inputs()) {
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      const jit::Value* input = n->input(i);
       const jit::Value* r = root(input);
       const auto writers = writers_.find(r);
-      if (writers == writers_.end()) {
+      if (writers == writers_.end() || ops::writes_input(n, i)) {
+        continue;
+      }
+      bool view = false;
+      for (size_t o = 0; o < n->outputs().size(); ++o) {
+        view = view || (output_aliases_input(n, o) && i == 0);
+      }
+      if (view) {
         continue;
       }
       const jit::Node* reader = top_level(n);
       for (const jit::Node* w : writers->second) {
         const jit::Node* writer = top_level(w);
-        if (writer == reader ? w != n : reader->isBefore(writer)) {
+        if (w != n && (writer == reader || reader->isBefore(writer))) {
           misordered_roots_.insert(r);
         }
       }

@@ -21,7 +21,7 @@ class InputFreeValues {
   /// Whether tensor value `v` of the top-level block may be replaced by the contents it held at
   /// the end of a run: nothing that depends on an input's contents reaches it or any tensor it
   /// shares memory with (views, in-place writes, control flow that writes into it), and every
-  /// write into that memory comes before every reader whose result depends on the input.
+  /// write into that memory comes before every read of its contents.
   bool foldable(const torch::jit::Value* v) const;
 
  private:
