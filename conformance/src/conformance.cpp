@@ -12,6 +12,7 @@
 #include "lithe/host/model/apply_compression_results.h"
 #include "lithe/host/io/mask_file.h"
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/filter_pruning.h"
 #include "lithe/sdk/pruner.h"
 
 namespace lithe::host {
@@ -25,16 +26,17 @@ using namespace conformance_detail;  // NOLINT(google-build-using-namespace): in
 // is one of those types and prunes exactly int(F * sparsity) whole filters.
 Verdict replay_accepted_filter_types(const CaseContext& c, const PruningSession& session,
                                      const std::string& nni_message) {
-  static const std::vector<std::string> extra{"Conv1d", "Conv3d", "Linear"};
   bool filter_types = false;
   for (const json& entry : c.config.at("config_list")) {
     if (!entry.is_object() || !entry.contains("op_types") || !entry.contains("sparsity")) {
       continue;
     }
     for (const json& type : entry.at("op_types")) {
-      filter_types = filter_types || (type.is_string() &&
-                                      std::find(extra.begin(), extra.end(),
-                                                type.get<std::string>()) != extra.end());
+      // Any type the SDK's filter framework prunes beyond NNI v2.0's Conv2d.
+      const auto& known = sdk::filter_op_types();
+      filter_types = filter_types || (type.is_string() && type.get<std::string>() != "Conv2d" &&
+                                      std::find(known.begin(), known.end(),
+                                                type.get<std::string>()) != known.end());
     }
   }
   const std::string nni_class = c.config.value("algorithm", "");

@@ -12,14 +12,6 @@ namespace jit = torch::jit;
 
 namespace {
 
-// Ops that read a tensor input only for its shape, dtype or device.
-bool reads_shape_only(const jit::Node* n) {
-  const ops::OpSpec* spec = ops::find_op(n->kind());
-  return (spec != nullptr && (spec->channels == ops::Channels::kShapeQuery ||
-                              spec->channels == ops::Channels::kFresh)) ||
-         n->kind() == c10::prim::is_cuda;
-}
-
 // Whether output `index` of `n` may share memory with its input 0 (a view: slice, view,
 // transpose, ...), per its schema.
 bool output_aliases_input(const jit::Node* n, size_t index) {
@@ -90,7 +82,7 @@ bool InputFreeValues::visit(const jit::Block* block, bool controlled) {
       }
     }
     bool reads = controlled;
-    if (!reads_shape_only(n)) {
+    if (!ops::reads_only_metadata(n)) {
       for (const jit::Value* input : n->inputs()) {
         reads = reads || tainted(input);
       }
@@ -149,7 +141,7 @@ void InputFreeValues::check_order(const jit::Block* block) {
     for (const jit::Block* b : n->blocks()) {
       check_order(b);
     }
-    if (reads_shape_only(n)) {
+    if (ops::reads_only_metadata(n)) {
       continue;
     }
     for (size_t i = 0; i < n->inputs().size(); ++i) {

@@ -285,14 +285,12 @@ class ShapeDecided {
     }
     static const c10::Symbol is = c10::Symbol::fromQualString("aten::__is__");
     static const c10::Symbol isnot = c10::Symbol::fromQualString("aten::__isnot__");
-    static const c10::Symbol is_nested = c10::Symbol::fromQualString("prim::is_nested");
     if ((kind == is || kind == isnot) && n->inputs().size() == 2 && n->input(0) == n->input(1)) {
       return true;
     }
-    const ops::OpSpec* spec = ops::find_op(kind);
-    const bool shape_query = (spec != nullptr && spec->channels == ops::Channels::kShapeQuery &&
-                              kind != is && kind != isnot) ||
-                             kind == c10::prim::is_cuda || kind == is_nested;
+    // Identity of two different values is not a shape read (the branch above took the one
+    // that is).
+    const bool shape_query = ops::reads_only_metadata(n) && kind != is && kind != isnot;
     for (const jit::Value* input : n->inputs()) {
       if (is_tensor(input)) {
         if (!shape_query) {

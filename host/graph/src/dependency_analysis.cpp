@@ -23,6 +23,7 @@
 #include "lithe/host/graph/layer_dependencies.h"
 #include "lithe/host/graph/op_table.h"
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/filter_pruning.h"
 #include "lithe/host/graph/submodule.h"
 
 namespace lithe::host {
@@ -44,7 +45,8 @@ bool is_conv_type(const std::string& op_type) {
 
 // The layers whose output channels a filter pruner can remove: each gets a channel set.
 bool is_filter_layer(const std::string& op_type) {
-  return op_type == "Conv1d" || op_type == kConv2d || op_type == "Conv3d" || op_type == kLinear;
+  const std::vector<std::string>& types = sdk::filter_op_types();
+  return std::find(types.begin(), types.end(), op_type) != types.end();
 }
 
 // Where a layer op keeps its data input, its weight and (for convolutions) its groups.
@@ -316,10 +318,9 @@ class GraphAnalysis {
         // (MViT's qkv Linear with the pooling convolutions of its q, k and v); here they end
         // the walk. Permutes and transposes move channels without changing them: walked.
         const ops::OpSpec* spec = ops::find_op(node->kind());
-        if (spec != nullptr && (spec->channels == ops::Channels::kFresh ||
-                                spec->channels == ops::Channels::kShapeQuery ||
-                                spec->channels == ops::Channels::kReshape ||
-                                spec->channels == ops::Channels::kUnknown)) {
+        if (ops::reads_only_metadata(node) ||
+            (spec != nullptr && (spec->channels == ops::Channels::kReshape ||
+                                 spec->channels == ops::Channels::kUnknown))) {
           break;
         }
         for (jit::Value* input : node->inputs()) {

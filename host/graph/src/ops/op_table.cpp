@@ -38,6 +38,14 @@ const OpSpec* find_op(c10::Symbol kind) {
   return found == table.end() ? nullptr : &found->second;
 }
 
+bool reads_only_metadata(const torch::jit::Node* node) {
+  static const c10::Symbol is_nested = c10::Symbol::fromQualString("prim::is_nested");
+  const OpSpec* spec = find_op(node->kind());
+  return (spec != nullptr && (spec->channels == Channels::kShapeQuery ||
+                              spec->channels == Channels::kFresh)) ||
+         node->kind() == c10::prim::is_cuda || node->kind() == is_nested;
+}
+
 bool writes_input(const torch::jit::Node* user, size_t index) {
   const c10::FunctionSchema* schema = user->maybeSchema();
   if (schema == nullptr || index >= schema->arguments().size()) {

@@ -145,6 +145,12 @@ std::optional<std::vector<int64_t>> layout_permutation(const torch::jit::Node* n
 /// aten::_set_item(list, i, v)): its schema marks that argument written.
 bool writes_input(const torch::jit::Node* user, size_t index);
 
+/// Whether `node` reads its tensor inputs only for their shape, dtype or device, never their
+/// contents: the table's shape queries and fresh tensors (x.size(), x.new_zeros(...)), and
+/// prim::is_cuda / prim::is_nested. The analyses that follow contents (dependency walk,
+/// shape folding, export's input-free tensors) all stop there.
+bool reads_only_metadata(const torch::jit::Node* node);
+
 /// The table's entry for `kind`, or null for an op it does not describe.
 const OpSpec* find_op(c10::Symbol kind);
 
