@@ -59,6 +59,34 @@ std::vector<jit::Node*> child_calls(jit::Block* block, jit::Value* self, const s
   return out;
 }
 
+// The model's main output: the tensor itself, the first element of a tuple or list
+// (torchvision's GoogLeNetOutputs / InceptionOutputs put the logits first, auxiliary heads
+// after), or the "out" entry of a dict (torchvision's segmentation models).
+at::Tensor main_output(const c10::IValue& output) {
+  if (output.isTensor()) {
+    return output.toTensor();
+  }
+  if (output.isTuple() && !output.toTupleRef().elements().empty() &&
+      output.toTupleRef().elements()[0].isTensor()) {
+    return output.toTupleRef().elements()[0].toTensor();
+  }
+  if (output.isList() && !output.toListRef().empty() && output.toListRef()[0].isTensor()) {
+    return output.toListRef()[0].toTensor();
+  }
+  if (output.isGenericDict()) {
+    for (const auto& entry : output.toGenericDict()) {
+      if (entry.key().isString() && entry.key().toStringRef() == "out" &&
+          entry.value().isTensor()) {
+        return entry.value().toTensor();
+      }
+    }
+  }
+  throw sdk::Error(sdk::Errc::kUnsupported,
+                   "the model's forward returns " + output.tagKind() +
+                       ", which is not a Tensor, a tuple or list whose first element is a "
+                       "Tensor, or a dict with a Tensor under \"out\"");
+}
+
 // Inserts observe ops after every `self.<child>.forward(...)` call in `block` (recursively).
 int rewrite_block(jit::Block* block, jit::Value* self, const std::string& child,
                   const std::string& attribute, const std::string& module_name) {
@@ -312,9 +340,7 @@ class TorchScriptModel final : public Model {
       }
       throw;
     }
-    LITHE_CHECK(output.isTensor(), sdk::Errc::kUnsupported,
-                "the model's forward returns ", output.tagKind(), ", not a single Tensor");
-    return output.toTensor();
+    return main_output(output);
   }
 
   void train(bool on) override {

@@ -71,7 +71,10 @@ class Model {
   /// Channel and group dependencies between the model's convolutions, from its graph. The
   /// default throws sdk::Error(kUnsupported): only TorchScript models expose a graph.
   virtual LayerDependencies dependencies() const;
-  /// Runs the model on one input tensor and returns its (single tensor) output.
+  /// Runs the model on one input tensor and returns its main output: the output itself when it
+  /// is a tensor; for TorchScript models also the first element of a tuple or list (torchvision's
+  /// GoogLeNet and Inception return the logits first, their auxiliary heads after) or the "out"
+  /// entry of a dict (torchvision's segmentation models). Anything else: sdk::Error(kUnsupported).
   virtual at::Tensor forward(const at::Tensor& input) = 0;
   /// Switches training / evaluation mode.
   virtual void train(bool on) = 0;
