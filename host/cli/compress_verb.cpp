@@ -95,7 +95,11 @@ int run_compress(const std::vector<std::string>& args) {
                            {{"--output", output_path},
                             {"--masks", masks_path},
                             {"--calibration", calibration_path},
-                            {"--onnx", onnx.path}});
+                            {"--onnx", onnx.path},
+                            // Written beside --onnx when the weights exceed 2 GiB.
+                            {"the external data file of --onnx",
+                             onnx.wanted() ? host::onnx_external_data_path(onnx.path).string()
+                                           : std::string()}});
   LITHE_CHECK(onnx.wanted() || given.count("onnx-opset") == 0 || given["onnx-opset"].defaulted(),
               sdk::Errc::kInvalidConfig, "--onnx-opset has no effect without --onnx");
   check_onnx_request(onnx);

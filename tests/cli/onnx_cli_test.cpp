@@ -76,6 +76,32 @@ TEST(ExportOnnxCliTest, ExternalDataGoesBesideTheModelAndMayNotOverwriteAnInput)
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 }
 
+TEST(CompressOnnxCliTest, TheOnnxExternalDataFileMayNotBeAnInputOrAnotherOutput) {
+  const fs::path dir = scratch_dir("compress_onnx_external");
+  write_text(dir / "config.json", kQat);
+  // The model is called like the data file of --onnx; then --output is that file's name.
+  fs::copy_file(lenet_model(), dir / "m.onnx.data");
+  const std::string before = read_text(dir / "m.onnx.data");
+  const CliRun input = run_lithe("compress --model " + (dir / "m.onnx.data").string() +
+                                 " --config " + (dir / "config.json").string() + " --output " +
+                                 (dir / "out.pt").string() + " --onnx " +
+                                 (dir / "m.onnx").string() + " --input-shape 1,1,28,28");
+  EXPECT_NE(input.exit_code, 0);
+  EXPECT_THAT(input.out,
+              AllOf(HasSubstr("the external data file of --onnx"), HasSubstr("--model")));
+  const CliRun clash = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                                 (dir / "config.json").string() + " --output " +
+                                 (dir / "n.onnx.data").string() + " --onnx " +
+                                 (dir / "n.onnx").string() + " --input-shape 1,1,28,28");
+  EXPECT_NE(clash.exit_code, 0);
+  EXPECT_THAT(clash.out,
+              AllOf(HasSubstr("the external data file of --onnx"), HasSubstr("--output")));
+  EXPECT_EQ(read_text(dir / "m.onnx.data"), before);
+  for (const char* name : {"out.pt", "m.onnx", "n.onnx", "n.onnx.data"}) {
+    EXPECT_FALSE(fs::exists(dir / name)) << name;
+  }
+}
+
 TEST(CompressOnnxCliTest, OutputsWithoutARangeAreNamedAsExportedUnquantized) {
   const fs::path dir = scratch_dir("compress_onnx_no_range");
   const CliRun run = run_lithe(compress_args(dir, kQat) + " --onnx " +
