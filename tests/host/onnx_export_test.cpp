@@ -280,6 +280,64 @@ INSTANTIATE_TEST_SUITE_P(
                       "exports forwards of one input tensor"}}),
     [](const ::testing::TestParamInfo<RefusedModel>& info) { return info.param.name; });
 
+// Refusals of the ops the transformer and detection nets brought (ops/shape_ops.cpp,
+// ops/pooling_ops.cpp, ops/attention_ops.cpp), on forwards written in TorchScript: each names
+// the op, where it is and the rule it breaks.
+struct RefusedForward {
+  std::string name;
+  std::string forward;  // the body of forward(self, x), x of shape [1, 3, 8, 8]
+  std::string message;
+};
+
+std::ostream& operator<<(std::ostream& os, const RefusedForward& c) { return os << c.name; }
+
+class OnnxExportRefusesForwardTest : public ::testing::TestWithParam<RefusedForward> {};
+
+TEST_P(OnnxExportRefusesForwardTest, NamesTheOpAndTheRule) {
+  torch::jit::Module module("Refused");
+  module.define("def forward(self, x):\n" + GetParam().forward);
+  const sdk::Error error = export_error(module, {1, 3, 8, 8});
+  EXPECT_EQ(error.code(), sdk::Errc::kUnsupported) << error.what();
+  EXPECT_THAT(error.what(), AllOf(HasSubstr("in the model's own forward: " + GetParam().message),
+                                  HasSubstr(kNothingWritten)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TransformerOps, OnnxExportRefusesForwardTest,
+    ::testing::Values(
+        RefusedForward{"index_two_tensors",
+                       "    i = torch.arange(2)\n    return x[:, i, i]\n",
+                       "it indexes with more than one tensor"},
+        RefusedForward{"pad_circular",
+                       "    return torch.pad(x, [1, 1, 1, 1], 'circular')\n",
+                       "padding mode 'circular' has no ONNX Pad mode"},
+        RefusedForward{"roll_flattened", "    return torch.roll(x, [1])\n",
+                       "a roll without one dim per shift (of the flattened tensor) is not written"},
+        RefusedForward{"norm_p3", "    return torch.norm(x, 3.0, [1], False)\n",
+                       "only the 1- and 2-norm over given axes are written"},
+        RefusedForward{"attention_mask",
+                       "    q = x.flatten(2).transpose(1, 2)[:, :, :2]\n"
+                       "    w = torch.ones([6, 2])\n"
+                       "    b = torch.zeros([6])\n"
+                       "    pw = torch.ones([2, 2])\n"
+                       "    pb = torch.zeros([2])\n"
+                       "    mask = torch.zeros([1, 64]) > 1.0\n"  // a key padding mask
+                       "    out, weights = torch._native_multi_head_attention(q, q, q, 2, 1, w, b, "
+                       "pw, pb, mask, False, True, 1)\n"
+                       "    return out\n",
+                       "an attention mask is not written"},
+        RefusedForward{"attention_weights_read",
+                       "    q = x.flatten(2).transpose(1, 2)[:, :, :2]\n"
+                       "    w = torch.ones([6, 2])\n"
+                       "    b = torch.zeros([6])\n"
+                       "    pw = torch.ones([2, 2])\n"
+                       "    pb = torch.zeros([2])\n"
+                       "    out, weights = torch._native_multi_head_attention(q, q, q, 2, 1, w, b, "
+                       "pw, pb, None, True)\n"
+                       "    return out + weights.sum()\n",
+                       "its attention weights are read (need_weights=True)"}),
+    [](const ::testing::TestParamInfo<RefusedForward>& info) { return info.param.name; });
+
 TEST(OnnxExportTest, ARefusedModelLeavesNoFileAndKeepsAnOldOne) {
   const torch::jit::Module model = load_error_model("batchnorm_no_stats");
   const std::filesystem::path dir = test::scratch_dir("onnx_refused");
