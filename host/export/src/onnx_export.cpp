@@ -543,12 +543,9 @@ class Emitter : public ops::OnnxWriter {
     const jit::Value* x = n->inputs().empty() ? nullptr : n->input(0);
     const jit::Value* y = n->output(0);
     // An in-place op changed its input: later readers of that value read the new one.
-    const c10::FunctionSchema* schema = n->maybeSchema();
     // Unless the op read x through an input quantization: the runtime gives the module a
     // quantized copy, and the caller's x stays as it was.
-    if (schema != nullptr && !schema->arguments().empty() &&
-        schema->arguments()[0].alias_info() != nullptr &&
-        schema->arguments()[0].alias_info()->isWrite() && name_of(x, n) == raw_name_of(x, n)) {
+    if (ops::writes_input(n, 0) && name_of(x, n) == raw_name_of(x, n)) {
       names_[x] = names_.at(y);
     }
   }

@@ -245,11 +245,7 @@ class ChannelFlow {
       }
     }
     for (const jit::Use& use : v->uses()) {
-      const c10::FunctionSchema* schema = use.user->maybeSchema();
-      const bool writes = schema != nullptr && use.offset < schema->arguments().size() &&
-                          schema->arguments()[use.offset].alias_info() != nullptr &&
-                          schema->arguments()[use.offset].alias_info()->isWrite();
-      if (!writes) {
+      if (!ops::writes_input(use.user, use.offset)) {
         continue;
       }
       for (const jit::Value* stored : use.user->inputs()) {
@@ -345,12 +341,7 @@ class ChannelFlow {
   // x.add_(1) changes what x holds: later readers of x (or of what x is a view of) must see the
   // new zero set, not the one x had when it was made.
   void follow_mutation(const jit::Node* node) {
-    const c10::FunctionSchema* schema = node->maybeSchema();
-    if (schema == nullptr || schema->arguments().empty() || node->outputs().empty()) {
-      return;
-    }
-    const c10::AliasInfo* alias = schema->arguments()[0].alias_info();
-    if (alias == nullptr || !alias->isWrite()) {
+    if (node->outputs().empty() || !ops::writes_input(node, 0)) {
       return;
     }
     const jit::Value* written = node->input(0);

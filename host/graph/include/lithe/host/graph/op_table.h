@@ -142,7 +142,9 @@ std::optional<std::vector<int64_t>> constant_ints(const torch::jit::Value* value
 std::optional<std::vector<int64_t>> layout_permutation(const torch::jit::Node* node, int64_t rank);
 
 /// Whether `user` may write into its input number `index` (aten::append(list, x), x.add_(y),
-/// aten::_set_item(list, i, v)): its schema marks that argument written.
+/// aten::_set_item(list, i, v)): its schema marks that argument written. False for an op
+/// without a schema (prim ops, calls); callers that must assume the worst there (constant
+/// folding, list_items) check the schema themselves.
 bool writes_input(const torch::jit::Node* user, size_t index);
 
 /// Whether `node` reads its tensor inputs only for their shape, dtype or device, never their
