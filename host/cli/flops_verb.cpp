@@ -32,12 +32,14 @@ int run_flops(const std::vector<std::string>& args) {
        "the output channels they keep (the model is not changed)")
       ("mode", po::value(&mode_name)->default_value(mode_name),
        "default: Conv1d/2d/3d and Linear; full: also ConvTranspose, BatchNorm, LeakyReLU, "
-       "AvgPool, AdaptiveAvgPool, Upsample, and bias FLOPs")
+       "AvgPool, AdaptiveAvgPool, Upsample, and bias FLOPs (both NNI's count_flops_params); "
+       "ops: every op of the forward by Lithe's op table, functional ones included (attention "
+       "products, gates, adds), one row per op call, batch included")
       ("json", po::bool_switch(&json), "print the layers and totals as JSON")
       ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)");
   if (!parse_verb_args("flops",
                        "--model M.pt --input-shape 1,3,32,32 [--masks MASKS.pth] "
-                       "[--mode default|full] [--json]",
+                       "[--mode default|full|ops] [--json]",
                        args, desc)) {
     return 0;
   }

@@ -98,7 +98,7 @@ TEST(FlopsCliTest, BadOptionsAreNamedWithTheValue) {
   }
   const CliRun mode = run_lithe(lenet_args() + " --mode fast");
   EXPECT_EQ(mode.exit_code, 1);
-  EXPECT_THAT(mode.out, HasSubstr("--mode must be 'default' or 'full', got 'fast'"));
+  EXPECT_THAT(mode.out, HasSubstr("--mode must be 'default', 'full' or 'ops', got 'fast'"));
   const CliRun missing =
       run_lithe("flops --model " + (nni_data_dir() / "models/lenet.pt").string());
   EXPECT_EQ(missing.exit_code, 2);

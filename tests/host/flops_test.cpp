@@ -313,13 +313,108 @@ TEST(FlopsTest, TableAndJsonCarryEveryColumnAndTheTotals) {
   EXPECT_EQ(fc1.at("params"), 30840);
 }
 
+// Mode "ops": every op by the op table's rules (not NNI's; reference §4.3 counts modules).
+TEST(FlopsOpsModeTest, LenetsLayersCountAsFullModeAndItsActivationsAndPoolsAsTheirValues) {
+  const torch::jit::Module lenet = test::load_conformance_model("lenet");
+  const FlopsReport ops = count_flops(lenet, {1, 1, 28, 28}, FlopsMode::kOps);
+  std::vector<std::pair<std::string, int64_t>> layers;
+  int64_t activations = 0;
+  for (const LayerFlops& row : ops.layers) {
+    if (row.op_type == "aten::conv2d" || row.op_type == "aten::linear") {
+      layers.emplace_back(row.name, row.flops);
+    } else {
+      activations += row.flops;
+    }
+  }
+  // The convolutions and Linear layers as NNI's full mode counts them (bias included).
+  EXPECT_THAT(layers, ElementsAre(std::pair<std::string, int64_t>{"conv1", 89856},
+                                  std::pair<std::string, int64_t>{"conv2", 154624},
+                                  std::pair<std::string, int64_t>{"fc1", 30840},
+                                  std::pair<std::string, int64_t>{"fc2", 10164},
+                                  std::pair<std::string, int64_t>{"fc3", 850}));
+  // ReLU: one per output value (6·24·24, 16·8·8, 120, 84); max pooling: one per input value
+  // (6·24·24, 16·8·8).
+  EXPECT_EQ(activations, (3456 + 1024 + 120 + 84) + (3456 + 1024));
+  EXPECT_EQ(ops.total_flops, 89856 + 154624 + 30840 + 10164 + 850 + activations);
+  EXPECT_EQ(ops.total_params, 44426);
+  EXPECT_TRUE(ops.uncounted.empty());
+  EXPECT_EQ(ops.layers[0].params, 156);  // conv1's weight and bias
+}
+
+TEST(FlopsOpsModeTest, FunctionalProductsCountOneMultiplyAccumulatePerIndexCombination) {
+  torch::jit::Module module("Products");
+  module.register_parameter("w", torch::ones({4, 3}), false);
+  module.define(R"(
+def forward(self, x):
+    y = torch.linear(x, self.w)
+    s = torch.matmul(y, y.transpose(1, 2))
+    e = torch.einsum('bij,bjk->bik', [s, y])
+    r = torch.relu(e)
+    v, i = torch.sort(r, 1)
+    return v.sum()
+)");
+  const FlopsReport ops = count_flops(module, {2, 5, 3}, FlopsMode::kOps);
+  std::vector<std::pair<std::string, int64_t>> rows;
+  for (const LayerFlops& row : ops.layers) {
+    rows.emplace_back(row.op_type, row.flops);
+  }
+  EXPECT_THAT(rows, ElementsAre(
+                        // 2·5·4 outputs, 3 inputs each
+                        std::pair<std::string, int64_t>{"aten::linear", 120},
+                        // [2,5,4] @ [2,4,5]: 2·5·5 outputs, 4 each (the transpose costs nothing)
+                        std::pair<std::string, int64_t>{"aten::matmul", 200},
+                        // b·i·j·k = 2·5·5·4
+                        std::pair<std::string, int64_t>{"aten::einsum", 200},
+                        std::pair<std::string, int64_t>{"aten::relu", 40},
+                        // sum: one per input value
+                        std::pair<std::string, int64_t>{"aten::sum", 40}));
+  EXPECT_EQ(ops.total_flops, 600);
+  EXPECT_EQ(ops.total_params, 12);
+  // The table has no rule for sort: named, counted as 0.
+  EXPECT_THAT(ops.uncounted, ElementsAre("aten::sort (1 call)"));
+  EXPECT_THAT(format_flops_table(ops), HasSubstr("Not counted: aten::sort (1 call)"));
+  EXPECT_EQ(nlohmann::json::parse(flops_report_json(ops, FlopsMode::kOps)).at("uncounted"),
+            nlohmann::json({"aten::sort (1 call)"}));
+}
+
+TEST(FlopsOpsModeTest, AttentionIsCountedWhereTheModuleCountsOnlyItsLinearLayers) {
+  // torchvision's VisionTransformer (tiny: 17 tokens of 16 features, 2 heads, 2 layers).
+  const torch::jit::Module vit =
+      torch::jit::load((test::source_dir() / "tests/data/tv_vit_tiny.pt").string());
+  const FlopsReport ops = count_flops(vit, {1, 3, 32, 32}, FlopsMode::kOps);
+  int64_t attention_calls = 0;
+  for (const LayerFlops& row : ops.layers) {
+    if (row.op_type == "aten::_native_multi_head_attention") {
+      ++attention_calls;
+      // Projections 2·17·16² + 2·17·16², scores and weighted sum 2·17·17·16, softmax 2·17·17.
+      EXPECT_EQ(row.flops, 8704 + 8704 + 9248 + 578) << row.name;
+    }
+  }
+  EXPECT_EQ(attention_calls, 2);
+  EXPECT_TRUE(ops.uncounted.empty()) << ops.uncounted.front();
+  EXPECT_GT(ops.total_flops, 2 * count_flops(vit, {1, 3, 32, 32}, FlopsMode::kDefault).total_flops);
+}
+
+TEST(FlopsOpsModeTest, AMaskedLayerCountsTheOutputChannelsItKeeps) {
+  const torch::jit::Module lenet = test::load_conformance_model("lenet");
+  at::Tensor mask = torch::zeros({10, 84});
+  mask.slice(0, 0, 5).fill_(1);  // 5 of fc3's 10 outputs
+  NamedMasks masks;
+  masks.emplace_back("fc3", sdk::Masks{mask, torch::ones({10})});
+  const FlopsReport ops = count_flops(lenet, {1, 1, 28, 28}, FlopsMode::kOps, &masks);
+  EXPECT_EQ(ops.layers.back().name, "fc3");
+  EXPECT_EQ(ops.layers.back().flops, 425);  // as full mode: 5·84 + 5
+}
+
 TEST(FlopsTest, ModeNamesParseAndOthersAreRejected) {
   EXPECT_EQ(parse_flops_mode("default"), FlopsMode::kDefault);
   EXPECT_EQ(parse_flops_mode("full"), FlopsMode::kFull);
+  EXPECT_EQ(parse_flops_mode("ops"), FlopsMode::kOps);
+  EXPECT_STREQ(flops_mode_name(FlopsMode::kOps), "ops");
   EXPECT_STREQ(flops_mode_name(FlopsMode::kFull), "full");
   EXPECT_THAT(
       [] { parse_flops_mode("Full", "--mode"); },
-      ThrowsMessage<sdk::Error>(HasSubstr("--mode must be 'default' or 'full', got 'Full'")));
+      ThrowsMessage<sdk::Error>(HasSubstr("--mode must be 'default', 'full' or 'ops', got 'Full'")));
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "lithe/host/graph/graph_trace.h"
+#include "lithe/host/graph/op_table.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/submodule.h"
 
@@ -392,17 +393,138 @@ std::map<std::string, const sdk::Masks*> check_masks(const jit::Module& root,
 }  // namespace
 
 const char* flops_mode_name(FlopsMode mode) {
-  return mode == FlopsMode::kFull ? "full" : "default";
+  return mode == FlopsMode::kFull ? "full" : mode == FlopsMode::kOps ? "ops" : "default";
 }
 
 FlopsMode parse_flops_mode(const std::string& value, const std::string& option) {
   if (value == "default") {
     return FlopsMode::kDefault;
   }
+  if (value == "ops") {
+    return FlopsMode::kOps;
+  }
   LITHE_CHECK(value == "full", sdk::Errc::kInvalidConfig, option,
-              " must be 'default' or 'full', got '", value, "'");
+              " must be 'default', 'full' or 'ops', got '", value, "'");
   return FlopsMode::kFull;
 }
+
+namespace {
+
+bool holds_tensor_type(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) {
+    return true;
+  }
+  const auto contained = type->containedTypes();
+  return std::any_of(contained.begin(), contained.end(), holds_tensor_type);
+}
+
+// kOps: every op call of the forward as described for exactly this input shape (the branches
+// its shapes decide folded), by the op table's rules.
+FlopsReport count_op_flops(const torch::jit::Module& module, const at::Tensor& input,
+                           const std::map<std::string, const sdk::Masks*>& mask_of) {
+  graph_trace::Trace trace;
+  {
+    ModelStateGuard restore(module);
+    jit::Module handle = module;  // shares the object
+    handle.eval();
+    trace = graph_trace::trace_forward(handle, input, graph_trace::InputShape::kFixed);
+  }
+  const graph_trace::ValueTensors& values = trace.values;
+  // An Optional[Tensor] attribute (a convolution's bias) is not among the recorded tensors:
+  // read it from the module.
+  std::map<const jit::Value*, at::Tensor> attributes;
+  ops::OpCall call;
+  call.tensor = [&](const jit::Value* v) -> const at::Tensor* {
+    if (const auto found = values.find(v); found != values.end()) {
+      return found->second.defined() ? &found->second : nullptr;
+    }
+    if (const auto found = attributes.find(v); found != attributes.end()) {
+      return found->second.defined() ? &found->second : nullptr;
+    }
+    at::Tensor& attribute = attributes[v];
+    if (v->node()->kind() == c10::prim::GetAttr) {
+      const std::optional<std::string> owner = graph_trace::module_path(v->node()->input());
+      const std::optional<jit::Module> sub =
+          owner ? find_submodule(module, *owner) : std::nullopt;
+      const std::string& name = v->node()->s(c10::attr::name);
+      if (sub && sub->hasattr(name) && sub->attr(name).isTensor()) {
+        attribute = sub->attr(name).toTensor();
+      }
+    }
+    return attribute.defined() ? &attribute : nullptr;
+  };
+  const auto first_tensor = [&](const auto& list) -> std::vector<int64_t> {
+    for (const jit::Value* v : list) {
+      if (const at::Tensor* t = call.tensor(v)) {
+        return sizes_of(*t);
+      }
+    }
+    return {};
+  };
+  FlopsReport report;
+  std::map<std::string, int64_t> uncounted;
+  const jit::Block* top = trace.graph->block();
+  for (const jit::Node* top_node : trace.graph->nodes()) {
+    visit_nested(top_node, [&](const jit::Node* node) {
+      // Structural nodes and scalar queries (is_grad_enabled, int arithmetic) compute nothing.
+      const bool makes_tensor =
+          std::any_of(node->outputs().begin(), node->outputs().end(),
+                      [](const jit::Value* v) { return holds_tensor_type(v->type()); });
+      if (node->kind().is_prim() || !makes_tensor) {
+        return;
+      }
+      const ops::OpSpec* spec = ops::find_op(node->kind());
+      if (spec == nullptr || node != top_node || node->owningBlock() != top) {
+        ++uncounted[std::string(node->kind().toQualString()) +
+                    (spec == nullptr ? "" : " in a branch or loop")];
+        return;
+      }
+      call.node = node;
+      int64_t flops = ops::op_flops(*spec, call);
+      if (flops == 0) {
+        return;
+      }
+      const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(node);
+      LayerFlops row;
+      row.name = scope ? scope->module : "";
+      row.op_type = node->kind().toQualString();
+      row.input_shape = first_tensor(node->inputs());
+      row.output_shape = first_tensor(node->outputs());
+      const bool weighted = spec->channels == ops::Channels::kConvolution ||
+                            spec->channels == ops::Channels::kLinear;
+      if (weighted && call.input(1) != nullptr) {
+        const at::Tensor& weight = *call.input(1);
+        row.weight_shape = sizes_of(weight);
+        const at::Tensor* bias = call.input(2);
+        row.params = weight.numel() + (bias != nullptr && bias->defined() ? bias->numel() : 0);
+        // A masked layer counts the output channels its mask keeps (as kDefault does).
+        const auto mask = mask_of.find(row.name);
+        if (mask != mask_of.end() && mask->second->weight.defined() && weight.dim() >= 2 &&
+            mask->second->weight.sizes() == weight.sizes()) {
+          const int64_t out = weight.size(0);
+          const int64_t kept = kept_outputs(mask->second->weight, weight.numel() / out);
+          flops = flops / out * kept;
+        }
+      }
+      row.flops = flops;
+      report.total_flops += flops;
+      report.layers.push_back(std::move(row));
+    });
+  }
+  for (const auto& [op, calls] : uncounted) {
+    report.uncounted.push_back(op + " (" + std::to_string(calls) +
+                               (calls == 1 ? " call)" : " calls)"));
+  }
+  std::set<const c10::TensorImpl*> seen;
+  for (const at::Tensor& p : module.parameters()) {
+    if (seen.insert(p.unsafeGetTensorImpl()).second) {
+      report.total_params += p.numel();
+    }
+  }
+  return report;
+}
+
+}  // namespace
 
 FlopsReport count_flops(const torch::jit::Module& module, const std::vector<int64_t>& input_shape,
                         FlopsMode mode, const NamedMasks* masks, const std::string& masks_source) {
@@ -415,6 +537,9 @@ FlopsReport count_flops(const torch::jit::Module& module, const std::vector<int6
   const std::map<std::string, const sdk::Masks*> mask_of =
       masks != nullptr ? check_masks(module, *masks, masks_source)
                        : std::map<std::string, const sdk::Masks*>{};
+  if (mode == FlopsMode::kOps) {
+    return count_op_flops(module, at::zeros(input_shape), mask_of);
+  }
   const std::set<std::string>& types = counted_types(mode);
   // Shapes as deployed: the graph is read and run in eval mode (`restore` undoes it), so that
   // the branches folded on `self.training` are the ones eval runs.
@@ -513,6 +638,13 @@ std::string format_flops_table(const FlopsReport& report) {
   }
   out << "FLOPs total: " << report.total_flops << "\n";
   out << "#Params total: " << report.total_params << "\n";
+  if (!report.uncounted.empty()) {
+    out << "Not counted:";
+    for (size_t i = 0; i < report.uncounted.size(); ++i) {
+      out << (i == 0 ? " " : ", ") << report.uncounted[i];
+    }
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -531,6 +663,9 @@ std::string flops_report_json(const FlopsReport& report, FlopsMode mode) {
                                 {"layers", std::move(layers)},
                                 {"total_flops", report.total_flops},
                                 {"total_params", report.total_params}};
+  if (mode == FlopsMode::kOps) {
+    out["uncounted"] = report.uncounted;
+  }
   return out.dump(2);
 }
 

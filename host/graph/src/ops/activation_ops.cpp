@@ -160,11 +160,11 @@ std::vector<OpSpec> activation_ops() {
        C::kAligned, emit_clamp},
       {{"aten::softplus"}, C::kAligned, emit_softplus},
       {{"aten::softmax", "aten::log_softmax"}, C::kAligned, emit_softmax, /*dim_arg=*/1},
-      // Identities in eval (dropout's train flag is folded with self.training).
+      // Identities in eval (dropout's train flag is folded with self.training): no FLOPs.
       {{"aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::feature_dropout_",
         "aten::alpha_dropout", "aten::dropout2d", "aten::feature_alpha_dropout", "aten::detach",
         "aten::clone", "aten::contiguous"},
-       C::kZeroPreserving, emit_identity},
+       C::kZeroPreserving, emit_identity, -1, -1, nullptr, ZeroRule::kBoth, nullptr, no_flops},
   };
 }
 

@@ -97,13 +97,32 @@ void emit_native_attention(OnnxWriter& w, const jit::Node* n) {
          {product, w.initializer("out_proj_bias", w.tensor(n->input(8)).detach().contiguous())});
 }
 
+// The three input projections (L·E² for the queries, S·E² each for keys and values), the
+// scores and their weighted sum (L·S·E each, over all heads), the softmax (one per score) and
+// the output projection (L·E²), per batch item.
+int64_t attention_flops(const OpCall& call) {
+  const at::Tensor* query = call.input(0);
+  const at::Tensor* key = call.input(1);
+  const c10::optional<c10::IValue> heads = jit::toIValue(call.node->input(4));
+  if (query == nullptr || key == nullptr || query->dim() != 3 || key->dim() != 3 || !heads ||
+      !heads->isInt()) {
+    return 0;
+  }
+  const int64_t batch = query->size(0);
+  const int64_t target = query->size(1);
+  const int64_t source = key->size(1);
+  const int64_t embed = query->size(2);
+  return batch * (2 * target * embed * embed + 2 * source * embed * embed +
+                  2 * target * source * embed + heads->toInt() * target * source);
+}
+
 }  // namespace
 
 std::vector<OpSpec> attention_ops() {
   using C = Channels;
-  return {
-      {{"aten::_native_multi_head_attention"}, C::kUnknown, emit_native_attention},
-  };
+  OpSpec attention{{"aten::_native_multi_head_attention"}, C::kUnknown, emit_native_attention};
+  attention.flops = attention_flops;
+  return {attention};
 }
 
 }  // namespace lithe::host::ops

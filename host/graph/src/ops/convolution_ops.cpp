@@ -73,16 +73,51 @@ void emit_linear(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "Add", {product, w.input(n, 2)});
 }
 
+// One multiply-accumulate per kernel element and input channel of a group, per output value
+// (per input value for a transposed convolution), plus one per output value for a bias.
+int64_t conv_flops(const OpCall& call) {
+  const at::Tensor* x = call.input(0);
+  const at::Tensor* weight = call.input(1);
+  const at::Tensor* y = call.output(0);
+  if (x == nullptr || weight == nullptr || y == nullptr || weight->dim() < 2) {
+    return 0;
+  }
+  const jit::Node* n = call.node;
+  const bool plain = n->kind() != c10::Symbol::fromQualString("aten::_convolution") &&
+                     n->kind() != c10::Symbol::fromQualString("aten::convolution");
+  const c10::optional<c10::IValue> transposed =
+      plain ? c10::nullopt : jit::toIValue(n->input(6));
+  const int64_t kernel = weight->numel() / (weight->size(0) * weight->size(1));
+  const at::Tensor* bias = call.input(2);
+  const int64_t bias_flops = bias != nullptr && bias->defined() ? y->numel() : 0;
+  if (transposed && transposed->isBool() && transposed->toBool()) {
+    return x->numel() * weight->size(1) * kernel + bias_flops;
+  }
+  return y->numel() * weight->size(1) * kernel + bias_flops;
+}
+
+// One multiply-accumulate per input feature, per output value, plus the bias.
+int64_t linear_flops(const OpCall& call) {
+  const at::Tensor* weight = call.input(1);
+  const at::Tensor* y = call.output(0);
+  if (weight == nullptr || y == nullptr || weight->dim() != 2) {
+    return 0;
+  }
+  const at::Tensor* bias = call.input(2);
+  return y->numel() * weight->size(1) + (bias != nullptr && bias->defined() ? y->numel() : 0);
+}
+
 }  // namespace
 
 std::vector<OpSpec> convolution_ops() {
   using C = Channels;
-  return {
-      {{"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
-        "aten::convolution"},
-       C::kConvolution, emit_conv},
-      {{"aten::linear"}, C::kLinear, emit_linear},
-  };
+  OpSpec conv{{"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+               "aten::convolution"},
+              C::kConvolution, emit_conv};
+  conv.flops = conv_flops;
+  OpSpec linear{{"aten::linear"}, C::kLinear, emit_linear};
+  linear.flops = linear_flops;
+  return {conv, linear};
 }
 
 }  // namespace lithe::host::ops

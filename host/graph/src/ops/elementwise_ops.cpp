@@ -2,6 +2,11 @@
 // multiplication (squeeze-and-excitation), layer scale; and products of two activations.
 #include "families.h"
 
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <string>
+
 namespace lithe::host::ops {
 
 namespace {
@@ -52,6 +57,64 @@ void emit_matmul(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "MatMul", {w.input(n, 0), w.input(n, 1)});
 }
 
+// One multiply-accumulate per output value and element of the contracted axis (the first
+// operand's last).
+int64_t matmul_flops(const OpCall& call) {
+  const at::Tensor* a = call.input(0);
+  const at::Tensor* y = call.output(0);
+  return a == nullptr || y == nullptr || a->dim() == 0 ? 0 : y->numel() * a->size(-1);
+}
+
+// One multiply-accumulate per combination of the equation's index values: the product of the
+// sizes of its distinct letters (and of the axes an ellipsis stands for).
+int64_t einsum_flops(const OpCall& call) {
+  const c10::optional<c10::IValue> equation = jit::toIValue(call.node->input(0));
+  const std::optional<std::vector<const jit::Value*>> operands =
+      list_items(call.node->input(1), call.node);
+  if (!equation || !equation->isString() || !operands) {
+    return 0;
+  }
+  const std::string& text = equation->toStringRef();
+  const std::string inputs = text.substr(0, text.find("->"));
+  std::map<char, int64_t> sizes;
+  int64_t ellipsis = 1;
+  size_t start = 0;
+  for (const jit::Value* operand : *operands) {
+    const size_t end = std::min(inputs.find(',', start), inputs.size());
+    const std::string subscripts = inputs.substr(start, end - start);
+    start = end + 1;
+    const at::Tensor* t = call.tensor(operand);
+    if (t == nullptr) {
+      return 0;
+    }
+    const size_t dots = subscripts.find("...");
+    int64_t letters = 0;
+    for (const char c : subscripts) {
+      letters += std::isalpha(static_cast<unsigned char>(c)) ? 1 : 0;
+    }
+    const int64_t covered = t->dim() - letters;  // axes the ellipsis stands for
+    int64_t axis = 0;
+    for (size_t i = 0; i < subscripts.size(); ++i) {
+      if (dots != std::string::npos && i == dots) {
+        int64_t product = 1;
+        for (int64_t k = 0; k < covered; ++k) {
+          product *= t->size(axis + k);
+        }
+        ellipsis = std::max(ellipsis, product);
+        axis += covered;
+        i += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(subscripts[i])) && axis < t->dim()) {
+        sizes[subscripts[i]] = std::max(sizes[subscripts[i]], t->size(axis++));
+      }
+    }
+  }
+  int64_t flops = ellipsis;
+  for (const auto& [letter, size] : sizes) {
+    flops *= size;
+  }
+  return flops;
+}
+
 }  // namespace
 
 std::vector<OpSpec> elementwise_ops() {
@@ -64,8 +127,10 @@ std::vector<OpSpec> elementwise_ops() {
       {{"aten::div", "aten::div_"}, C::kBroadcast, emit_binary, -1, -1, nullptr,
        ZeroRule::kFirst},
       // Mix channels (features) with another tensor's: channel flow keeps them.
-      {{"aten::matmul", "aten::bmm"}, C::kUnknown, emit_matmul},
-      {{"aten::einsum"}, C::kUnknown, emit_einsum},
+      {{"aten::matmul", "aten::bmm"}, C::kUnknown, emit_matmul, -1, -1, nullptr,
+       ZeroRule::kBoth, nullptr, matmul_flops},
+      {{"aten::einsum"}, C::kUnknown, emit_einsum, -1, -1, nullptr, ZeroRule::kBoth, nullptr,
+       einsum_flops},
   };
 }
 

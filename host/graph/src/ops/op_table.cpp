@@ -46,6 +46,29 @@ bool reads_only_metadata(const torch::jit::Node* node) {
          node->kind() == c10::prim::is_cuda || node->kind() == is_nested;
 }
 
+int64_t no_flops(const OpCall& /*call*/) { return 0; }
+
+int64_t op_flops(const OpSpec& spec, const OpCall& call) {
+  if (spec.flops != nullptr) {
+    return spec.flops(call);
+  }
+  const auto numel = [](const at::Tensor* t) { return t != nullptr ? t->numel() : int64_t{0}; };
+  switch (spec.channels) {
+    case Channels::kZeroPreserving:
+    case Channels::kAligned:
+    case Channels::kBroadcast:
+      return numel(call.output(0));
+    case Channels::kSpatial:
+    case Channels::kReduction:
+      return numel(call.input(0));
+    case Channels::kBatchNorm:
+    case Channels::kLayerNorm:
+      return 2 * numel(call.input(0));
+    default:
+      return 0;
+  }
+}
+
 bool writes_input(const torch::jit::Node* user, size_t index) {
   const c10::FunctionSchema* schema = user->maybeSchema();
   if (schema == nullptr || index >= schema->arguments().size()) {

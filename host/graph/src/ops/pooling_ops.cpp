@@ -110,6 +110,15 @@ void emit_resize(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "Resize", {w.input(n, 0), "", "", sizes}, attributes);
 }
 
+// NNI's per-output-value cost of resampling (count_flops_params' Upsample rule): 11 for
+// bilinear, 0 for nearest.
+int64_t resize_flops(const OpCall& call) {
+  const at::Tensor* y = call.output(0);
+  const bool bilinear =
+      call.node->kind() == c10::Symbol::fromQualString("aten::upsample_bilinear2d");
+  return y == nullptr || !bilinear ? 0 : 11 * y->numel();
+}
+
 // aten::mean(x, dims, keepdim, dtype)
 void emit_mean(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "ReduceMean", {w.input(n, 0)},
@@ -146,7 +155,8 @@ std::vector<OpSpec> pooling_ops() {
       {{"aten::adaptive_max_pool2d",
         "aten::max_pool2d_with_indices"},
        C::kSpatial, nullptr},
-      {{"aten::upsample_bilinear2d", "aten::upsample_nearest2d"}, C::kSpatial, emit_resize},
+      {{"aten::upsample_bilinear2d", "aten::upsample_nearest2d"}, C::kSpatial, emit_resize, -1,
+       -1, nullptr, ZeroRule::kBoth, nullptr, resize_flops},
       // mean / sum / amax(x, dims, keepdim, ...)
       {{"aten::mean"}, C::kReduction, emit_mean, /*dim_arg=*/1, /*keepdim_arg=*/2},
       {{"aten::norm"}, C::kReduction, emit_norm, /*dim_arg=*/2, /*keepdim_arg=*/3},

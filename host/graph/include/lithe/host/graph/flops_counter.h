@@ -25,6 +25,13 @@ enum class FlopsMode {
   /// AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, Upsample, UpsamplingBilinear2d,
   /// UpsamplingNearest2d; a convolution's or Linear's bias adds one FLOP per output value.
   kFull,
+  /// Not NNI's: every op of the forward (functional ones included: attention's matrix products,
+  /// a squeeze-and-excitation gate, residual adds) by the op table's FLOPs rule of each
+  /// (ops::op_flops), one row per op call with FLOPs, named by the module it runs in and typed
+  /// by the op ("aten::matmul"). Counted on the whole input (batch included); a convolution or
+  /// Linear counts its bias (one per output value), and its row's parameters are its weight's
+  /// and bias's. The total parameters are every parameter of the model, each once.
+  kOps,
 };
 
 /// One call of a counted module.
@@ -44,6 +51,9 @@ struct FlopsReport {
   std::vector<LayerFlops> layers;
   int64_t total_flops = 0;   ///< sum over every call
   int64_t total_params = 0;  ///< sum over distinct module names (a module called twice once)
+  /// kOps: the ops the table has no rule for, or that run inside a branch or loop the fixed
+  /// input shape does not decide, as "aten::sort (2 calls)"; they are counted as 0.
+  std::vector<std::string> uncounted;
 };
 
 /// Counts `module`'s FLOPs and parameters on one forward of zeros of shape `input_shape`
@@ -77,17 +87,18 @@ FlopsReport count_flops(const torch::jit::Module& module, const std::vector<int6
 
 /// "default" or "full".
 const char* flops_mode_name(FlopsMode mode);
-/// "default" -> kDefault, "full" -> kFull; sdk::Error(kInvalidConfig) naming `option` and the
-/// value otherwise.
+/// "default" -> kDefault, "full" -> kFull, "ops" -> kOps; sdk::Error(kInvalidConfig) naming
+/// `option` and the value otherwise.
 FlopsMode parse_flops_mode(const std::string& value, const std::string& option = "--mode");
 
 /// The report as a text table with the columns Index, Name, Type, Input, Output, Weight shape,
 /// FLOPs, #Params (shapes as 1x3x32x32, "-" for no weight), followed by the lines
-/// "FLOPs total: N" and "#Params total: N".
+/// "FLOPs total: N" and "#Params total: N" (and "Not counted: ..." when ops were not).
 std::string format_flops_table(const FlopsReport& report);
 
 /// The report as JSON: {"mode": ..., "layers": [{"name", "type", "input_shape", "output_shape",
-/// "weight_shape", "flops", "params"}], "total_flops": N, "total_params": N}.
+/// "weight_shape", "flops", "params"}], "total_flops": N, "total_params": N}, plus
+/// "uncounted": [...] in kOps mode.
 std::string flops_report_json(const FlopsReport& report, FlopsMode mode);
 
 }  // namespace lithe::host

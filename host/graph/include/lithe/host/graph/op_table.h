@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -107,6 +108,19 @@ class OnnxWriter {
                                         const std::string& why) const = 0;
 };
 
+/// One call of an op on a traced forward, for counting its FLOPs: the node and the tensors its
+/// values took (null for a value that is not a tensor or was not recorded).
+struct OpCall {
+  const torch::jit::Node* node = nullptr;
+  std::function<const at::Tensor*(const torch::jit::Value*)> tensor;
+  const at::Tensor* input(size_t index) const {
+    return index < node->inputs().size() ? tensor(node->input(index)) : nullptr;
+  }
+  const at::Tensor* output(size_t index) const {
+    return index < node->outputs().size() ? tensor(node->output(index)) : nullptr;
+  }
+};
+
 /// One op, with every variant that shares its behaviour (its in-place form, its aliases).
 struct OpSpec {
   std::vector<const char*> names;  ///< qualified names: "aten::relu", "aten::relu_"
@@ -128,7 +142,19 @@ struct OpSpec {
   /// (`a, b = x.chunk(2, 1)`): `unpack` is the prim::ListUnpack of `node`'s output.
   void (*onnx_unpacked)(OnnxWriter& writer, const torch::jit::Node* node,
                         const torch::jit::Node* unpack) = nullptr;
+  /// FLOPs of one call (a multiply-accumulate counts once, as NNI counts convolutions and
+  /// Linear); null: the rule of its channel kind (op_flops).
+  int64_t (*flops)(const OpCall& call) = nullptr;
 };
+
+/// FLOPs of one call of a listed op: the spec's own rule, else by its channel kind: one per
+/// output value for element-wise ops (activations, add, mul, ...), one per input value for
+/// pooling and reductions, two per input value for BatchNorm and LayerNorm (NNI's BatchNorm
+/// count), none for shape reads, views, layout changes, copies and data movement (cat, slice,
+/// pad, index, ...). 0 when a tensor the rule reads was not recorded.
+int64_t op_flops(const OpSpec& spec, const OpCall& call);
+/// A rule for ops that compute nothing (dropout in evaluation, expand).
+int64_t no_flops(const OpCall& call);
 
 /// `d` as an axis of a rank-`rank` tensor (a negative one counts from the end).
 inline int64_t normalized_axis(int64_t d, int64_t rank) { return (d % rank + rank) % rank; }
