@@ -5,7 +5,8 @@ channels, scripted, so that a test exercises every op and pattern the full model
 windows: pad to the window, roll, the attention mask built by new_zeros and slice fills;
 relative position bias by index; Swin v2's cosine attention with normalize and a clamped
 logit scale; ViT's nn.MultiheadAttention, whose inference kernel runs with grad off; MaxViT's
-einsum relative attention) without a 100 MB file. Needs
+einsum relative attention; MViT's pooled attention and in-place relative position bias) without
+a 100 MB file. Needs
 python3-torchvision (Debian) at build time only; outputs are committed.
 
     /usr/bin/python3 scripts/make_transformer_models.py
@@ -15,6 +16,7 @@ import sys
 
 import torch
 from torchvision.models.maxvit import MaxVit
+from torchvision.models.video.mvit import MSBlockConfig, MViT
 from torchvision.models.vision_transformer import VisionTransformer
 from torchvision.models.swin_transformer import (PatchMergingV2, SwinTransformer,
                                                  SwinTransformerBlockV2)
@@ -39,6 +41,19 @@ def models():
                                            partition_size=2, block_channels=[16, 32],
                                            block_layers=[1, 1], head_dim=8,
                                            stochastic_depth_prob=0.0, num_classes=10)
+    # MViT v2 (video): pooled attention with a class token split off by tensor_split, q/k/v by
+    # unbind, relative position tables indexed by distances its shapes decide, written into a
+    # slice of the scores in place (attn[:, :, 1:, 1:] += rel_pos). Input 1x3x4x16x16.
+    blocks = [MSBlockConfig(num_heads=1, input_channels=8, output_channels=8,
+                            kernel_q=[3, 3, 3], kernel_kv=[3, 3, 3], stride_q=[1, 1, 1],
+                            stride_kv=[1, 2, 2]),
+              MSBlockConfig(num_heads=2, input_channels=8, output_channels=16,
+                            kernel_q=[3, 3, 3], kernel_kv=[3, 3, 3], stride_q=[1, 2, 2],
+                            stride_kv=[1, 1, 1])]
+    yield "tv_mvit_tiny", lambda: MViT(spatial_size=(16, 16), temporal_size=4,
+                                       block_setting=blocks, residual_pool=True,
+                                       residual_with_cls_embed=False, rel_pos_embed=True,
+                                       proj_after_attn=True, num_classes=10)
 
 
 def main():

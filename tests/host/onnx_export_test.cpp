@@ -315,6 +315,12 @@ INSTANTIATE_TEST_SUITE_P(
                        "a roll without one dim per shift (of the flattened tensor) is not written"},
         RefusedForward{"norm_p3", "    return torch.norm(x, 3.0, [1], False)\n",
                        "only the 1- and 2-norm over given axes are written"},
+        // Written through a transposed view, the base would be read stale: refused.
+        RefusedForward{"write_through_transpose",
+                       "    a = x * 2.0\n    b = a.transpose(2, 3)\n    b.add_(1.0)\n"
+                       "    return a\n",
+                       "it writes in place into aten::transpose of a tensor read later, which "
+                       "the export does not write"},
         RefusedForward{"attention_mask",
                        "    q = x.flatten(2).transpose(1, 2)[:, :, :2]\n"
                        "    w = torch.ones([6, 2])\n"

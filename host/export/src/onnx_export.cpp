@@ -547,7 +547,91 @@ class Emitter : public ops::OnnxWriter {
     // quantized copy, and the caller's x stays as it was.
     if (ops::writes_input(n, 0) && name_of(x, n) == raw_name_of(x, n)) {
       names_[x] = names_.at(y);
+      write_through_view(n, x);
     }
+  }
+
+  // Whether `v` is a view of its maker's first input: the op's schema says its result aliases
+  // that input (slice, select, view, transpose, ...) without writing it.
+  static bool is_view(const jit::Value* v) {
+    const jit::Node* maker = v->node();
+    const c10::FunctionSchema* schema = maker->maybeSchema();
+    return schema != nullptr && !schema->returns().empty() && !maker->inputs().empty() &&
+           schema->returns()[0].alias_info() != nullptr && !ops::writes_input(maker, 0);
+  }
+
+  // Whether a node after `writer` reads `v`.
+  static bool read_after(const jit::Value* v, const jit::Node* writer) {
+    return std::any_of(v->uses().begin(), v->uses().end(),
+                       [&](const jit::Use& use) { return use.user->isAfter(writer); });
+  }
+
+  // An in-place op `n` wrote `x`, a view of another tensor: the write lands in that tensor too
+  // (MViT's `attn[:, :, 1:, 1:] += rel_pos`). Through a chain of unit-step slices it is written
+  // as Where(region, Pad(new slice), base): exact, the region a constant of the static shapes.
+  // Through any other view, a base read later is refused rather than written stale.
+  void write_through_view(const jit::Node* n, const jit::Value* x) {
+    std::vector<const jit::Node*> chain;  // base first
+    const jit::Value* base = x;
+    while (is_view(base)) {
+      chain.insert(chain.begin(), base->node());
+      base = base->node()->input(0);
+    }
+    if (chain.empty()) {
+      return;
+    }
+    bool later = read_after(base, n);
+    for (size_t i = 0; i + 1 < chain.size(); ++i) {
+      later = later || read_after(chain[i]->output(), n);
+    }
+    if (!later) {
+      return;
+    }
+    const at::Tensor& whole = tensor(base);
+    std::vector<int64_t> begin(static_cast<size_t>(whole.dim()), 0);
+    std::vector<int64_t> end(whole.sizes().begin(), whole.sizes().end());
+    const c10::Symbol slice = c10::Symbol::fromQualString("aten::slice");
+    for (size_t i = 0; i < chain.size(); ++i) {
+      const jit::Node* view = chain[i];
+      if (view->kind() != slice || view->inputs().size() < 5 ||
+          (i + 1 < chain.size() && read_after(view->output(), n))) {
+        unsupported(n, "it writes in place into " + std::string(view->kind().toQualString()) +
+                           " of a tensor read later, which the export does not write");
+      }
+      const c10::optional<c10::IValue> dim = jit::toIValue(view->input(1));
+      const c10::optional<c10::IValue> step = jit::toIValue(view->input(4));
+      if (!dim || !dim->isInt() || !step || !step->isInt() || step->toInt() != 1) {
+        unsupported(n, "it writes in place into a slice whose axis is not constant or whose "
+                       "step is not 1, of a tensor read later");
+      }
+      const size_t d = static_cast<size_t>(ops::normalized_axis(dim->toInt(), whole.dim()));
+      // The slice's offset within its input: its result starts where the data pointer moved.
+      const at::Tensor& input = tensor(view->input(0));
+      const at::Tensor& output = tensor(view->output());
+      const int64_t offset =
+          input.stride(static_cast<int64_t>(d)) == 0 || output.numel() == 0
+              ? 0
+              : (output.storage_offset() - input.storage_offset()) /
+                    input.stride(static_cast<int64_t>(d));
+      begin[d] += offset;
+      end[d] = begin[d] + output.size(static_cast<int64_t>(d));
+    }
+    std::vector<int64_t> pads(begin);
+    for (size_t d = 0; d < end.size(); ++d) {
+      pads.push_back(whole.size(static_cast<int64_t>(d)) - end[d]);
+    }
+    at::Tensor region = at::zeros(whole.sizes(), at::kBool);
+    at::Tensor inside = region;
+    for (size_t d = 0; d < begin.size(); ++d) {
+      inside = inside.narrow(static_cast<int64_t>(d), begin[d], end[d] - begin[d]);
+    }
+    inside.fill_(true);
+    const std::string padded = step(n, "Pad",
+                                    {names_.at(x), initializer("pads", at::tensor(pads, at::kLong)),
+                                     initializer("zero", at::scalar_tensor(0, whole.scalar_type()))},
+                                    {});
+    names_[base] =
+        step(n, "Where", {initializer("region", region), padded, name_of(base, n)}, {});
   }
 
   // Folding writes a value's contents even when every reader was folded too: such initializers

@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/scope.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
 
 #include <cstdint>
 #include <string>
@@ -246,6 +247,12 @@ ValueTensors run_and_capture(const jit::Module& module, const std::shared_ptr<ji
 
 Trace trace_forward(const jit::Module& module, const at::Tensor& input, InputShape shape) {
   Trace trace{inline_forward(module), {}};
+  if (shape == InputShape::kFixed) {
+    // A tuple built and indexed at once (MViT's `_unsqueeze(x, ...)[0]`) is the item itself:
+    // the ONNX export has nothing to write for the pair. Only here: the NNI-faithful dependency
+    // analysis and speedup read the graph as it is.
+    jit::LowerSimpleTuples(trace.graph);
+  }
   trace.values = run_and_capture(module, trace.graph, input);
   // Each fold can inline a branch whose own rank checks then reach the top level; nesting is
   // shallow in practice, the bound only guarantees an end.

@@ -17,6 +17,41 @@ bool is(const jit::Node* n, const char* a, const char* b) {
   return n->kind() == c10::Symbol::fromQualString(a) || n->kind() == c10::Symbol::fromQualString(b);
 }
 
+// ONNX's TensorProto.DataType code of a torch dtype the export writes; 0 for another.
+int64_t onnx_data_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return 1;
+    case at::kByte: return 2;
+    case at::kChar: return 3;
+    case at::kInt: return 6;
+    case at::kLong: return 7;
+    case at::kBool: return 9;
+    default: return 0;
+  }
+}
+
+// Operand `i` of an element-wise op in the result's type. ONNX's Add, Mul, ... take one type
+// where torch promotes (MViT's int64 torch.arange(q_h) times a float ratio is float): a scalar
+// is written in the result's type and a tensor of another type is cast to it.
+std::string operand(OnnxWriter& w, const jit::Node* n, size_t i) {
+  const at::ScalarType result = w.tensor(n->output()).scalar_type();
+  const c10::optional<c10::IValue> constant = jit::toIValue(n->input(i));
+  if (constant && (constant->isDouble() || constant->isInt() || constant->isBool())) {
+    return w.initializer("scalar", at::scalar_tensor(constant->toScalar(), result));
+  }
+  const std::string name = w.input(n, i);
+  const at::ScalarType type = w.tensor(n->input(i)).scalar_type();
+  if (type == result) {
+    return name;
+  }
+  const int64_t to = onnx_data_type(result);
+  if (to == 0) {
+    w.unsupported(n, std::string("its result is ") + c10::toString(result) +
+                         ", a type the ONNX export does not write");
+  }
+  return w.step(n, "Cast", {name}, {{"to", to}});
+}
+
 void emit_binary(OnnxWriter& w, const jit::Node* n) {
   const bool additive = is(n, "aten::add", "aten::add_") || is(n, "aten::sub", "aten::sub_");
   if (additive && n->inputs().size() > 2) {
@@ -34,7 +69,7 @@ void emit_binary(OnnxWriter& w, const jit::Node* n) {
                      : is(n, "aten::div", "aten::div_") ? "Div"
                      : is(n, "aten::maximum", "aten::maximum") ? "Max"
                                                                : "Min";
-  w.emit(n, type, {w.input(n, 0), w.input(n, 1)});
+  w.emit(n, type, {operand(w, n, 0), operand(w, n, 1)});
 }
 
 // Matrix products of activations (attention scores, values): MatMul broadcasts like them.

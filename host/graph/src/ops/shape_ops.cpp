@@ -59,7 +59,36 @@ void emit_select(OnnxWriter& w, const jit::Node* n) {
 void emit_index(OnnxWriter& w, const jit::Node* n) {
   const std::optional<std::vector<const jit::Value*>> items = list_items(n->input(1), n);
   if (!items) {
-    w.unsupported(n, "its index list is not built in the graph");
+    // Indices that shapes alone decide were folded into a constant list (MViT's relative
+    // distances, torch.arange(q_h)[:, None] - ...): its one tensor is written as an initializer.
+    const c10::optional<c10::IValue> constant = jit::toIValue(n->input(1));
+    if (!constant || !constant->isList()) {
+      w.unsupported(n, "its index list is not built in the graph");
+    }
+    const c10::List<c10::IValue> list = constant->toList();
+    std::optional<int64_t> axis;
+    at::Tensor index;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const c10::IValue item = list.get(i);
+      if (item.isNone()) {
+        continue;
+      }
+      if (axis.has_value() || !item.isTensor()) {
+        w.unsupported(n, "it indexes with more than one tensor");
+      }
+      axis = static_cast<int64_t>(i);
+      index = item.toTensor();
+    }
+    if (!axis.has_value()) {
+      w.unsupported(n, "it has no index tensor");
+    }
+    if (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) {
+      w.unsupported(n, std::string("its index tensor is ") + c10::toString(index.scalar_type()) +
+                           " (only integer indices are written; a mask is not)");
+    }
+    w.emit(n, "Gather", {w.input(n, 0), w.initializer("index", index.contiguous())},
+           {{"axis", *axis}});
+    return;
   }
   std::optional<int64_t> axis;
   for (size_t i = 0; i < items->size(); ++i) {
@@ -232,7 +261,8 @@ void emit_slice(OnnxWriter& w, const jit::Node* n) {
           one("axes", dim), one("steps", step)});
 }
 
-// x.chunk(n, dim) / x.split(size, dim) unpacked into tensors: one Split, with the items' sizes.
+// x.chunk(n, dim) / x.split(size, dim) / x.tensor_split(indices, dim) unpacked into tensors: one
+// Split, with the items' sizes.
 void emit_split(OnnxWriter& w, const jit::Node* n, const jit::Node* unpack) {
   const size_t dim_index = 2;
   const int64_t dim = axis(w, n, dim_index);
@@ -244,6 +274,18 @@ void emit_split(OnnxWriter& w, const jit::Node* n, const jit::Node* unpack) {
   }
   w.emit_each(n, "Split", {w.input(n, 0), w.initializer("split", at::tensor(sizes, at::kLong))},
               items, {{"axis", dim}});
+}
+
+// x.unbind(dim) unpacked into tensors (MViT's `q, k, v = qkv.unbind(dim=2)`): item i is
+// Gather with the scalar index i along dim, which drops that axis as unbind does.
+void emit_unbind(OnnxWriter& w, const jit::Node* n, const jit::Node* unpack) {
+  const int64_t dim = axis(w, n, 1);
+  for (size_t i = 0; i < unpack->outputs().size(); ++i) {
+    w.emit_each(n, "Gather",
+                {w.input(n, 0),
+                 w.initializer("index", at::scalar_tensor(static_cast<int64_t>(i), at::kLong))},
+                {unpack->output(i)}, {{"axis", dim}});
+  }
 }
 
 }  // namespace
@@ -259,8 +301,9 @@ std::vector<OpSpec> shape_ops() {
       {{"aten::index"}, C::kUnknown, emit_index},
       {{"aten::pad", "aten::constant_pad_nd"}, C::kUnknown, emit_pad},
       {{"aten::roll"}, C::kUnknown, emit_roll},
-      {{"aten::chunk", "aten::split"}, C::kUnknown, nullptr, -1, -1, nullptr, ZeroRule::kBoth,
-       emit_split},
+      {{"aten::chunk", "aten::split", "aten::tensor_split"}, C::kUnknown, nullptr, -1, -1,
+       nullptr, ZeroRule::kBoth, emit_split},
+      {{"aten::unbind"}, C::kUnknown, nullptr, -1, -1, nullptr, ZeroRule::kBoth, emit_unbind},
       {{"aten::unsqueeze"}, C::kInsertAxis, emit_unsqueeze, /*dim_arg=*/1},
       {{"aten::squeeze"}, C::kRemoveAxis, emit_squeeze, /*dim_arg=*/1},
       {{"aten::size", "aten::dim", "prim::shape", "aten::len", "aten::numel", "prim::device",

@@ -68,7 +68,8 @@ ValueTensors run_and_capture(const torch::jit::Module& module,
 /// caller wants described, as for both.
 /// With InputShape::kFixed (a model described for exactly `input`'s shape, as ONNX export does:
 /// its shapes are static), the scalars that shapes alone decide are folded as well, and with them
-/// the branches they decide (constant_folding::fold_shape_scalars).
+/// the branches they decide (constant_folding::fold_shape_scalars), and a tuple built and then
+/// unpacked or indexed by a constant is replaced by its items (torch's LowerSimpleTuples).
 struct Trace {
   std::shared_ptr<torch::jit::Graph> graph;
   ValueTensors values;
