@@ -8,6 +8,7 @@
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/version.h"
+#include "model_warnings.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -134,6 +135,8 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   // A crash inside a plugin names the plugin call that was running (crash_report.h).
   lithe::host::install_crash_reporter();
+  // A model's own warnings (scripted GoogLeNet warns on every forward) once each.
+  lithe::cli::print_model_warnings_once();
   lithe::sdk::set_log_sink([](lithe::sdk::LogLevel level, const std::string& message) {
     static const char* const names[] = {"error", "warning", "info", "debug"};
     std::cerr << "lithe: " << names[static_cast<int>(level)] << ": " << message << "\n";

@@ -108,5 +108,29 @@ TEST(FlopsCliTest, BadOptionsAreNamedWithTheValue) {
   EXPECT_THAT(not_a_model.out, HasSubstr("model file '/nonexistent.pt' does not exist"));
 }
 
+TEST(FlopsCliTest, OpsModeCountsFunctionalOpsAndAModelsWarningIsPrintedOnce) {
+  const auto dir = scratch_dir("flops_cli_ops");
+  // A forward that warns every time it runs (as scripted torchvision GoogLeNet does); counting
+  // in ops mode runs it several times (the fixed-shape trace).
+  torch::jit::Module module("Warns");
+  module.define(R"(
+def forward(self, x):
+    torch.warn("this model warns on every forward")
+    return torch.matmul(x, x.transpose(2, 3)).relu()
+)");
+  module.save((dir / "warns.pt").string());
+  const CliRun run = run_lithe("flops --model " + (dir / "warns.pt").string() +
+                               " --input-shape 1,2,3,4 --mode ops --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const std::string warning = "lithe: warning: this model warns on every forward";
+  EXPECT_THAT(run.out, HasSubstr(warning));
+  EXPECT_EQ(run.out.find(warning), run.out.rfind(warning)) << run.out;
+  const nlohmann::json report = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+  EXPECT_EQ(report.at("mode"), "ops");
+  // matmul: 1·2·3·3 outputs of 4 products each; relu: one per output value.
+  EXPECT_EQ(report.at("total_flops"), 72 + 18);
+  EXPECT_EQ(report.at("layers").size(), 2u);
+}
+
 }  // namespace
 }  // namespace lithe::test
