@@ -320,6 +320,7 @@ def sweep_model(entry, args, runner, work):
             reference = report.get("reference_max_abs") or 1.0
             stages["speedup"].update(
                 params=report["params"], flops=report["flops"], latency=report["latency_ms"],
+                flops_every_op=report.get("flops_every_op", {}),
                 max_abs_diff=report["max_abs_diff_without_bn_shift"],
                 relative_diff=report["max_abs_diff_without_bn_shift"] / max(reference, 1e-30),
                 blocked=report["blocked"])
@@ -411,8 +412,10 @@ def markdown(rows, args):
             cells.append("%s → %s (%s)" % (mega(sp["params"]["before"]),
                                            mega(sp["params"]["after"]), ratio(sp["params"])))
             flops = sp["flops"]
-            cells.append("%s → %s (%s)" % (giga(flops["before"]), giga(flops["after"]),
-                                           ratio(flops)) if "before" in flops
+            every = sp.get("flops_every_op") or {}
+            cells.append("%s → %s (%s%s)" % (giga(flops["before"]), giga(flops["after"]),
+                                             ratio(flops), "; every op %s" % ratio(every)
+                                             if "ratio" in every else "") if "before" in flops
                          else "not counted: " + flops.get("error", "")[:80])
             cells.append(ratio(sp["latency"]))
             cells.append("%.1e" % sp["relative_diff"])

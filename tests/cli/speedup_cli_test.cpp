@@ -47,6 +47,11 @@ TEST(SpeedupCliTest, WritesASmallerModelThatLoadsAndReportsTheRatios) {
   EXPECT_LT(report["max_abs_diff"].get<double>(), 1e-4);
   EXPECT_LT(report["params"]["after"].get<int64_t>(), report["params"]["before"].get<int64_t>());
   EXPECT_LT(report["flops"]["ratio"].get<double>(), 0.6);
+  // Every op counted too (ReLU, pooling): more FLOPs than NNI's count, and fewer after.
+  EXPECT_GT(report["flops_every_op"]["before"].get<int64_t>(),
+            report["flops"]["before"].get<int64_t>());
+  EXPECT_LT(report["flops_every_op"]["ratio"].get<double>(), 0.6);
+  EXPECT_THAT(run.out, HasSubstr("FLOPs (every op)"));
   EXPECT_GT(report["latency_ms"]["before"].get<double>(), 0.0);
   EXPECT_EQ(report["layers"].size(), 3u);  // conv1, conv2, fc1
 }
