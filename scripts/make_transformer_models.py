@@ -54,6 +54,12 @@ def models():
                                        block_setting=blocks, residual_pool=True,
                                        residual_with_cls_embed=False, rel_pos_embed=True,
                                        proj_after_attn=True, num_classes=10)
+    # MViT v1's settings: absolute positional embedding (repeat_interleave, then add_ into it),
+    # residual adds that include the class token, projection inside the attention.
+    yield "tv_mvit_v1_tiny", lambda: MViT(spatial_size=(16, 16), temporal_size=4,
+                                          block_setting=blocks, residual_pool=False,
+                                          residual_with_cls_embed=True, rel_pos_embed=False,
+                                          proj_after_attn=False, num_classes=10)
 
 
 def main():

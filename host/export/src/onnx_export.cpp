@@ -13,6 +13,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -530,10 +531,19 @@ class Emitter : public ops::OnnxWriter {
     if (kind == c10::prim::GetAttr || kind == c10::prim::Constant) {
       return;  // parameters and constants become initializers when something reads them
     }
+    // What no input reaches is the same on every input of the export's shape: written as what
+    // it held at the end of the run (Swin's attention mask, built by new_zeros and a loop of
+    // slice fills; MViT's positional embedding, repeat_interleave then add_). Every such value
+    // is, not only those of ops without an emission: a value written as a constant already
+    // holds the in-place writes into it, which must then not be emitted once more. Except what
+    // a quantized layer computes or what is computed from it: the run that captured the
+    // contents was in float, the QDQ model quantizes there.
+    const bool quantization_touched = touched_by_quantization(n);
+    if (!quantization_touched && fold_input_free(n)) {
+      return;
+    }
     const ops::OpSpec* spec = ops::find_op(kind);
     if (spec == nullptr || spec->onnx == nullptr || !n->blocks().empty()) {
-      // What no input reaches is the same on every input of the export's shape: written as
-      // what it held (Swin's attention mask, built by new_zeros and a loop of slice fills).
       if (fold_input_free(n)) {
         return;
       }
@@ -634,6 +644,23 @@ class Emitter : public ops::OnnxWriter {
         step(n, "Where", {initializer("region", region), padded, name_of(base, n)}, {});
   }
 
+  // Whether `n` runs inside a quantized layer's call or reads a value that did (directly or
+  // through other ops); records its outputs as such. Nodes are visited in program order.
+  bool touched_by_quantization(const jit::Node* n) {
+    if (quantized_.empty()) {
+      return false;
+    }
+    bool touched = std::any_of(n->inputs().begin(), n->inputs().end(),
+                               [&](const jit::Value* v) { return touched_.count(v) != 0; });
+    for (const graph_trace::Scope& scope : graph_trace::scopes_of(n)) {
+      touched = touched || quantized_.count(scope.module) != 0;
+    }
+    if (touched) {
+      touched_.insert(n->outputs().begin(), n->outputs().end());
+    }
+    return touched;
+  }
+
   // Folding writes a value's contents even when every reader was folded too: such initializers
   // are left out (ONNX Runtime warns about each).
   void drop_unread_initializers() {
@@ -679,6 +706,7 @@ class Emitter : public ops::OnnxWriter {
   std::unordered_map<const jit::Value*, const jit::Value*> aliases_;  // unpacked -> packed
   std::map<std::string, std::string> tensor_names_;  // state_dict key -> ONNX name
   std::map<std::string, onnx_quantization::QuantizedLayer> quantized_;
+  std::unordered_set<const jit::Value*> touched_;  // computed in or from a quantized layer
   std::map<std::string, std::string> qdq_names_;  // value|call|type -> dequantized name
   std::map<std::string, const jit::Value*> first_input_;  // call -> first outside tensor read
   OnnxExportSummary summary_;
