@@ -493,6 +493,9 @@ class Emitter : public ops::OnnxWriter {
   // ---- ops ----------------------------------------------------------------------------------
   void emit_node(const jit::Node* n) {
     const c10::Symbol kind = n->kind();
+    // Every node, those written as aliases below included, so that what comes out of a
+    // quantized layer stays marked through tuples, lists and items.
+    const bool quantization_touched = touched_by_quantization(n);
     bool tensor_output = false;
     for (const jit::Value* out : n->outputs()) {
       tensor_output = tensor_output || out->type()->kind() == c10::TypeKind::TensorType;
@@ -538,7 +541,6 @@ class Emitter : public ops::OnnxWriter {
     // holds the in-place writes into it, which must then not be emitted once more. Except what
     // a quantized layer computes or what is computed from it: the run that captured the
     // contents was in float, the QDQ model quantizes there.
-    const bool quantization_touched = touched_by_quantization(n);
     if (!quantization_touched && fold_input_free(n)) {
       return;
     }
