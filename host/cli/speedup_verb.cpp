@@ -55,6 +55,43 @@ std::string serialized(const torch::jit::Module& module) {
 
 double ratio(double after, double before) { return before > 0 ? after / before : 0; }
 
+// FLOPs of the masked and the smaller model in one counting mode, or why they could not be
+// counted (the first line of the error).
+struct FlopsPair {
+  int64_t before = -1;
+  int64_t after = -1;
+  std::string problem;
+};
+
+FlopsPair count_both(const torch::jit::Module& masked, const torch::jit::Module& small,
+                     const std::vector<int64_t>& shape, host::FlopsMode mode) {
+  FlopsPair pair;
+  try {
+    pair.before = host::count_flops(masked, shape, mode).total_flops;
+    pair.after = host::count_flops(small, shape, mode).total_flops;
+  } catch (const std::exception& e) {
+    pair.problem = e.what();
+    pair.problem = pair.problem.substr(0, pair.problem.find('\n'));
+  }
+  return pair;
+}
+
+void print_flops(const char* label, const FlopsPair& pair) {
+  if (pair.problem.empty()) {
+    std::printf("%-22s %14lld %14lld %8.3f\n", label, static_cast<long long>(pair.before),
+                static_cast<long long>(pair.after), ratio(pair.after, pair.before));
+  } else {
+    std::printf("%-22s not counted: %s\n", label, pair.problem.c_str());
+  }
+}
+
+json flops_json(const FlopsPair& pair) {
+  if (!pair.problem.empty()) {
+    return {{"error", pair.problem}};
+  }
+  return {{"before", pair.before}, {"after", pair.after}, {"ratio", ratio(pair.after, pair.before)}};
+}
+
 // Outputs within this of the reference count as equal (float summation order only).
 constexpr double kTolerance = 1e-4;
 
@@ -122,28 +159,10 @@ int run_speedup(const std::vector<std::string>& args) {
   // model only to measure it costs as much as writing it.
   const uintmax_t model_bytes = std::filesystem::file_size(model_path);
   // The counter measures each layer call; a model it cannot measure still gets its speedup.
-  int64_t flops_before = -1;
-  int64_t flops_after = -1;
-  std::string flops_problem;
-  try {
-    flops_before = host::count_flops(masked, shape, host::FlopsMode::kDefault).total_flops;
-    flops_after = host::count_flops(small, shape, host::FlopsMode::kDefault).total_flops;
-  } catch (const std::exception& e) {
-    flops_problem = e.what();
-    flops_problem = flops_problem.substr(0, flops_problem.find('\n'));
-  }
-  // Every op by the op table (attention products, gates, element-wise ops), which NNI's count
-  // leaves out; reported beside it.
-  int64_t all_ops_before = -1;
-  int64_t all_ops_after = -1;
-  std::string all_ops_problem;
-  try {
-    all_ops_before = host::count_flops(masked, shape, host::FlopsMode::kOps).total_flops;
-    all_ops_after = host::count_flops(small, shape, host::FlopsMode::kOps).total_flops;
-  } catch (const std::exception& e) {
-    all_ops_problem = e.what();
-    all_ops_problem = all_ops_problem.substr(0, all_ops_problem.find('\n'));
-  }
+  // NNI's count, and every op by the op table (attention products, gates, element-wise ops),
+  // which NNI's count leaves out.
+  const FlopsPair flops = count_both(masked, small, shape, host::FlopsMode::kDefault);
+  const FlopsPair every_op = count_both(masked, small, shape, host::FlopsMode::kOps);
   const int64_t params_before = parameter_count(masked);
   const int64_t params_after = parameter_count(small);
   const host::LatencyComparison latency =
@@ -179,20 +198,8 @@ int run_speedup(const std::vector<std::string>& args) {
   std::printf("\n%-22s %14s %14s %8s\n", "", "masked", "smaller", "ratio");
   std::printf("%-22s %14lld %14lld %8.3f\n", "parameters", static_cast<long long>(params_before),
               static_cast<long long>(params_after), ratio(params_after, params_before));
-  if (flops_problem.empty()) {
-    std::printf("%-22s %14lld %14lld %8.3f\n", "FLOPs (NNI default)",
-                static_cast<long long>(flops_before), static_cast<long long>(flops_after),
-                ratio(flops_after, flops_before));
-  } else {
-    std::printf("%-22s not counted: %s\n", "FLOPs (NNI default)", flops_problem.c_str());
-  }
-  if (all_ops_problem.empty()) {
-    std::printf("%-22s %14lld %14lld %8.3f\n", "FLOPs (every op)",
-                static_cast<long long>(all_ops_before), static_cast<long long>(all_ops_after),
-                ratio(all_ops_after, all_ops_before));
-  } else {
-    std::printf("%-22s not counted: %s\n", "FLOPs (every op)", all_ops_problem.c_str());
-  }
+  print_flops("FLOPs (NNI default)", flops);
+  print_flops("FLOPs (every op)", every_op);
   std::printf("%-22s %14ju %14zu %8.3f\n", "file bytes", model_bytes, small_bytes.size(),
               ratio(static_cast<double>(small_bytes.size()), static_cast<double>(model_bytes)));
   std::printf("%-22s %14.4f %14.4f %8.3f   (median of %d, %d threads)\n", "latency ms",
@@ -225,18 +232,8 @@ int run_speedup(const std::vector<std::string>& args) {
   report["reference_max_abs"] = result.reference_max_abs;
   report["params"] = {{"before", params_before}, {"after", params_after},
                       {"ratio", ratio(params_after, params_before)}};
-  if (flops_problem.empty()) {
-    report["flops"] = {{"before", flops_before}, {"after", flops_after},
-                       {"ratio", ratio(flops_after, flops_before)}};
-  } else {
-    report["flops"] = {{"error", flops_problem}};
-  }
-  if (all_ops_problem.empty()) {
-    report["flops_every_op"] = {{"before", all_ops_before}, {"after", all_ops_after},
-                                {"ratio", ratio(all_ops_after, all_ops_before)}};
-  } else {
-    report["flops_every_op"] = {{"error", all_ops_problem}};
-  }
+  report["flops"] = flops_json(flops);
+  report["flops_every_op"] = flops_json(every_op);
   report["file_bytes"] = {
       {"before", model_bytes},
       {"after", small_bytes.size()},

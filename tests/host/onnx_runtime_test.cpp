@@ -142,43 +142,41 @@ TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
   EXPECT_EQ(run.exit_code, 0) << run.out;
 }
 
+// A forward written in TorchScript, exported and run in ONNX Runtime on a 2x3x8x8 input.
+void expect_ort_parity_of_forward(const std::string& name, const std::string& source) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  torch::jit::Module module(name);
+  module.define(source);
+  const test::CliRun run = run_in_ort(module, {2, 3, 8, 8}, name);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
+}
+
 // An in-place op on a slice writes into the sliced tensor (MViT's attn[:, :, 1:, 1:] += rel_pos):
 // the export writes the base anew (Where over the slice's region), so later readers of the base
 // see the write.
 TEST(OnnxRuntimeParityTest, AnInPlaceWriteIntoASliceReachesTheTensorItSlices) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
-  torch::jit::Module module("SliceWrites");
-  module.define(R"(
+  expect_ort_parity_of_forward("slice_writes", R"(
 def forward(self, x):
     a = x * 2.0
     a[:, 1:, 2:6] += x[:, :2, :4]
     a[:, :, :, 4:].mul_(0.5)
     return torch.relu(a)
 )");
-  const test::CliRun run = run_in_ort(module, {2, 3, 8, 8}, "slice_writes");
-  EXPECT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
 }
 
 // A tensor no input reaches is written as what it held at the end of the run, in-place writes
 // included (MViT's positional embedding: repeat_interleave, then add_): the writes are not
 // emitted a second time on top.
 TEST(OnnxRuntimeParityTest, AnInPlaceWriteIntoAConstantTensorIsWrittenOnce) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
-  torch::jit::Module module("ConstantWrites");
-  module.define(R"(
+  expect_ort_parity_of_forward("constant_writes", R"(
 def forward(self, x):
     m = torch.repeat_interleave(torch.ones([2, 8]), 4, 0)
     m.add_(torch.arange(8).float())
     return x + m
 )");
-  const test::CliRun run = run_in_ort(module, {2, 3, 8, 8}, "constant_writes");
-  EXPECT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
 }
 
 // The op table's families (tests/data/ops_*.pt, scripts/make_op_models.py), at the opsets

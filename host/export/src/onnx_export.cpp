@@ -546,7 +546,8 @@ class Emitter : public ops::OnnxWriter {
     }
     const ops::OpSpec* spec = ops::find_op(kind);
     if (spec == nullptr || spec->onnx == nullptr || !n->blocks().empty()) {
-      if (fold_input_free(n)) {
+      // Inside a quantized layer too, a value nothing else can write is written as it was.
+      if (quantization_touched && fold_input_free(n)) {
         return;
       }
       unsupported(n, "this op is not supported by Lithe's ONNX export");
