@@ -21,12 +21,10 @@ inline std::filesystem::path shared_blocks_model() {
 }
 inline std::filesystem::path lithe_cli() { return binary_dir() / "bin/lithe"; }
 
-/// A fresh empty directory under the build tree for one test.
-inline std::filesystem::path scratch_dir(const std::string& name) {
-  const std::filesystem::path dir = binary_dir() / "tests/scratch" / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+/// A fresh empty directory under the build tree for one test:
+/// `tests/scratch/<name>/<Suite.Test>` while a GoogleTest test runs, `tests/scratch/<name>`
+/// otherwise. CTest runs every test in its own process, two at a time, so tests of one fixture
+/// that asked for the same name used to remove each other's files mid-run.
+std::filesystem::path scratch_dir(const std::string& name);
 
 }  // namespace lithe::test
