@@ -321,6 +321,16 @@ INSTANTIATE_TEST_SUITE_P(
                        "    return a\n",
                        "it writes in place into aten::transpose of a tensor read later, which "
                        "the export does not write"},
+        // A slice of step 2 is not one box of the base: refused, not written stale.
+        RefusedForward{"write_through_strided_slice",
+                       "    a = x * 2.0\n    b = a[:, :, ::2]\n    b.add_(1.0)\n    return a\n",
+                       "it writes in place into a slice whose axis is not constant or whose "
+                       "step is not 1, of a tensor read later"},
+        // A boolean mask the shapes decide (folded into a constant index list).
+        RefusedForward{"index_constant_mask",
+                       "    m = torch.arange(3) > 0\n    return x[:, m]\n",
+                       "its index tensor is Bool (only integer indices are written; a mask is "
+                       "not)"},
         RefusedForward{"attention_mask",
                        "    q = x.flatten(2).transpose(1, 2)[:, :, :2]\n"
                        "    w = torch.ones([6, 2])\n"
@@ -343,6 +353,17 @@ INSTANTIATE_TEST_SUITE_P(
                        "    return out + weights.sum()\n",
                        "its attention weights are read (need_weights=True)"}),
     [](const ::testing::TestParamInfo<RefusedForward>& info) { return info.param.name; });
+
+// A tensor no input reaches is written with its contents, in a type ONNX and the export share;
+// an int16 one has none and is refused by name.
+TEST(OnnxExportTest, AnInputFreeTensorOfATypeTheExportDoesNotWriteIsRefused) {
+  torch::jit::Module module("Int16Constant");
+  module.define("def forward(self, x):\n    return x * torch.ones([1], dtype=2)\n");  // int16
+  const sdk::Error error = export_error(module, {1, 3, 8, 8});
+  EXPECT_EQ(error.code(), sdk::Errc::kUnsupported) << error.what();
+  EXPECT_THAT(error.what(), AllOf(HasSubstr("is a Short tensor; Lithe exports float models"),
+                                  HasSubstr(kNothingWritten)));
+}
 
 TEST(OnnxExportTest, ARefusedModelLeavesNoFileAndKeepsAnOldOne) {
   const torch::jit::Module model = load_error_model("batchnorm_no_stats");

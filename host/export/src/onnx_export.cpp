@@ -219,25 +219,13 @@ class Emitter : public ops::OnnxWriter {
     for (const int64_t d : c.sizes()) {
       t->add_dims(d);
     }
-    if (c.scalar_type() == at::kLong) {
-      t->set_data_type(onnx::TensorProto_DataType_INT64);
-    } else if (c.scalar_type() == at::kByte) {
-      t->set_data_type(onnx::TensorProto_DataType_UINT8);
-    } else if (c.scalar_type() == at::kChar) {
-      t->set_data_type(onnx::TensorProto_DataType_INT8);
-    } else if (c.scalar_type() == at::kBool) {
-      t->set_data_type(onnx::TensorProto_DataType_BOOL);  // one byte per element, as torch's
-    } else if (c.scalar_type() == at::kInt) {
-      t->set_data_type(onnx::TensorProto_DataType_INT32);
-    } else {
-      LITHE_CHECK(c.is_floating_point(), sdk::Errc::kUnsupported, "cannot export to ONNX: '",
-                  name, "' is a ", c.scalar_type(),
-                  " tensor; Lithe exports float models; nothing was written");
-      t->set_data_type(onnx::TensorProto_DataType_FLOAT);
-    }
-    const bool integer = c.scalar_type() == at::kLong || c.scalar_type() == at::kByte ||
-                         c.scalar_type() == at::kChar || c.scalar_type() == at::kBool ||
-                         c.scalar_type() == at::kInt;
+    const int64_t data_type = ops::onnx_data_type(c.scalar_type());
+    LITHE_CHECK(data_type != 0, sdk::Errc::kUnsupported, "cannot export to ONNX: '", name,
+                "' is a ", c.scalar_type(),
+                " tensor; Lithe exports float models; nothing was written");
+    // BOOL is one byte per element, as torch's.
+    t->set_data_type(static_cast<int32_t>(data_type));
+    const bool integer = !c.is_floating_point();
     const at::Tensor data = integer ? c : c.to(at::kFloat);
     t->set_raw_data(std::string(static_cast<const char*>(data.data_ptr()),
                                 static_cast<size_t>(data.numel()) * data.element_size()));

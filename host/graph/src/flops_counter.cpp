@@ -410,14 +410,6 @@ FlopsMode parse_flops_mode(const std::string& value, const std::string& option) 
 
 namespace {
 
-bool holds_tensor_type(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType) {
-    return true;
-  }
-  const auto contained = type->containedTypes();
-  return std::any_of(contained.begin(), contained.end(), holds_tensor_type);
-}
-
 // kOps: every op call of the forward as described for exactly this input shape (the branches
 // its shapes decide folded), by the op table's rules.
 FlopsReport count_op_flops(const torch::jit::Module& module, const at::Tensor& input,
@@ -469,7 +461,7 @@ FlopsReport count_op_flops(const torch::jit::Module& module, const at::Tensor& i
       // Structural nodes and scalar queries (is_grad_enabled, int arithmetic) compute nothing.
       const bool makes_tensor =
           std::any_of(node->outputs().begin(), node->outputs().end(),
-                      [](const jit::Value* v) { return holds_tensor_type(v->type()); });
+                      [](const jit::Value* v) { return graph_trace::holds_tensors(v->type()); });
       if (node->kind().is_prim() || !makes_tensor) {
         return;
       }

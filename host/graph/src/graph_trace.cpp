@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/lower_tuples.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -21,6 +22,15 @@
 namespace lithe::host::graph_trace {
 
 namespace jit = torch::jit;
+
+bool holds_tensors(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) {
+    return true;
+  }
+  const auto contained = type->containedTypes();
+  return std::any_of(contained.begin(), contained.end(),
+                     [](const c10::TypePtr& t) { return holds_tensors(t); });
+}
 
 std::string interpreter_message(const std::exception& error) {
   std::string text = error.what();

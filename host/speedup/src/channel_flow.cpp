@@ -206,15 +206,6 @@ class ChannelFlow {
     }
   }
 
-  static bool holds_tensors(const c10::TypePtr& type) {
-    if (type->kind() == c10::TypeKind::TensorType) {
-      return true;
-    }
-    const auto contained = type->containedTypes();
-    return std::any_of(contained.begin(), contained.end(),
-                       [](const c10::TypePtr& t) { return holds_tensors(t); });
-  }
-
   void block_value(const jit::Value* v, const std::string& where, const std::string& reason) {
     std::unordered_set<const jit::Value*> seen;
     block_value(v, where, reason, seen);
@@ -235,7 +226,7 @@ class ChannelFlow {
     if (type == c10::TypeKind::TensorType) {
       return;
     }
-    if (!holds_tensors(v->type())) {
+    if (!graph_trace::holds_tensors(v->type())) {
       return;  // an int list (a shape) or another value without tensors
     }
     const jit::Node* maker = v->node();

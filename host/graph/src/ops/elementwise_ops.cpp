@@ -17,19 +17,6 @@ bool is(const jit::Node* n, const char* a, const char* b) {
   return n->kind() == c10::Symbol::fromQualString(a) || n->kind() == c10::Symbol::fromQualString(b);
 }
 
-// ONNX's TensorProto.DataType code of a torch dtype the export writes; 0 for another.
-int64_t onnx_data_type(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return 1;
-    case at::kByte: return 2;
-    case at::kChar: return 3;
-    case at::kInt: return 6;
-    case at::kLong: return 7;
-    case at::kBool: return 9;
-    default: return 0;
-  }
-}
-
 // Operand `i` of an element-wise op in the result's type. ONNX's Add, Mul, ... take one type
 // where torch promotes (MViT's int64 torch.arange(q_h) times a float ratio is float): a scalar
 // is written in the result's type and a tensor of another type is cast to it.

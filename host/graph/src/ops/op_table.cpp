@@ -32,6 +32,18 @@ Table build() {
 
 }  // namespace
 
+int64_t onnx_data_type(at::ScalarType type) {
+  // TensorProto.DataType: FLOAT 1, UINT8 2, INT8 3, INT32 6, INT64 7, BOOL 9.
+  switch (type) {
+    case at::kByte: return 2;
+    case at::kChar: return 3;
+    case at::kInt: return 6;
+    case at::kLong: return 7;
+    case at::kBool: return 9;
+    default: return at::isFloatingType(type) ? 1 : 0;
+  }
+}
+
 const OpSpec* find_op(c10::Symbol kind) {
   static const Table table = build();
   const auto found = table.find(kind);

@@ -45,6 +45,10 @@ std::optional<Scope> innermost_scope(const torch::jit::Node* node);
 /// first input (self): "" for self, "layer1.conv1" for self.layer1.conv1; nullopt otherwise.
 std::optional<std::string> module_path(const torch::jit::Value* value);
 
+/// Whether a value of `type` is or holds tensors: a tensor, or a list, tuple, optional or dict
+/// with tensors inside (what channel flow and the FLOPs counter follow; ints and strings not).
+bool holds_tensors(const c10::TypePtr& type);
+
 /// The one-line message of an error from running a model: the last line of a TorchScript
 /// interpreter error (a traceback with the error itself last), the first line of anything else
 /// (libtorch's c10::Error puts a backtrace after it).

@@ -63,6 +63,12 @@ struct OnnxAttribute {
   std::variant<int64_t, double, std::vector<int64_t>, std::string> value;
 };
 
+/// ONNX's TensorProto.DataType code for a tensor of torch dtype `type` as the export writes it:
+/// every floating type as FLOAT (1; the export writes float models), INT64, INT32, INT8, UINT8
+/// and BOOL for those integer types; 0 for a dtype the export does not write. The exporter's
+/// initializers and an op's Cast use this one mapping.
+int64_t onnx_data_type(at::ScalarType type);
+
 /// What an op's ONNX emission writes through; the exporter implements it. Names are ONNX value
 /// names; everything a node reads must already have one (inputs are emitted in program order).
 class OnnxWriter {
