@@ -24,6 +24,25 @@ from torchvision.models.swin_transformer import (PatchMergingV2, SwinTransformer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class MhaCalls(torch.nn.Module):
+    """nn.MultiheadAttention called three ways: batch-first self-attention without weights (the
+    inference kernel), sequence-first, and with its attention weights read."""
+
+    def __init__(self):
+        super().__init__()
+        self.plain = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+        self.sequence_first = torch.nn.MultiheadAttention(16, 4)
+        self.weights_read = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def forward(self, x):  # [N, L, 16]
+        a, _ = self.plain(x, x, x, need_weights=False)
+        s = x.transpose(0, 1)
+        b, _ = self.sequence_first(s, s, s, need_weights=False)
+        c, w = self.weights_read(x, x, x)
+        assert w is not None
+        return a + b.transpose(0, 1) + c + w.mean()
+
+
 def models():
     swin = dict(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2],
                 window_size=[4, 4], num_classes=10)
@@ -60,6 +79,14 @@ def models():
                                           block_setting=blocks, residual_pool=False,
                                           residual_with_cls_embed=True, rel_pos_embed=False,
                                           proj_after_attn=False, num_classes=10)
+    # Four heads of 4 channels: speedup's head removal keeps a non-contiguous subset.
+    def vit_heads():
+        model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                  hidden_dim=16, mlp_dim=32, num_classes=10)
+        torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model
+    yield "tv_vit_heads", vit_heads
+    yield "mha_calls", MhaCalls
 
 
 def main():

@@ -17,6 +17,7 @@
 #include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/host/speedup/speedup.h"
 #include "lithe/sdk/error.h"
+#include "plugins/attention_heads/attention_heads.h"
 #include "plugins/filter_norm/filter_norm.h"
 #include "plugins/slim/slim.h"
 #include "support/conformance_models.h"
@@ -25,6 +26,7 @@
 namespace lithe::host {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 PluginRegistry& filter_registry() {
@@ -32,6 +34,7 @@ PluginRegistry& filter_registry() {
     auto* r = new PluginRegistry();
     plugins::filter_norm::register_algorithms(*r);
     plugins::slim::register_algorithms(*r);
+    plugins::attention_heads::register_algorithms(*r);
     return r;
   }();
   return *registry;
@@ -482,6 +485,128 @@ INSTANTIATE_TEST_SUITE_P(
                       TransformerCase{"tv_vit_tiny", "heads.head",
                                       "encoder.layers.encoder_layer_0.mlp.0"}),
     [](const ::testing::TestParamInfo<TransformerCase>& info) { return info.param.model; });
+
+// ---------------------------------------------------------------- attention heads
+
+// The masks `algorithm` computes for model file `file` (tests/data).
+NamedMasks masks_of(const std::string& file, const std::string& algorithm,
+                    const std::string& config_list, const std::string& options) {
+  torch::jit::Module module =
+      torch::jit::load((test::source_dir() / "tests/data" / file).string());
+  std::unique_ptr<Model> model = make_torchscript_model(module);
+  PruningSession session(*model, filter_registry(), {algorithm, config_list, options, "<test>"});
+  session.compress();
+  return session.masks();
+}
+
+int64_t int_attribute(const torch::jit::Module& root, const std::string& module,
+                      const std::string& name) {
+  torch::jit::Module m = root;
+  std::stringstream path(module);
+  for (std::string part; std::getline(path, part, '.');) {
+    m = m.attr(part).toModule();
+  }
+  return m.type()->hasConstant(name) ? m.type()->getConstant(name).toInt()
+                                     : m.attr(name).toInt();
+}
+
+TEST(SpeedupHeadsTest, TransformerHeadPruningRemovesHeadsFromVitAndTheOutputAgrees) {
+  // ViT with 4 heads of 4 channels: transformer_head 0.5 prunes two heads per block (by their
+  // q, k, v rows); speedup drops them, with out_proj's columns, and the forward over the rest
+  // computes what the masked model computes.
+  const NamedMasks masks =
+      masks_of("tv_vit_heads.pt", "transformer_head",
+               R"([{"sparsity": 0.5, "op_types": ["MultiheadAttention"]}])",
+               R"({"head_hidden_dim": 4})");
+  ASSERT_EQ(masks.size(), 2u);
+  const std::string attn = "encoder.layers.encoder_layer_0.self_attention";
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/tv_vit_heads.pt").string());
+  torch::manual_seed(3);
+  const at::Tensor input = torch::randn({2, 3, 32, 32});
+  const SpeedupResult result = speedup_model(model, masks, input);
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  for (const std::string& layer :
+       {attn, std::string("encoder.layers.encoder_layer_1.self_attention")}) {
+    EXPECT_EQ(parameter_shape(*result.module, layer + ".in_proj_weight"), (Shape{24, 16}));
+    EXPECT_EQ(parameter_shape(*result.module, layer + ".in_proj_bias"), (Shape{24}));
+    EXPECT_EQ(parameter_shape(*result.module, layer + ".out_proj.weight"), (Shape{16, 8}));
+    EXPECT_EQ(int_attribute(*result.module, layer, "num_heads"), 2);
+    EXPECT_EQ(int_attribute(*result.module, layer, "head_dim"), 4);
+    EXPECT_EQ(int_attribute(*result.module, layer + ".out_proj", "in_features"), 8);
+  }
+  // The kept rows are the original rows of the kept heads, in order, in each of q, k and v.
+  std::vector<int64_t> kept;
+  for (const ShrunkLayer& layer : result.layers) {
+    if (layer.module == attn) {
+      kept = layer.kept_outputs;
+      EXPECT_EQ(layer.op_type, "MultiheadAttention");
+    }
+  }
+  ASSERT_EQ(kept.size(), 24u);
+  const at::Tensor before = model.attr("encoder").toModule().attr("layers").toModule()
+                                .attr("encoder_layer_0").toModule().attr("self_attention")
+                                .toModule().attr("in_proj_weight").toTensor();
+  const at::Tensor after = result.module->attr("encoder").toModule().attr("layers").toModule()
+                               .attr("encoder_layer_0").toModule().attr("self_attention")
+                               .toModule().attr("in_proj_weight").toTensor();
+  EXPECT_TRUE(after.equal(before.index_select(0, at::tensor(kept, at::kLong))));
+  EXPECT_EQ(kept[8] - kept[0], 16) << "the key rows start one embed_dim after the query rows";
+  // The smaller model is plain TorchScript: saved and loaded again it computes the same.
+  std::stringstream saved;
+  result.module->save(saved);
+  torch::jit::Module loaded = torch::jit::load(saved);
+  loaded.eval();
+  at::NoGradGuard no_grad;
+  const at::Tensor expected = result.module->forward({input}).toTensor();
+  EXPECT_TRUE(loaded.forward({input}).toTensor().allclose(expected, 1e-6, 1e-6));
+  // Only value rows matter: a head whose queries alone are masked keeps every head.
+  NamedMasks queries_only;
+  sdk::Masks m;
+  m.weight = torch::ones({48, 16});
+  m.weight.narrow(0, 4, 4).zero_();  // head 1's query rows
+  queries_only.push_back({attn, m});
+  const SpeedupResult unchanged = speedup_model(model, queries_only, input);
+  EXPECT_EQ(parameter_shape(*unchanged.module, attn + ".in_proj_weight"), (Shape{48, 16}));
+}
+
+TEST(SpeedupHeadsTest, AttentionCalledWithItsWeightsReadKeepsItsHeadsAndSaysWhy) {
+  // Heads whose value rows are zero in three attentions: batch-first without weights and
+  // sequence-first lose them; the one whose attention weights are read keeps them.
+  NamedMasks masks;
+  for (const char* layer : {"plain", "sequence_first", "weights_read"}) {
+    sdk::Masks m;
+    m.weight = torch::ones({48, 16});
+    m.weight.narrow(0, 32 + 4, 4).zero_();  // head 1's value rows
+    m.bias = torch::ones({48});
+    m.bias->narrow(0, 32 + 4, 4).zero_();
+    masks.push_back({layer, m});
+  }
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/mha_calls.pt").string());
+  torch::manual_seed(5);
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 5, 16}));
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  EXPECT_EQ(parameter_shape(*result.module, "plain.in_proj_weight"), (Shape{36, 16}));
+  EXPECT_EQ(parameter_shape(*result.module, "sequence_first.in_proj_weight"), (Shape{36, 16}));
+  EXPECT_EQ(parameter_shape(*result.module, "weights_read.in_proj_weight"), (Shape{48, 16}));
+  ASSERT_EQ(result.blocked.size(), 1u);
+  EXPECT_THAT(result.blocked[0].where, HasSubstr("weights_read"));
+  EXPECT_THAT(result.blocked[0].reason,
+              AllOf(HasSubstr("keeps its 1 heads with zero value rows"),
+                    HasSubstr("need_weights is not False")));
+  // The rebuilt forward refuses what it was not planned for, by name.
+  torch::jit::Module small = *result.module;
+  const at::Tensor x = torch::randn({2, 5, 16});
+  try {
+    small.attr("plain").toModule().forward({x, x, x});  // need_weights defaults to True
+    ADD_FAILURE() << "the rebuilt attention returned weights";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("lithe speedup removed heads of this attention"));
+  }
+}
 
 TEST(SpeedupTest, AClassTokenBeforeATokenMlpStillLetsItsHiddenWidthShrink) {
   // ViT: cat([class_token.expand(...), patches], dim=1) makes tokens whose features the walk

@@ -113,6 +113,13 @@ class NnModel final : public Model {
       if (const at::Tensor* b = params.find("bias"); b != nullptr && b->defined()) {
         record.bias = *b;
       }
+      if (!record.weight.has_value()) {  // MultiheadAttention: q, k, v in one parameter
+        if (const at::Tensor* w = params.find("in_proj_weight"); w != nullptr && w->defined()) {
+          record.weight = *w;
+          const at::Tensor* b = params.find("in_proj_bias");
+          record.bias = b != nullptr && b->defined() ? std::optional<at::Tensor>(*b) : std::nullopt;
+        }
+      }
       by_name_[record.name] = item.value();
       modules_.push_back(std::move(record));
     }

@@ -271,6 +271,12 @@ class TorchScriptModel final : public Model {
       record.op_type = item.value.type()->name()->name();
       record.weight = tensor_attribute(item.value, "weight");
       record.bias = tensor_attribute(item.value, "bias");
+      if (!record.weight.has_value()) {  // nn.MultiheadAttention: q, k, v in one parameter
+        record.weight = tensor_attribute(item.value, "in_proj_weight");
+        if (record.weight.has_value()) {
+          record.bias = tensor_attribute(item.value, "in_proj_bias");
+        }
+      }
       if (record.weight.has_value()) {
         const std::optional<std::string> conv =
             convolution_type(item.value.type(), record.weight->dim() - 2);

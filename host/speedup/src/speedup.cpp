@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_heads.h"
 #include "channel_flow.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/model/apply_compression_results.h"
@@ -170,21 +171,31 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
                                                   e.what_without_backtrace());
   }
 
+  SpeedupResult result;
+  result.blocked = plan.blocked;
+  const std::vector<speedup_detail::HeadPlan> heads =
+      speedup_detail::plan_heads(masked, plan, result.blocked);
+
   std::set<std::string> changing;
   for (const auto& [name, layer] : plan.layers) {
     if (layer.changed()) {
       changing.insert(name);
     }
   }
+  for (const speedup_detail::HeadPlan& h : heads) {
+    changing.insert(h.module);
+    changing.insert(h.module + ".out_proj");
+  }
   jit::Module small = speedup_detail::clone_module(masked, changing);
-  SpeedupResult result;
   try {
     result.layers = speedup_detail::shrink_layers(small, plan);
+    for (ShrunkLayer& layer : speedup_detail::remove_heads(small, heads)) {
+      result.layers.push_back(std::move(layer));
+    }
   } catch (const c10::Error& e) {
     throw sdk::Error(sdk::Errc::kInternal, std::string("rebuilding the smaller layers failed: ") +
                                                e.what_without_backtrace());
   }
-  result.blocked = plan.blocked;
   small.eval();
 
   jit::Module reference = speedup_detail::clone_module(masked);

@@ -34,8 +34,11 @@ struct ModuleRecord {
                         ///< scripting drops its base class) has its convolution's type
   std::string class_name;  ///< the module's own class name ("Conv3DSimple"); config op_types
                            ///< match it as well as op_type. Empty: the same as op_type
-  std::optional<at::Tensor> weight;  ///< live parameter/tensor attribute "weight", if any
-  std::optional<at::Tensor> bias;    ///< live "bias", if any (absent or None -> empty)
+  /// Live parameter/tensor attribute "weight", if any; for a module without one that has
+  /// "in_proj_weight" (nn.MultiheadAttention's fused q, k, v projection [3E, E]), that one.
+  std::optional<at::Tensor> weight;
+  /// Live "bias" ("in_proj_bias" with in_proj_weight), if any (absent or None -> empty).
+  std::optional<at::Tensor> bias;
 };
 
 /// Called with a module name and that module's output after each forward through it.

@@ -1,0 +1,305 @@
+// Whole-head removal for nn.MultiheadAttention (attention_heads.h says when and why).
+#include "attention_heads.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lithe/host/graph/graph_trace.h"
+#include "lithe/host/graph/submodule.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host::speedup_detail {
+namespace {
+
+namespace jit = torch::jit;
+
+constexpr const char* kNative = "aten::_native_multi_head_attention";
+
+// The forward a layer that lost heads runs: nn.MultiheadAttention's inference computation over
+// num_heads × head_dim inner channels (q scaled by 1/sqrt(head_dim) before the product, as
+// torch's kernel). It has the stock forward's signature, so callers stay as they are; what the
+// planner did not see used (masks, attention weights) is refused when called, not computed
+// differently. BATCH_FIRST is the layer's batch_first, written in as a literal: a constant of the
+// class (torch.nn's __constants__), which code compiled from C++ cannot read as self.batch_first.
+constexpr const char* kHeadsForward = R"TS(
+def _lithe_heads_forward(self, query: Tensor, key: Tensor, value: Tensor,
+                         key_padding_mask: Optional[Tensor] = None, need_weights: bool = True,
+                         attn_mask: Optional[Tensor] = None,
+                         average_attn_weights: bool = True) -> Tuple[Tensor, Optional[Tensor]]:
+    assert key_padding_mask is None and attn_mask is None and not need_weights and query.dim() == 3, "lithe speedup removed heads of this attention; it takes batched inputs without masks and returns no attention weights (need_weights=False)"
+    q = query
+    k = key
+    v = value
+    if not BATCH_FIRST:
+        q = q.transpose(0, 1)
+        k = k.transpose(0, 1)
+        v = v.transpose(0, 1)
+    n = q.size(0)
+    target = q.size(1)
+    source = k.size(1)
+    heads = self.num_heads
+    head_dim = self.head_dim
+    inner = heads * head_dim
+    weight = self.in_proj_weight
+    bias = self.in_proj_bias
+    assert bias is not None
+    qp = torch.linear(q, weight[0:inner], bias[0:inner])
+    kp = torch.linear(k, weight[inner:2 * inner], bias[inner:2 * inner])
+    vp = torch.linear(v, weight[2 * inner:3 * inner], bias[2 * inner:3 * inner])
+    qh = qp.reshape([n, target, heads, head_dim]).transpose(1, 2)
+    kh = kp.reshape([n, source, heads, head_dim]).transpose(1, 2)
+    vh = vp.reshape([n, source, heads, head_dim]).transpose(1, 2)
+    scores = torch.matmul(qh * (float(head_dim) ** -0.5), kh.transpose(2, 3))
+    mixed = torch.matmul(torch.softmax(scores, -1), vh)
+    merged = mixed.transpose(1, 2).reshape([n, target, inner])
+    out = torch.linear(merged, self.out_proj.weight, self.out_proj.bias)
+    if not BATCH_FIRST:
+        out = out.transpose(0, 1)
+    weights: Optional[Tensor] = None
+    return out, weights
+)TS";
+
+bool is_attention(const jit::Module& m) {
+  return m.type()->name() && m.type()->name()->name() == "MultiheadAttention" &&
+         m.hasattr("in_proj_weight") && m.attr("in_proj_weight").isTensor() &&
+         m.hasattr("num_heads") && m.hasattr("head_dim") && m.hasattr("out_proj");
+}
+
+int64_t int_attr(const jit::Module& m, const std::string& name) {
+  if (m.type()->hasConstant(name)) {
+    return m.type()->getConstant(name).toInt();
+  }
+  return m.attr(name).toInt();
+}
+
+// The native attention calls of each module, and why a module's calls cannot lose heads.
+struct Calls {
+  int count = 0;
+  std::string refusal;
+};
+
+void collect_calls(const jit::Block* block, std::map<std::string, Calls>& calls) {
+  static const c10::Symbol native = c10::Symbol::fromQualString(kNative);
+  for (const jit::Node* node : block->nodes()) {
+    for (const jit::Block* sub : node->blocks()) {
+      collect_calls(sub, calls);
+    }
+    if (node->kind() != native) {
+      continue;
+    }
+    const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(node);
+    if (!scope) {
+      continue;
+    }
+    Calls& c = calls[scope->module];
+    ++c.count;
+    const c10::optional<c10::IValue> mask = node->inputs().size() > 9
+                                                ? jit::toIValue(node->input(9))
+                                                : c10::optional<c10::IValue>(c10::IValue());
+    const c10::optional<c10::IValue> weights =
+        node->inputs().size() > 10 ? jit::toIValue(node->input(10))
+                                   : c10::optional<c10::IValue>(c10::IValue(false));
+    if (!mask || !mask->isNone()) {
+      c.refusal = "a call passes an attention mask";
+    } else if (!weights || !weights->isBool() || weights->toBool()) {
+      c.refusal = "a call reads its attention weights (need_weights is not False)";
+    }
+  }
+}
+
+// Rows of kept heads in each of the q, k and v parts of in_proj [3·H·d, E].
+std::vector<int64_t> kept_rows(const HeadPlan& p) {
+  std::vector<int64_t> rows;
+  const int64_t inner = p.num_heads * p.head_dim;
+  for (int64_t part = 0; part < 3; ++part) {
+    for (const int64_t h : p.keep) {
+      for (int64_t i = 0; i < p.head_dim; ++i) {
+        rows.push_back(part * inner + h * p.head_dim + i);
+      }
+    }
+  }
+  return rows;
+}
+
+void set_tensor(jit::Module& m, const std::string& name, const at::Tensor& value) {
+  const at::Tensor old = m.attr(name).toTensor();
+  at::Tensor updated = value.contiguous().clone();
+  updated.requires_grad_(old.requires_grad());
+  m._ivalue()->setAttr(name, updated);
+}
+
+void set_int(jit::Module& m, const std::string& name, int64_t value) {
+  if (m.type()->hasConstant(name)) {
+    m.type()->unsafeRemoveConstant(name);
+    m.type()->addConstant(name, c10::IValue(value));
+  } else {
+    m._ivalue()->setAttr(name, value);
+  }
+}
+
+bool batch_first(const jit::Module& m) {
+  if (m.type()->hasConstant("batch_first")) {
+    return m.type()->getConstant("batch_first").toBool();
+  }
+  return m.hasattr("batch_first") && m.attr("batch_first").toBool();
+}
+
+// Replaces the body of `m`'s forward by kHeadsForward's (compiled for m's own type).
+void replace_forward(jit::Module& m) {
+  std::string text = kHeadsForward;
+  const std::string literal = batch_first(m) ? "True" : "False";
+  for (size_t at = text.find("BATCH_FIRST"); at != std::string::npos;
+       at = text.find("BATCH_FIRST", at)) {
+    text.replace(at, std::string("BATCH_FIRST").size(), literal);
+  }
+  m.define(text);
+  jit::Function& helper = m.get_method("_lithe_heads_forward").function();
+  jit::Function& forward = m.get_method("forward").function();
+  const std::shared_ptr<jit::Graph> target = jit::toGraphFunction(forward).graph();
+  const std::shared_ptr<jit::Graph> source = jit::toGraphFunction(helper).graph()->copy();
+  LITHE_CHECK(target->inputs().size() == source->inputs().size(), sdk::Errc::kInternal,
+              "the attention's forward takes ", target->inputs().size(),
+              " arguments, the rebuilt one ", source->inputs().size());
+  for (size_t i = 1; i < target->inputs().size(); ++i) {
+    LITHE_CHECK(*target->inputs()[i]->type() == *source->inputs()[i]->type(),
+                sdk::Errc::kInternal, "argument ", i, " of the attention's forward is ",
+                target->inputs()[i]->type()->str(), ", the rebuilt one's ",
+                source->inputs()[i]->type()->str());
+  }
+  while (!target->outputs().empty()) {
+    target->eraseOutput(0);
+  }
+  std::vector<jit::Node*> old_nodes(target->nodes().begin(), target->nodes().end());
+  for (auto it = old_nodes.rbegin(); it != old_nodes.rend(); ++it) {
+    (*it)->destroy();
+  }
+  jit::WithInsertPoint end(target->return_node());
+  for (jit::Value* out : jit::insertGraph(*target, *source, target->inputs())) {
+    target->registerOutput(out);
+  }
+  m.type()->unsafeRemoveMethod("_lithe_heads_forward");
+  m._ivalue()->compilation_unit()->unsafeRemoveMethod(helper.qualname());
+}
+
+}  // namespace
+
+std::vector<HeadPlan> plan_heads(const jit::Module& masked, const ChannelPlan& plan,
+                                 std::vector<SpeedupBlock>& blocked) {
+  std::vector<std::pair<std::string, jit::Module>> layers;
+  for (const auto& item : masked.named_modules()) {
+    if (!item.name.empty() && is_attention(item.value)) {
+      layers.emplace_back(item.name, item.value);
+    }
+  }
+  if (layers.empty()) {
+    return {};
+  }
+  std::map<std::string, Calls> calls;
+  collect_calls(graph_trace::inline_forward(masked)->block(), calls);
+  std::vector<HeadPlan> plans;
+  for (const auto& [name, layer] : layers) {
+    HeadPlan p{name, int_attr(layer, "num_heads"), int_attr(layer, "head_dim"), {}};
+    const at::Tensor weight = layer.attr("in_proj_weight").toTensor().detach();
+    const c10::IValue bias_value = layer.attr("in_proj_bias");
+    const int64_t inner = p.num_heads * p.head_dim;
+    if (p.num_heads < 1 || weight.dim() != 2 || weight.size(0) != 3 * inner) {
+      continue;
+    }
+    // Value rows of each head, with their bias: [H, d·E + d].
+    at::Tensor values = weight.narrow(0, 2 * inner, inner).reshape({p.num_heads, -1});
+    if (bias_value.isTensor() && bias_value.toTensor().defined()) {
+      values = at::cat({values, bias_value.toTensor().detach().narrow(0, 2 * inner, inner)
+                                    .reshape({p.num_heads, -1})},
+                       1);
+    }
+    const at::Tensor dead = values.eq(0).all(1);
+    for (int64_t h = 0; h < p.num_heads; ++h) {
+      if (!dead[h].item<bool>()) {
+        p.keep.push_back(h);
+      }
+    }
+    const auto gone = static_cast<int64_t>(p.num_heads - p.keep.size());
+    if (gone == 0) {
+      continue;
+    }
+    std::string refusal;
+    const auto c = calls.find(name);
+    if (c == calls.end() || c->second.count == 0) {
+      refusal = "its forward never runs the inference kernel (only batch_first self-attention in "
+                "eval mode does), which the rebuilt attention replaces";
+    } else if (!c->second.refusal.empty()) {
+      refusal = c->second.refusal + ", which the rebuilt attention does not support";
+    } else if (!bias_value.isTensor() || !bias_value.toTensor().defined()) {
+      refusal = "it has no in_proj_bias";
+    } else if (plan.layers.count(name + ".out_proj") != 0 &&
+               plan.layers.at(name + ".out_proj").changed()) {
+      refusal = "its out_proj also loses channels";
+    }
+    if (!refusal.empty()) {
+      blocked.push_back({name + " (" + kNative + ")",
+                         "keeps its " + std::to_string(gone) + " heads with zero value rows: " +
+                             refusal,
+                         gone * p.head_dim});
+      continue;
+    }
+    if (p.keep.empty()) {
+      p.keep.push_back(0);  // one silent head: the output stays out_proj's bias, shapes stay sane
+    }
+    if (static_cast<int64_t>(p.keep.size()) < p.num_heads) {
+      plans.push_back(std::move(p));
+    }
+  }
+  return plans;
+}
+
+std::vector<ShrunkLayer> remove_heads(jit::Module& module, const std::vector<HeadPlan>& plans) {
+  std::vector<ShrunkLayer> shrunk;
+  for (const HeadPlan& p : plans) {
+    jit::Module layer = submodule(module, p.module);
+    jit::Module out_proj = submodule(module, p.module + ".out_proj");
+    const std::vector<int64_t> rows = kept_rows(p);
+    std::vector<int64_t> columns;
+    for (const int64_t h : p.keep) {
+      for (int64_t i = 0; i < p.head_dim; ++i) {
+        columns.push_back(h * p.head_dim + i);
+      }
+    }
+    const at::Tensor row_index = at::tensor(rows, at::kLong);
+    const at::Tensor column_index = at::tensor(columns, at::kLong);
+    const at::Tensor in_proj = layer.attr("in_proj_weight").toTensor().detach();
+    const at::Tensor out_weight = out_proj.attr("weight").toTensor().detach();
+    std::vector<int64_t> all_embed(static_cast<size_t>(in_proj.size(1)));
+    for (size_t i = 0; i < all_embed.size(); ++i) {
+      all_embed[i] = static_cast<int64_t>(i);
+    }
+    std::vector<int64_t> all_out(static_cast<size_t>(out_weight.size(0)));
+    for (size_t i = 0; i < all_out.size(); ++i) {
+      all_out[i] = static_cast<int64_t>(i);
+    }
+    ShrunkLayer attention{p.module, "MultiheadAttention", in_proj.sizes().vec(), {}, rows,
+                          all_embed};
+    ShrunkLayer projection{p.module + ".out_proj", "Linear", out_weight.sizes().vec(), {},
+                           all_out, columns};
+    set_tensor(layer, "in_proj_weight", in_proj.index_select(0, row_index));
+    set_tensor(layer, "in_proj_bias",
+               layer.attr("in_proj_bias").toTensor().detach().index_select(0, row_index));
+    set_int(layer, "num_heads", static_cast<int64_t>(p.keep.size()));
+    set_tensor(out_proj, "weight", out_weight.index_select(1, column_index));
+    set_int(out_proj, "in_features", static_cast<int64_t>(columns.size()));
+    replace_forward(layer);
+    attention.weight_shape_after = layer.attr("in_proj_weight").toTensor().sizes().vec();
+    projection.weight_shape_after = out_proj.attr("weight").toTensor().sizes().vec();
+    shrunk.push_back(std::move(attention));
+    shrunk.push_back(std::move(projection));
+  }
+  return shrunk;
+}
+
+}  // namespace lithe::host::speedup_detail
