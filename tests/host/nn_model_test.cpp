@@ -46,6 +46,30 @@ TEST(NnModelTest, NamesAndOpTypesFollowNni) {
   EXPECT_FALSE(model->modules()[1].weight.has_value());
 }
 
+// nn::MultiheadAttention holds q, k and v in one parameter, in_proj_weight: that is the weight
+// algorithms see (and mask in place), in_proj_bias its bias.
+TEST(NnModelTest, MultiheadAttentionShowsItsFusedProjectionAsItsWeight) {
+  struct Attention : torch::nn::Module {
+    Attention() { attn = register_module("attn", torch::nn::MultiheadAttention(8, 2)); }
+    torch::nn::MultiheadAttention attn{nullptr};
+  };
+  auto net = std::make_shared<Attention>();
+  auto model = make_nn_model(net, [net](const at::Tensor& x) {
+    return std::get<0>(net->attn->forward(x, x, x));
+  });
+  const ModuleRecord& record = model->modules().at(0);
+  EXPECT_EQ(record.name, "attn");
+  EXPECT_EQ(record.op_type, "MultiheadAttention");
+  ASSERT_TRUE(record.weight.has_value());
+  EXPECT_TRUE(record.weight->is_same(net->attn->in_proj_weight));
+  ASSERT_TRUE(record.bias.has_value());
+  EXPECT_TRUE(record.bias->is_same(net->attn->in_proj_bias));
+  PruningSession session(*model, test::level_registry(),
+                         {"level", R"([{"sparsity": 0.5, "op_names": ["attn"]}])", "{}", "t"});
+  session.compress();
+  EXPECT_EQ(net->attn->in_proj_weight.eq(0).sum().item<int64_t>(), 24 * 8 / 2);
+}
+
 TEST(NnModelTest, LevelPruningKeepsWeightsZeroWhileTrainingWithAdam) {
   torch::nn::Sequential net = make_net();
   auto model = make_nn_model(net.ptr());

@@ -142,6 +142,29 @@ TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
   EXPECT_EQ(run.exit_code, 0) << run.out;
 }
 
+// A ViT whose attention layers lost heads in speedup (their forward rebuilt over the kept
+// heads) exports and computes the same in ORT, at batch 2.
+TEST(OnnxRuntimeParityTest, AVitWithHeadsRemovedRunsInOnnxRuntime) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/tv_vit_heads.pt").string());
+  NamedMasks masks;
+  for (const char* block : {"encoder_layer_0", "encoder_layer_1"}) {
+    sdk::Masks m;
+    m.weight = torch::ones({48, 16});
+    m.weight.narrow(0, 32, 4).zero_();      // head 0's value rows
+    m.weight.narrow(0, 32 + 8, 4).zero_();  // head 2's
+    masks.push_back({std::string("encoder.layers.") + block + ".self_attention", m});
+  }
+  const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 3, 32, 32}));
+  ASSERT_EQ(small.layers.size(), 4u);
+  const test::CliRun run = run_in_ort(*small.module, {2, 3, 32, 32}, "vit_heads_small");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
+}
+
 // A forward written in TorchScript, exported and run in ONNX Runtime on a 2x3x8x8 input.
 void expect_ort_parity_of_forward(const std::string& name, const std::string& source) {
   if (const std::string why = ort_unavailable(); !why.empty()) {
