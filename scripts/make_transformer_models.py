@@ -50,12 +50,12 @@ def models():
     yield "tv_swin_v2_tiny", lambda: SwinTransformer(block=SwinTransformerBlockV2,
                                                      downsample_layer=PatchMergingV2, **swin)
     # torchvision initialises ViT's head to zero: its output would be 0 whatever the input.
-    def vit():
-        model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+    def vit(num_heads):
+        model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=num_heads,
                                   hidden_dim=16, mlp_dim=32, num_classes=10)
         torch.nn.init.normal_(model.heads.head.weight, std=0.02)
         return model
-    yield "tv_vit_tiny", vit
+    yield "tv_vit_tiny", lambda: vit(2)
     yield "tv_maxvit_tiny", lambda: MaxVit(input_size=(32, 32), stem_channels=8,
                                            partition_size=2, block_channels=[16, 32],
                                            block_layers=[1, 1], head_dim=8,
@@ -80,12 +80,7 @@ def models():
                                           residual_with_cls_embed=True, rel_pos_embed=False,
                                           proj_after_attn=False, num_classes=10)
     # Four heads of 4 channels: speedup's head removal keeps a non-contiguous subset.
-    def vit_heads():
-        model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
-                                  hidden_dim=16, mlp_dim=32, num_classes=10)
-        torch.nn.init.normal_(model.heads.head.weight, std=0.02)
-        return model
-    yield "tv_vit_heads", vit_heads
+    yield "tv_vit_heads", lambda: vit(4)
     yield "mha_calls", MhaCalls
 
 
