@@ -56,6 +56,35 @@ TEST(SpeedupCliTest, WritesASmallerModelThatLoadsAndReportsTheRatios) {
   EXPECT_EQ(report["layers"].size(), 3u);  // conv1, conv2, fc1
 }
 
+// The attention_heads plugin, loaded as a shared library: half the heads of a 4-head ViT
+// pruned, then removed by speedup; the smaller model loads and has half the heads.
+TEST(SpeedupCliTest, TransformerHeadPruningThenSpeedupHalvesTheHeads) {
+  const fs::path dir = scratch_dir("speedup_cli_heads");
+  const fs::path model = source_dir() / "tests/data/tv_vit_heads.pt";
+  write_text(dir / "heads.json", R"({"algorithm": "transformer_head",
+    "options": {"head_hidden_dim": 4},
+    "config_list": [{"sparsity": 0.5, "op_types": ["MultiheadAttention"]}]})");
+  CliRun run = run_lithe("compress --model " + model.string() + " --config " +
+                         (dir / "heads.json").string() + " --output " +
+                         (dir / "masked.pt").string() + " --masks " + (dir / "masks.pth").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("encoder.layers.encoder_layer_1.self_attention"));
+  run = run_lithe("speedup --model " + model.string() + " --masks " + (dir / "masks.pth").string() +
+                  " --input-shape 2,3,32,32 --output " + (dir / "small.pt").string() + " --json " +
+                  (dir / "report.json").string() + " --latency-runs 3 --warmup 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto report = nlohmann::json::parse(read_text(dir / "report.json"));
+  EXPECT_EQ(report["layers"].size(), 4u);  // two attentions, two out_proj
+  EXPECT_LT(report["max_abs_diff"].get<double>(), 1e-5);
+  EXPECT_LT(report["flops_every_op"]["ratio"].get<double>(), 0.9);
+  torch::jit::Module small = torch::jit::load((dir / "small.pt").string());
+  const torch::jit::Module attention = small.attr("encoder").toModule().attr("layers").toModule()
+                                           .attr("encoder_layer_0").toModule()
+                                           .attr("self_attention").toModule();
+  EXPECT_EQ(attention.attr("num_heads").toInt(), 2);
+  EXPECT_EQ(attention.attr("in_proj_weight").toTensor().sizes(), (at::IntArrayRef{24, 16}));
+}
+
 TEST(SpeedupCliTest, MasksForAMissingLayerFailWithTheLayerNamedAndWriteNothing) {
   const fs::path dir = scratch_dir("speedup_cli_bad_masks");
   const auto [masked, masks] = pruned_lenet(dir);
