@@ -570,6 +570,19 @@ TEST(SpeedupHeadsTest, TransformerHeadPruningRemovesHeadsFromVitAndTheOutputAgre
   queries_only.push_back({attn, m});
   const SpeedupResult unchanged = speedup_model(model, queries_only, input);
   EXPECT_EQ(parameter_shape(*unchanged.module, attn + ".in_proj_weight"), (Shape{48, 16}));
+  // Every head silent: one (silent) head stays, so shapes stay ordinary; the block then adds
+  // only out_proj's bias, as the masked model does.
+  NamedMasks silent;
+  sdk::Masks all;
+  all.weight = torch::ones({48, 16});
+  all.weight.narrow(0, 32, 16).zero_();
+  all.bias = torch::ones({48});
+  all.bias->narrow(0, 32, 16).zero_();
+  silent.push_back({attn, all});
+  const SpeedupResult one = speedup_model(model, silent, input);
+  EXPECT_EQ(parameter_shape(*one.module, attn + ".in_proj_weight"), (Shape{12, 16}));
+  EXPECT_EQ(int_attribute(*one.module, attn, "num_heads"), 1);
+  EXPECT_TRUE(one.explained(1e-5)) << one.max_abs_diff_without_bn_shift;
 }
 
 TEST(SpeedupHeadsTest, AttentionCalledWithItsWeightsReadKeepsItsHeadsAndSaysWhy) {
