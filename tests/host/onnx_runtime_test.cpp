@@ -103,7 +103,7 @@ TEST(OnnxRuntimeExternalDataTest, WeightsInASideFileComputeTheSame) {
                                       "vgg_bn_external", {}, 1e-5, 1e-5, "all", 13, true);
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
-  const fs::path dir = test::binary_dir() / "tests/scratch/ort_vgg_bn_external";
+  const fs::path dir = test::scratch_path("ort_vgg_bn_external");
   int64_t weights = 0;
   for (const auto& p : test::load_conformance_model("vgg_bn").named_parameters()) {
     weights += p.value.numel() * 4;

@@ -8,7 +8,7 @@ namespace lithe::test {
 std::filesystem::path source_dir() { return LITHE_SOURCE_DIR; }
 std::filesystem::path binary_dir() { return LITHE_BINARY_DIR; }
 
-std::filesystem::path scratch_dir(const std::string& name) {
+std::filesystem::path scratch_path(const std::string& name) {
   std::filesystem::path dir = binary_dir() / "tests/scratch" / name;
   if (const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info()) {
     // Parameterised names hold '/': one path component.
@@ -20,6 +20,11 @@ std::filesystem::path scratch_dir(const std::string& name) {
     }
     dir /= id;
   }
+  return dir;
+}
+
+std::filesystem::path scratch_dir(const std::string& name) {
+  const std::filesystem::path dir = scratch_path(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -26,5 +26,7 @@ inline std::filesystem::path lithe_cli() { return binary_dir() / "bin/lithe"; }
 /// otherwise. CTest runs every test in its own process, two at a time, so tests of one fixture
 /// that asked for the same name used to remove each other's files mid-run.
 std::filesystem::path scratch_dir(const std::string& name);
+/// Where scratch_dir(name) is in the running test, without creating or emptying it.
+std::filesystem::path scratch_path(const std::string& name);
 
 }  // namespace lithe::test
