@@ -54,6 +54,9 @@ class LITHE_SDK_API LayerView {
   /// NNI op type: the module's class name, e.g. "Conv2d", "Linear", "BatchNorm2d".
   const std::string& op_type() const { return op_type_; }
   /// The live weight parameter. Algorithms must not modify it (the host applies masks).
+  /// For a module without a `weight` that has `in_proj_weight` (op type MultiheadAttention:
+  /// torch's fused query, key and value projection [3·embed_dim, embed_dim]), that tensor,
+  /// with `in_proj_bias` as bias() (host 1.5 on).
   /// Undefined only for layers a quantizer selected for input/output quantization that have
   /// no weight (e.g. ReLU); pruning sessions only ever select layers with a weight.
   const at::Tensor& weight() const { return weight_; }
