@@ -77,25 +77,20 @@ class HeadMasker final : public sdk::WeightMasker {
     const at::Tensor scores = head_importance(layer.weight(), head_dim_, criterion_);
     // A head whose q, k and v rows are all masked already goes first, so a schedule's growing
     // sparsity adds heads and never revives one.
-    const at::Tensor pruned =
-        masks.weight.reshape({3, heads, -1}).eq(0).all(2).all(0).to(at::kCPU);
-    const at::Tensor cpu_scores = scores.to(at::kCPU);
-    std::vector<int64_t> order(static_cast<size_t>(heads));
+    const at::Tensor pruned = masks.weight.reshape({3, heads, -1}).eq(0).all(2).all(0).to(at::kCPU);
+    const at::Tensor cpu_scores = scores.to(at::kCPU, at::kDouble).contiguous();
+    // (already pruned first, NaN last, score); stable_sort keeps ties in head order.
+    std::vector<std::tuple<int, int, double, int64_t>> order;
     for (int64_t h = 0; h < heads; ++h) {
-      order[static_cast<size_t>(h)] = h;
+      const double s = cpu_scores.data_ptr<double>()[h];
+      order.emplace_back(pruned[h].item<bool>() ? 0 : 1, std::isnan(s) ? 1 : 0,
+                         std::isnan(s) ? 0.0 : s, h);
     }
-    const auto rank = [&](int64_t h) {
-      const bool done = pruned[h].item<bool>();
-      const double s = cpu_scores[h].item<double>();
-      return std::make_tuple(done ? 0 : 1, std::isnan(s) ? 1 : 0, std::isnan(s) ? 0.0 : s);
-    };
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return rank(a) < rank(b); });
-    int64_t already = pruned.sum().item<int64_t>();
-    const int64_t count = std::max(k, already);
+    std::stable_sort(order.begin(), order.end());
+    const int64_t count = std::max(k, pruned.sum().item<int64_t>());
     at::Tensor weight_mask = masks.weight.view({3, heads, -1});
     for (int64_t i = 0; i < count; ++i) {
-      const int64_t h = order[static_cast<size_t>(i)];
+      const int64_t h = std::get<3>(order[static_cast<size_t>(i)]);
       weight_mask.select(1, h).zero_();
       if (masks.bias.has_value()) {
         masks.bias->view({3, heads, -1}).select(1, h).zero_();

@@ -14,6 +14,7 @@
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/submodule.h"
 #include "lithe/sdk/error.h"
+#include "module_rebuild.h"
 
 namespace lithe::host::speedup_detail {
 namespace {
@@ -128,21 +129,7 @@ std::vector<int64_t> kept_rows(const HeadPlan& p) {
   return rows;
 }
 
-void set_tensor(jit::Module& m, const std::string& name, const at::Tensor& value) {
-  const at::Tensor old = m.attr(name).toTensor();
-  at::Tensor updated = value.contiguous().clone();
-  updated.requires_grad_(old.requires_grad());
-  m._ivalue()->setAttr(name, updated);
-}
 
-void set_int(jit::Module& m, const std::string& name, int64_t value) {
-  if (m.type()->hasConstant(name)) {
-    m.type()->unsafeRemoveConstant(name);
-    m.type()->addConstant(name, c10::IValue(value));
-  } else {
-    m._ivalue()->setAttr(name, value);
-  }
-}
 
 bool batch_first(const jit::Module& m) {
   if (m.type()->hasConstant("batch_first")) {
@@ -275,23 +262,16 @@ std::vector<ShrunkLayer> remove_heads(jit::Module& module, const std::vector<Hea
     const at::Tensor column_index = at::tensor(columns, at::kLong);
     const at::Tensor in_proj = layer.attr("in_proj_weight").toTensor().detach();
     const at::Tensor out_weight = out_proj.attr("weight").toTensor().detach();
-    std::vector<int64_t> all_embed(static_cast<size_t>(in_proj.size(1)));
-    for (size_t i = 0; i < all_embed.size(); ++i) {
-      all_embed[i] = static_cast<int64_t>(i);
-    }
-    std::vector<int64_t> all_out(static_cast<size_t>(out_weight.size(0)));
-    for (size_t i = 0; i < all_out.size(); ++i) {
-      all_out[i] = static_cast<int64_t>(i);
-    }
     ShrunkLayer attention{p.module, "MultiheadAttention", in_proj.sizes().vec(), {}, rows,
-                          all_embed};
+                          all(in_proj.size(1))};
     ShrunkLayer projection{p.module + ".out_proj", "Linear", out_weight.sizes().vec(), {},
-                           all_out, columns};
-    set_tensor(layer, "in_proj_weight", in_proj.index_select(0, row_index));
-    set_tensor(layer, "in_proj_bias",
-               layer.attr("in_proj_bias").toTensor().detach().index_select(0, row_index));
+                           all(out_weight.size(0)), columns};
+    const auto keep_rows = [&](const at::Tensor& t) { return t.index_select(0, row_index); };
+    set_tensor(layer, "in_proj_weight", keep_rows);
+    set_tensor(layer, "in_proj_bias", keep_rows);
     set_int(layer, "num_heads", static_cast<int64_t>(p.keep.size()));
-    set_tensor(out_proj, "weight", out_weight.index_select(1, column_index));
+    set_tensor(out_proj, "weight",
+               [&](const at::Tensor& w) { return w.index_select(1, column_index); });
     set_int(out_proj, "in_features", static_cast<int64_t>(columns.size()));
     replace_forward(layer);
     attention.weight_shape_after = layer.attr("in_proj_weight").toTensor().sizes().vec();

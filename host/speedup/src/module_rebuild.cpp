@@ -159,32 +159,7 @@ at::Tensor index(const std::vector<int64_t>& keep) {
   return at::tensor(keep, at::kLong);
 }
 
-// Replaces tensor attribute `name` (keeping its parameter/buffer role) when the module has it.
-void set_tensor(jit::Module& module, const std::string& name,
-                const std::function<at::Tensor(const at::Tensor&)>& change) {
-  if (!module.hasattr(name)) {
-    return;
-  }
-  const c10::IValue value = module.attr(name);
-  if (!value.isTensor() || !value.toTensor().defined()) {
-    return;
-  }
-  const at::Tensor& old = value.toTensor();
-  at::Tensor updated = change(old.detach()).contiguous().clone();
-  updated.requires_grad_(old.requires_grad());
-  module._ivalue()->setAttr(name, updated);
-}
 
-// Sets an int constant (torch.nn keeps sizes in __constants__) or int attribute.
-void set_int(jit::Module& module, const std::string& name, int64_t value) {
-  const c10::ClassTypePtr type = module.type();
-  if (type->hasConstant(name)) {
-    type->unsafeRemoveConstant(name);
-    type->addConstant(name, c10::IValue(value));
-  } else if (module.hasattr(name) && module.attr(name).isInt()) {
-    module._ivalue()->setAttr(name, value);
-  }
-}
 
 // The groups argument is folded into the compiled convolution call as a constant.
 void set_groups_in_graphs(jit::Module& module, int64_t old_groups, int64_t new_groups) {
@@ -226,6 +201,34 @@ std::vector<int64_t> shape_of(const jit::Module& module) {
   return weight.toTensor().sizes().vec();
 }
 
+
+}  // namespace
+
+void set_tensor(jit::Module& module, const std::string& name,
+                const std::function<at::Tensor(const at::Tensor&)>& change) {
+  if (!module.hasattr(name)) {
+    return;
+  }
+  const c10::IValue value = module.attr(name);
+  if (!value.isTensor() || !value.toTensor().defined()) {
+    return;
+  }
+  const at::Tensor& old = value.toTensor();
+  at::Tensor updated = change(old.detach()).contiguous().clone();
+  updated.requires_grad_(old.requires_grad());
+  module._ivalue()->setAttr(name, updated);
+}
+
+void set_int(jit::Module& module, const std::string& name, int64_t value) {
+  const c10::ClassTypePtr type = module.type();
+  if (type->hasConstant(name)) {
+    type->unsafeRemoveConstant(name);
+    type->addConstant(name, c10::IValue(value));
+  } else if (module.hasattr(name) && module.attr(name).isInt()) {
+    module._ivalue()->setAttr(name, value);
+  }
+}
+
 std::vector<int64_t> all(int64_t n) {
   std::vector<int64_t> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -233,8 +236,6 @@ std::vector<int64_t> all(int64_t n) {
   }
   return out;
 }
-
-}  // namespace
 
 jit::Module clone_module(const jit::Module& module, const std::set<std::string>& changing) {
   // A module needs its own type when it or a module inside it changes shape.

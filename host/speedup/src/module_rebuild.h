@@ -10,9 +10,12 @@
 
 #include <torch/csrc/jit/api/module.h>
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "channel_flow.h"
 
@@ -24,6 +27,17 @@ namespace lithe::host::speedup_detail {
 /// cannot copy (forward hooks, module interfaces).
 torch::jit::Module clone_module(const torch::jit::Module& module,
                                 const std::set<std::string>& changing = {});
+
+/// Replaces tensor attribute `name` by change(old) (contiguous, own storage, the old one's
+/// requires_grad and parameter/buffer role); nothing when the module has no such tensor.
+void set_tensor(torch::jit::Module& module, const std::string& name,
+                const std::function<at::Tensor(const at::Tensor&)>& change);
+
+/// Sets int `name`: a class constant (torch.nn keeps sizes in __constants__) or an int attribute.
+void set_int(torch::jit::Module& module, const std::string& name, int64_t value);
+
+/// 0, 1, ..., n - 1.
+std::vector<int64_t> all(int64_t n);
 
 /// Gives every changed layer of `plan` its smaller tensors and constants, in place. `module`
 /// must come from clone_module with every changed layer of `plan` in `changing`. Returns what
