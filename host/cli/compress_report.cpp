@@ -69,6 +69,17 @@ Json result_json(const host::CompressionRequest& request, const host::Compressio
   out["output"] = request.output_path.string();
   if (quantizer) {
     out["calibration"] = result.calibration_path.string();
+    if (request.fold_batchnorm) {
+      Json folded = Json::array();
+      for (const host::FoldedBatchNorm& f : result.batchnorm_folding.folded) {
+        folded.push_back({{"batchnorm", f.batchnorm}, {"into", f.convolution}});
+      }
+      Json kept = Json::array();
+      for (const host::UnfoldedBatchNorm& k : result.batchnorm_folding.kept) {
+        kept.push_back({{"batchnorm", k.batchnorm}, {"reason", k.reason}});
+      }
+      out["batchnorm_folding"] = {{"folded", folded}, {"kept", kept}};
+    }
   } else {
     out["masks"] = request.masks_path.empty() ? Json() : Json(request.masks_path.string());
   }
@@ -119,6 +130,13 @@ void print_compress_result(const host::CompressionRequest& request,
   const size_t epochs = result.epochs.size();
   const char* plural = epochs == 1 ? "" : "s";
   if (quantizer) {
+    if (request.fold_batchnorm) {
+      std::printf("BatchNorm folded: %zu into the convolution before them\n",
+                  result.batchnorm_folding.folded.size());
+      for (const host::UnfoldedBatchNorm& k : result.batchnorm_folding.kept) {
+        std::printf("  kept %s: %s\n", k.batchnorm.c_str(), k.reason.c_str());
+      }
+    }
     print_quantization_table(result.quantization);
     if (result.before && result.after) {
       std::printf("\ntest accuracy: %.4f float, %.4f quantized", result.before->accuracy,

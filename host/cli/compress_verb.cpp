@@ -32,6 +32,7 @@ int run_compress(const std::vector<std::string>& args) {
   int64_t calibration_batches = 0;
   OnnxRequest onnx;
   bool json = false;
+  bool fold_batchnorm = false;
   host::TrainOptions train_options;
   constexpr int64_t kNoEpochs = std::numeric_limits<int64_t>::min();
   train_options.epochs = kNoEpochs;  // no fine-tuning unless asked for
@@ -62,6 +63,10 @@ int run_compress(const std::vector<std::string>& args) {
        "with --onnx: the exported input's static shape, batch first, e.g. 1,1,28,28")
       ("onnx-opset", po::value(&onnx.opset)->default_value(13),
        "with --onnx: ONNX opset, 13..17")
+      ("fold-batchnorm", po::bool_switch(&fold_batchnorm),
+       "quantizers: fold each BatchNorm2d into the Conv2d before it first, so output grids sit "
+       "after the normalization, where int8 kernels write them (lithe convert); the model "
+       "written is the folded one")
       ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
   add_training_options(desc, train_options, data, test_path);
   add_common_options(desc, common);
@@ -83,6 +88,7 @@ int run_compress(const std::vector<std::string>& args) {
   request.data_path = data;
   request.test_data_path = test_path;
   request.calibration_batches = calibration_batches;
+  request.fold_batchnorm = fold_batchnorm;
   request.fine_tune = train_options.epochs != kNoEpochs;
   // Before any work (plugins, config): no output may replace an input, another output or a
   // special file, and options that would be ignored are errors. run_compression checks the

@@ -98,6 +98,7 @@ void print_usage() {
                "  flops        FLOPs and parameters per layer (NNI count_flops_params)\n"
                "  speedup      rebuild a masked model with fewer channels, checked and timed\n"
                "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n"
+               "  convert      turn a quantized model into a native int8 model, with a certificate\n"
                "  launch       run train or compress data-parallel in N processes (torchrun "
                "for one machine)\n";
 }
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
       {"eval", &lithe::cli::run_eval},               {"flops", &lithe::cli::run_flops},
       {"speedup", &lithe::cli::run_speedup},
       {"export-onnx", &lithe::cli::run_export_onnx},
+      {"convert", &lithe::cli::run_convert},
       {"launch", &lithe::cli::run_launch},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||

@@ -48,6 +48,7 @@ int run_eval(const std::vector<std::string>& args);
 int run_flops(const std::vector<std::string>& args);
 int run_speedup(const std::vector<std::string>& args);
 int run_export_onnx(const std::vector<std::string>& args);
+int run_convert(const std::vector<std::string>& args);
 int run_launch(const std::vector<std::string>& args);
 
 }  // namespace lithe::cli

@@ -305,7 +305,7 @@ TEST(OnnxQdqTest, GridsWiderThanEightBitsAndBrokenStatesAreRefusedWithTheValueSe
   EXPECT_THAT([&] { export_onnx(wide.module, {kLenetInput, 13}); },
               ::testing::ThrowsMessage<sdk::Error>(
                   AllOf(HasSubstr("layer 'conv1'"), HasSubstr("with 12 bits"),
-                        HasSubstr("do not fit the 8-bit codes"))));
+                        HasSubstr("do not fit 8-bit codes"))));
   // Also before any range was observed (an empty grid): known from the configuration, so a
   // pre-flight export refuses it before the training.
   test::QuantizedModel wide_output = test::quantize_model(
@@ -341,7 +341,7 @@ TEST(OnnxQdqTest, GridsWiderThanEightBitsAndBrokenStatesAreRefusedWithTheValueSe
   EXPECT_THAT(refused({{"weight_scale", at::full({1}, 0.1f)}, {"weight_quant_min", grid_min},
                        {"weight_quant_max", at::full({1}, 4095.f)}}),
               AllOf(HasSubstr("layer 'fc1'"), HasSubstr("[0, 4095]"),
-                    HasSubstr("does not fit the 8-bit codes")));
+                    HasSubstr("does not fit 8-bit codes")));
   EXPECT_THAT(refused({{"weight_scale", at::full({1}, 1e-9f)}, {"weight_quant_min", grid_min},
                        {"weight_quant_max", grid_max}, {"weight_zero_point", at::full({1}, 0.5f)}}),
               HasSubstr("zero point is 0.5"));

@@ -32,10 +32,11 @@ at::Tensor state_buffer(const jit::Module& module, const std::string& key) {
   return value.toTensor().detach().to(at::kCPU).to(at::kFloat).contiguous();
 }
 
-[[noreturn]] void refuse(const std::string& layer, sdk::QuantType type,
-                         const std::string& algorithm, const std::string& why) {
+[[noreturn]] void refuse(const std::string& failure, const std::string& layer,
+                         sdk::QuantType type, const std::string& algorithm,
+                         const std::string& why) {
   throw sdk::Error(sdk::Errc::kUnsupported,
-                   "cannot export to ONNX: layer '" + layer + "' quantizes its " +
+                   failure + ": layer '" + layer + "' quantizes its " +
                        sdk::quant_type_name(type) + " with '" + algorithm + "', " + why +
                        "; nothing was written");
 }
@@ -48,23 +49,23 @@ std::string number(double v) {
 
 bool integral(double v) { return std::isfinite(v) && v == std::nearbyint(v); }
 
-std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string& layer,
-                                    sdk::QuantType type, const std::string& algorithm,
-                                    int64_t bits) {
+std::optional<LinearGrid> read_grid(const std::string& failure, const jit::Module& module,
+                                    const std::string& layer, sdk::QuantType type,
+                                    const std::string& algorithm, int64_t bits) {
   const auto key = [&](const char* field) { return sdk::quant_state_key(type, field); };
   // Known from the configuration, so refused even while the grid is still empty (before any
   // range was observed): a pre-flight export then fails before the training, not after it.
   if (bits > 8) {
-    refuse(layer, type, algorithm,
+    refuse(failure, layer, type, algorithm,
            "with " + std::to_string(bits) +
-               " bits, which do not fit the 8-bit codes of ONNX's QuantizeLinear; quantize with "
-               "at most 8 bits to export");
+               " bits, which do not fit 8-bit codes (ONNX's QuantizeLinear, int8 kernels); "
+               "quantize with at most 8 bits");
   }
   const at::Tensor scale = state_buffer(module, key("scale"));
   const at::Tensor quant_min = state_buffer(module, key("quant_min"));
   const at::Tensor quant_max = state_buffer(module, key("quant_max"));
   if (!scale.defined() || !quant_min.defined() || !quant_max.defined()) {
-    refuse(layer, type, algorithm,
+    refuse(failure, layer, type, algorithm,
            "which declares no linear grid (buffers " + buffer_name(key("scale")) + ", " +
                buffer_name(key("quant_min")) + " and " + buffer_name(key("quant_max")) +
                "; see lithe/sdk/quantizer.h), so it has no QuantizeLinear/DequantizeLinear form" +
@@ -73,14 +74,14 @@ std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string
                                 : ""));
   }
   if (quant_min.numel() != 1 || quant_max.numel() != 1) {
-    refuse(layer, type, algorithm,
+    refuse(failure, layer, type, algorithm,
            "its grid bounds have " + std::to_string(quant_min.numel()) + " and " +
                std::to_string(quant_max.numel()) + " elements; they must have one each");
   }
   const double lo = quant_min.item<float>();
   const double hi = quant_max.item<float>();
   if (!integral(lo) || !integral(hi)) {
-    refuse(layer, type, algorithm,
+    refuse(failure, layer, type, algorithm,
            "its grid [" + number(lo) + ", " + number(hi) + "] does not have integer bounds");
   }
   if (hi <= lo) {
@@ -88,10 +89,10 @@ std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string
   }
   const bool fits = (lo >= 0 && hi <= 255) || (lo >= -128 && hi <= 127);
   if (!fits) {
-    refuse(layer, type, algorithm,
+    refuse(failure, layer, type, algorithm,
            "its grid [" + number(lo) + ", " + number(hi) +
-               "] does not fit the 8-bit codes of ONNX's QuantizeLinear (int8 [-128, 127] or "
-               "uint8 [0, 255]); quantize with at most 8 bits to export");
+               "] does not fit 8-bit codes (int8 [-128, 127] or uint8 [0, 255]); quantize with "
+               "at most 8 bits");
   }
   LinearGrid grid;
   grid.scale = scale.reshape({-1});
@@ -106,7 +107,7 @@ std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string
     const int64_t channels =
         weight.isTensor() && weight.toTensor().dim() > 0 ? weight.toTensor().size(0) : -1;
     if (type != sdk::QuantType::kWeight || n != channels) {
-      refuse(layer, type, algorithm,
+      refuse(failure, layer, type, algorithm,
              "its scale has " + std::to_string(n) + " elements; a grid has one (per tensor)" +
                  (type == sdk::QuantType::kWeight
                       ? " or one per output channel (" + std::to_string(channels) + ")"
@@ -114,7 +115,7 @@ std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string
     }
   }
   if (grid.zero_point.numel() != n) {
-    refuse(layer, type, algorithm,
+    refuse(failure, layer, type, algorithm,
            "its zero point has " + std::to_string(grid.zero_point.numel()) +
                " elements and its scale " + std::to_string(n));
   }
@@ -122,12 +123,12 @@ std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string
   const float* z = grid.zero_point.data_ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
     if (!(std::isfinite(s[i]) && s[i] > 0)) {
-      refuse(layer, type, algorithm,
+      refuse(failure, layer, type, algorithm,
              "its scale " + std::string(n == 1 ? "" : "[" + std::to_string(i) + "] ") + "is " +
                  number(s[i]) + "; QuantizeLinear needs a finite scale > 0");
     }
     if (!integral(z[i]) || z[i] < lo || z[i] > hi) {
-      refuse(layer, type, algorithm,
+      refuse(failure, layer, type, algorithm,
              "its zero point " + std::string(n == 1 ? "" : "[" + std::to_string(i) + "] ") +
                  "is " + number(z[i]) + "; it must be an integer in its grid [" + number(lo) +
                  ", " + number(hi) + "]");
@@ -136,14 +137,15 @@ std::optional<LinearGrid> read_grid(const jit::Module& module, const std::string
   return grid;
 }
 
-sdk::QuantType quant_type_named(const std::string& name, const std::string& layer) {
+sdk::QuantType quant_type_named(const std::string& failure, const std::string& name,
+                                const std::string& layer) {
   for (sdk::QuantType type :
        {sdk::QuantType::kInput, sdk::QuantType::kWeight, sdk::QuantType::kOutput}) {
     if (name == sdk::quant_type_name(type)) {
       return type;
     }
   }
-  throw sdk::Error(sdk::Errc::kInvalidModel, "cannot export to ONNX: layer '" + layer +
+  throw sdk::Error(sdk::Errc::kInvalidModel, failure + ": layer '" + layer +
                                                  "' records quantization of '" + name +
                                                  "', which is not a quant type; nothing was "
                                                  "written");
@@ -151,7 +153,8 @@ sdk::QuantType quant_type_named(const std::string& name, const std::string& laye
 
 }  // namespace
 
-std::map<std::string, QuantizedLayer> read_quantized_layers(const jit::Module& root) {
+std::map<std::string, QuantizedLayer> read_quantized_layers(const jit::Module& root,
+                                                            const std::string& failure) {
   std::map<std::string, QuantizedLayer> layers;
   for (const jit::NameModule& item : root.named_modules()) {
     const std::string identity_name = buffer_name(kIdentityKey);
@@ -169,18 +172,18 @@ std::map<std::string, QuantizedLayer> read_quantized_layers(const jit::Module& r
     LITHE_CHECK(parsed.is_object() && parsed.contains("algorithm") &&
                     parsed["algorithm"].is_string() && parsed.contains("quant_bits") &&
                     parsed["quant_bits"].is_object(),
-                sdk::Errc::kInvalidModel, "cannot export to ONNX: layer '", item.name,
+                sdk::Errc::kInvalidModel, failure, ": layer '", item.name,
                 "' has a malformed ", identity_name, " buffer ('", text.substr(0, 200),
                 "'); nothing was written");
     QuantizedLayer layer;
     layer.algorithm = parsed["algorithm"].get<std::string>();
     for (const auto& [type_name, bits] : parsed["quant_bits"].items()) {
-      const sdk::QuantType type = quant_type_named(type_name, item.name);
+      const sdk::QuantType type = quant_type_named(failure, type_name, item.name);
       LITHE_CHECK(bits.is_number_integer(), sdk::Errc::kInvalidModel,
-                  "cannot export to ONNX: layer '", item.name, "' records quant_bits '",
+                  failure, ": layer '", item.name, "' records quant_bits '",
                   bits.dump(), "' for ", type_name, "; nothing was written");
       layer.types[type] =
-          read_grid(item.value, item.name, type, layer.algorithm, bits.get<int64_t>());
+          read_grid(failure, item.value, item.name, type, layer.algorithm, bits.get<int64_t>());
     }
     layers[item.name] = std::move(layer);
   }

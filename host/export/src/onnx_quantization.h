@@ -1,7 +1,7 @@
 #pragma once
 // Internal to the host: the linear quantization grids a quantized TorchScript model carries in
 // its `lithe_q_*` buffers (the SDK's convention in lithe/sdk/quantizer.h), for the ONNX QDQ
-// export. Reads the module only; a model saved by `lithe compress` needs no plugin for it.
+// export and the int8 conversion. Reads the module only; a model saved by `lithe compress` needs no plugin for it.
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/jit/api/module.h>
@@ -40,8 +40,10 @@ struct QuantizedLayer {
 /// dotted name. Throws sdk::Error(kUnsupported) naming the layer, the quant type and the
 /// algorithm when a quantized type declares no linear grid (a non-linear quantizer), its grid
 /// does not fit 8 bits, or its scale or zero point break the convention (the value seen);
-/// every message ends with "nothing was written".
-std::map<std::string, QuantizedLayer> read_quantized_layers(const torch::jit::Module& root);
+/// every message starts with `failure` ("cannot export to ONNX") and ends with "nothing was
+/// written".
+std::map<std::string, QuantizedLayer> read_quantized_layers(
+    const torch::jit::Module& root, const std::string& failure = "cannot export to ONNX");
 
 /// The integer codes q of `weight` on `grid` (per output channel when the grid has one scale
 /// per channel), as uint8 or int8: DequantizeLinear of them gives the quantizer's

@@ -10,6 +10,7 @@
 #include "lithe/host/io/mask_file.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
+#include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/train/dataset.h"
 #include "lithe/sdk/error.h"
@@ -83,6 +84,9 @@ void check_request(const CompressionRequest& request, bool quantizer,
               "--output: no output model path given");
   LITHE_CHECK(!quantizer || request.masks_path.empty(), sdk::Errc::kInvalidConfig, "--masks: '",
               algorithm, "' is a quantizer, which computes no masks");
+  LITHE_CHECK(quantizer || !request.fold_batchnorm, sdk::Errc::kInvalidConfig,
+              "--fold-batchnorm: '", algorithm,
+              "' is not a quantizer; BatchNorm folding places quantizers' output grids");
   LITHE_CHECK(quantizer || request.calibration_path.empty(), sdk::Errc::kInvalidConfig,
               "--calibration: '", algorithm,
               "' is not a quantizer, so there is no calibration to write");
@@ -151,7 +155,14 @@ CompressionResult run_compression(const CompressionRequest& request,
   }
 
   // 2. Model and session: the whole config is validated here, before any data is read.
-  const std::unique_ptr<Model> model = load_torchscript_model(request.model_path);
+  std::unique_ptr<Model> model;
+  if (request.fold_batchnorm) {
+    torch::jit::Module module = load_torchscript_module(request.model_path);
+    result.batchnorm_folding = fold_batchnorms(module);
+    model = make_torchscript_model(module);
+  } else {
+    model = load_torchscript_model(request.model_path);
+  }
   std::unique_ptr<PruningSession> pruning;
   std::unique_ptr<QuantizationSession> quantization;
   if (quantizer) {

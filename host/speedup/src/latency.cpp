@@ -29,31 +29,40 @@ double median(std::vector<double> samples) {
 
 }  // namespace
 
-LatencyComparison compare_latency(torch::jit::Module& baseline, torch::jit::Module& candidate,
-                                  const at::Tensor& input, int warmup, int runs) {
+std::vector<double> median_latencies(const std::vector<torch::jit::Module*>& models,
+                                     const at::Tensor& input, int warmup, int runs) {
   LITHE_CHECK(runs >= 1, sdk::Errc::kInvalidConfig, "latency runs must be >= 1, got ", runs);
   LITHE_CHECK(warmup >= 0, sdk::Errc::kInvalidConfig, "latency warm-up runs must be >= 0, got ",
               warmup);
-  baseline.eval();
-  candidate.eval();
+  for (torch::jit::Module* model : models) {
+    model->eval();
+  }
   at::NoGradGuard no_grad;
   // The profiling executor specialises a graph over its first runs: warm-up covers that too.
   for (int i = 0; i < warmup; ++i) {
-    baseline.forward({input});
-    candidate.forward({input});
-  }
-  std::vector<double> base;
-  std::vector<double> cand;
-  for (int i = 0; i < runs; ++i) {
-    if (i % 2 == 0) {
-      base.push_back(time_one(baseline, input));
-      cand.push_back(time_one(candidate, input));
-    } else {
-      cand.push_back(time_one(candidate, input));
-      base.push_back(time_one(baseline, input));
+    for (torch::jit::Module* model : models) {
+      model->forward({input});
     }
   }
-  return {median(base), median(cand), runs, at::get_num_threads()};
+  std::vector<std::vector<double>> samples(models.size());
+  for (int i = 0; i < runs; ++i) {
+    // Forwards, then backwards through the list: no model always runs first or last.
+    for (size_t k = 0; k < models.size(); ++k) {
+      const size_t m = i % 2 == 0 ? k : models.size() - 1 - k;
+      samples[m].push_back(time_one(*models[m], input));
+    }
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& s : samples) {
+    medians.push_back(median(std::move(s)));
+  }
+  return medians;
+}
+
+LatencyComparison compare_latency(torch::jit::Module& baseline, torch::jit::Module& candidate,
+                                  const at::Tensor& input, int warmup, int runs) {
+  const std::vector<double> medians = median_latencies({&baseline, &candidate}, input, warmup, runs);
+  return {medians[0], medians[1], runs, at::get_num_threads()};
 }
 
 }  // namespace lithe::host

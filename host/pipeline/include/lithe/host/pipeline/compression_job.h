@@ -15,6 +15,7 @@
 
 #include "lithe/host/dist/process_group.h"
 #include "lithe/host/export/onnx_export.h"
+#include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
@@ -45,6 +46,10 @@ struct CompressionRequest {
   /// Before any fine-tuning, run this many batches without changing the weights (pruners:
   /// forward and backward for data-driven masks; quantizers: forward to track ranges).
   int64_t calibration_batches = 0;
+  /// Quantizers: fold every BatchNorm2d into the convolution before it (fold_batchnorms) before
+  /// the session starts, so output grids are placed after the normalization, where an int8
+  /// kernel writes them (`lithe convert`). The written model is the folded one.
+  bool fold_batchnorm = false;
   /// Fine-tune while compressing (quantization-aware training for quantizers) with
   /// train_options; without it only train_options' batch sizes are read.
   bool fine_tune = false;
@@ -67,6 +72,7 @@ struct CompressionResult {
   AlgorithmKind kind = AlgorithmKind::kPruner;   ///< kPruner or kQuantizer
   std::vector<LayerReport> pruning;              ///< pruners: per-layer sparsity
   std::vector<QuantLayerReport> quantization;    ///< quantizers: per-layer grids
+  BatchNormFolding batchnorm_folding;            ///< with fold_batchnorm
   std::string calibration_json;                  ///< quantizers: what the calibration file holds
   std::filesystem::path calibration_path;        ///< quantizers: where it was written
   std::optional<EvalResult> before;              ///< test accuracy before compression

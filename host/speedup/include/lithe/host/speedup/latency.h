@@ -6,6 +6,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace torch::jit {
 struct Module;
 }
@@ -25,5 +27,12 @@ struct LatencyComparison {
 /// Throws sdk::Error(kInvalidConfig) when runs < 1 or warmup < 0.
 LatencyComparison compare_latency(torch::jit::Module& baseline, torch::jit::Module& candidate,
                                   const at::Tensor& input, int warmup, int runs);
+
+/// The same for any number of models: `warmup` untimed forwards of each, then `runs` rounds
+/// that time one forward of every model, in list order on even rounds and in reverse order on
+/// odd ones; the median milliseconds of each model, in list order. Every model is switched to
+/// eval mode.
+std::vector<double> median_latencies(const std::vector<torch::jit::Module*>& models,
+                                     const at::Tensor& input, int warmup, int runs);
 
 }  // namespace lithe::host

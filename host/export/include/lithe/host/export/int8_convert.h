@@ -1,0 +1,98 @@
+#pragma once
+/// \file
+/// Native int8 conversion: a model quantized by Lithe (its `lithe_q_*` state buffers, 8-bit
+/// linear grids; see lithe/sdk/quantizer.h) becomes a TorchScript model that computes with
+/// libtorch's quantized CPU kernels (`quantized::conv2d`, `quantized::linear`, their `_relu`
+/// fusions) on prepacked int8 weights, carrying activations as quantized tensors from one
+/// quantized op to the next. The result is plain TorchScript: it loads and runs with libtorch
+/// or Python's `torch.jit.load`, without Lithe.
+///
+/// What becomes int8: every call of a quantized `Conv2d` or `Linear` layer (torch.nn's) whose
+/// weight and output are quantized and whose input is quantized (its own input grid, or an
+/// int8 tensor arriving from a previous int8 op). Ops that are exact on quantized tensors
+/// (ReLU, max pooling, flatten, view/reshape, dropout in eval) keep int8 tensors int8; any other
+/// op reads a dequantized copy. A quantized layer that cannot run int8 (why is in the report)
+/// runs its fake quantization in float, exactly as Lithe computed it.
+///
+/// The model's numbers are those of its fake quantization, up to the quantized kernels' own
+/// rounding (an activation on a rounding tie, the bias's int32 rounding): the conversion
+/// certificate (`lithe convert`) measures the difference in output grid steps.
+
+#include <torch/csrc/jit/api/module.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lithe::host {
+
+/// libtorch's quantized CPU engine the int8 model is built (prepacked) for. Weights are
+/// prepacked for one engine; loading the model where another engine is active prepacks them
+/// again for that one, so the model records its engine (attribute `lithe_quantized_engine`).
+enum class QuantizedEngine {
+  kAuto,     ///< oneDNN when available and every int8 weight has zero point 0, else QNNPACK
+  kOnednn,   ///< x86 (fast; symmetric weights only: zero point 0)
+  kQnnpack,  ///< ARM and mobile (any weight zero point; slow on x86)
+};
+
+/// "auto", "onednn", "qnnpack".
+const char* quantized_engine_name(QuantizedEngine engine);
+/// The engine named `name` (one of the names above); sdk::Error(kInvalidConfig) naming
+/// `where`, the value and the choices otherwise.
+QuantizedEngine parse_quantized_engine(const std::string& name, const std::string& where);
+/// The engines this libtorch was built with (among oneDNN and QNNPACK).
+std::vector<QuantizedEngine> available_quantized_engines();
+/// Makes `engine` libtorch's active quantized engine (process-wide: int8 models prepacked for it
+/// run, and load, with it). sdk::Error(kUnsupported) when this libtorch lacks it.
+void use_quantized_engine(QuantizedEngine engine);
+
+struct Int8ConvertOptions {
+  QuantizedEngine engine = QuantizedEngine::kAuto;
+  /// Build every quantized layer as its float fake quantization instead (the reference the
+  /// certificate compares with: the model Lithe's quantizer computes, from its saved state,
+  /// without a plugin; bit for bit on the same inputs).
+  bool fake_quantized = false;
+};
+
+/// One quantized layer call that runs int8.
+struct Int8Layer {
+  std::string name;
+  std::string op_type;   ///< "Conv2d", "Linear"
+  std::string kernel;    ///< "quantized::conv2d_relu", ...
+  bool per_channel = false;  ///< per-output-channel weight scales
+};
+
+/// A quantized layer that runs its fake quantization in float, and why.
+struct FloatLayer {
+  std::string name;
+  std::string reason;
+};
+
+struct Int8ConvertReport {
+  QuantizedEngine engine = QuantizedEngine::kAuto;  ///< the one the model was built for
+  std::vector<Int8Layer> int8_layers;
+  std::vector<FloatLayer> float_layers;
+  /// Ops with no quantized kernel that read an int8 tensor (a dequantize runs before them):
+  /// "aten::add in layer1.0 (BasicBlock)", in graph order, one entry per op.
+  std::vector<std::string> dequantized_before;
+  int64_t quantize_ops = 0;    ///< float → int8 (model input, float ops' outputs)
+  int64_t dequantize_ops = 0;  ///< int8 → float
+  /// "<layer> <type>" of quant types configured but passing through unquantized (no range
+  /// observed yet): they run in float, as in the fake-quantized model.
+  std::vector<std::string> not_quantized_yet;
+  /// Per output of the forward: the scale of the int8 grid it is dequantized from (its grid
+  /// step), or 0 for an output computed in float.
+  std::vector<double> output_scales;
+};
+
+/// The int8 model of `model` (a TorchScript model whose layers carry Lithe's quantization
+/// state; `model` is not changed). Its forward has the same signature and returns float
+/// tensors. Sets libtorch's quantized engine to the one chosen (reported).
+/// Throws sdk::Error: kUnsupported naming the layer and rule for a quantized layer that is not
+/// a Conv2d or Linear, a non-linear quantizer, grids wider than 8 bits (every message ends
+/// with "nothing was written"); kInvalidModel when no layer is quantized.
+torch::jit::Module convert_to_int8(const torch::jit::Module& model,
+                                   const Int8ConvertOptions& options,
+                                   Int8ConvertReport* report = nullptr);
+
+}  // namespace lithe::host

@@ -1,0 +1,751 @@
+// Native int8 conversion (int8_convert.h): a rewrite of the model's inlined forward in which
+// quantized Conv2d/Linear calls become libtorch's quantized kernels on prepacked weights, and
+// each value knows whether an int8 form of it exists. The new model is a fresh module holding
+// only what that forward reads (prepacked weights, the float tensors of the other layers), so
+// the float copies of int8 weights are not written.
+#include "lithe/host/export/int8_convert.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "lithe/host/graph/convolution_type.h"
+#include "lithe/host/graph/graph_trace.h"
+#include "lithe/host/graph/submodule.h"
+#include "lithe/sdk/error.h"
+#include "onnx_quantization.h"
+
+namespace lithe::host {
+namespace {
+
+namespace jit = torch::jit;
+using onnx_quantization::LinearGrid;
+using onnx_quantization::QuantizedLayer;
+
+constexpr const char* kFailure = "cannot convert to int8";
+
+c10::Symbol op(const char* name) { return c10::Symbol::fromQualString(name); }
+
+bool is_torch_nn_class(const jit::Module& module, const std::string& op_type) {
+  const auto name = module.type()->name();
+  // Scripting mangles a class per distinct set of constants: check the prefix and last atom.
+  return name && name->name() == op_type &&
+         name->qualifiedName().rfind("__torch__.torch.nn.modules.", 0) == 0;
+}
+
+// "Conv2d" or "Linear" for the layer classes that convert, nullopt for any other.
+std::optional<std::string> convertible_type(const jit::Module& module) {
+  if (convolution_type(module.type(), 2)) {
+    return "Conv2d";
+  }
+  if (is_torch_nn_class(module, "Linear")) {
+    return "Linear";
+  }
+  return std::nullopt;
+}
+
+// Activations are quint8 in libtorch's int8 kernels: codes [0, 255]. A grid of 256 codes is
+// that grid whatever its first code (a signed [-128, 127] grid with zero point z is [0, 255]
+// with zero point z + 128: the same values); a narrower one would need a clamp.
+bool fits_quint8(const LinearGrid& g) { return g.quant_max - g.quant_min == 255; }
+double scale_of(const LinearGrid& g) { return g.scale.item<float>(); }
+int64_t zero_point_of(const LinearGrid& g) { return static_cast<int64_t>(g.zero_point.item<float>()); }
+int64_t quint8_zero_point(const LinearGrid& g) { return zero_point_of(g) - g.quant_min; }
+bool same_grid(const LinearGrid& a, const LinearGrid& b) {
+  return a.quant_min == b.quant_min && a.quant_max == b.quant_max && a.scale.equal(b.scale) &&
+         a.zero_point.equal(b.zero_point);
+}
+// A weight grid's codes as qint8 ([0, 255] codes move down by 128, with their zero points).
+int64_t weight_code_shift(const LinearGrid& g) { return g.is_signed() ? 0 : 128; }
+bool symmetric_as_qint8(const LinearGrid& g) {
+  return (g.zero_point - static_cast<double>(weight_code_shift(g))).abs().max().item<float>() == 0;
+}
+
+std::string range_text(const LinearGrid& g) {
+  return "[" + std::to_string(g.quant_min) + ", " + std::to_string(g.quant_max) + "]";
+}
+
+// Whether an op writes into (one of) its inputs: an in-place op ("aten::relu_").
+bool writes_input(const jit::Node* n) {
+  const std::string name = n->kind().toUnqualString();
+  return n->kind().is_aten() && !name.empty() && name.back() == '_' &&
+         name.rfind("__", 0) != 0;
+}
+bool has_writer(const jit::Value* v) {
+  return std::any_of(v->uses().begin(), v->uses().end(),
+                     [](const jit::Use& u) { return writes_input(u.user); });
+}
+
+std::string where(const jit::Node* n) {
+  if (n->kind() == c10::prim::Return) {
+    return "the model's output";
+  }
+  std::string text = n->kind().toQualString();
+  if (const std::optional<graph_trace::Scope> scope = graph_trace::innermost_scope(n)) {
+    text += " in " + scope->module + " (" + scope->op_type + ")";
+  } else {
+    text += " in the model's own forward";
+  }
+  return text;
+}
+
+// The value of a constant argument: a constant, or a list built of int constants.
+c10::optional<c10::IValue> constant_argument(const jit::Value* v) {
+  if (c10::optional<c10::IValue> value = jit::toIValue(v)) {
+    return value;
+  }
+  if (v->node()->kind() != c10::prim::ListConstruct) {
+    return c10::nullopt;
+  }
+  std::vector<int64_t> items;
+  for (const jit::Value* item : v->node()->inputs()) {
+    const c10::optional<c10::IValue> value = jit::toIValue(item);
+    if (!value || !value->isInt()) {
+      return c10::nullopt;
+    }
+    items.push_back(value->toInt());
+  }
+  return c10::IValue(items);
+}
+
+c10::IValue call_op(const char* name, jit::Stack stack) {
+  const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  handle.callBoxed(&stack);
+  return stack.at(0);
+}
+
+at::QEngine qengine(QuantizedEngine engine) {
+  return engine == QuantizedEngine::kQnnpack ? at::QEngine::QNNPACK : at::QEngine::ONEDNN;
+}
+
+bool available(QuantizedEngine engine) {
+  const std::vector<QuantizedEngine> engines = available_quantized_engines();
+  return std::find(engines.begin(), engines.end(), engine) != engines.end();
+}
+
+// An int8 form of a float value of the graph: a quantized tensor on `grid`.
+struct Int8Form {
+  jit::Value* value = nullptr;
+  const LinearGrid* grid = nullptr;
+};
+
+class Converter {
+ public:
+  Converter(const jit::Module& model, const Int8ConvertOptions& options, Int8ConvertReport& report)
+      : source_(model.clone()), options_(options), report_(report) {
+    source_.eval();
+    quantized_ = onnx_quantization::read_quantized_layers(source_, kFailure);
+    LITHE_CHECK(!quantized_.empty(), sdk::Errc::kInvalidModel,
+                kFailure, ": no layer of the model carries Lithe's quantization state (buffers "
+                "lithe_q_*); quantize it first (lithe compress with a quantizer)");
+    for (const auto& [name, layer] : quantized_) {
+      const jit::Module module = submodule(source_, name);
+      const std::optional<std::string> type = convertible_type(module);
+      LITHE_CHECK(type.has_value(), sdk::Errc::kUnsupported, kFailure, ": layer '", name, "' (",
+                  module.type()->name() ? module.type()->name()->name() : "a module",
+                  ") is quantized; int8 conversion handles quantized Conv2d and Linear layers "
+                  "(quantize those only, config op_types); nothing was written");
+      op_types_[name] = *type;
+      for (const auto& [quant_type, grid] : layer.types) {
+        if (!grid) {
+          report_.not_quantized_yet.push_back(name + " " + sdk::quant_type_name(quant_type));
+        }
+      }
+    }
+  }
+
+  jit::Module run() {
+    report_.engine = choose_engine();
+    if (!options_.fake_quantized) {
+      use_quantized_engine(report_.engine);
+    }
+    graph_ = graph_trace::inline_forward(source_);
+    target_ = jit::Module(c10::QualifiedName("__torch__.lithe.Int8Model"),
+                          std::make_shared<jit::CompilationUnit>(), /*shouldMangle=*/true);
+    target_.register_attribute("training", c10::BoolType::get(), false);
+    target_.register_attribute("lithe_quantized_engine", c10::StringType::get(),
+                               std::string(quantized_engine_name(report_.engine)));
+    self_ = graph_->inputs().at(0);
+
+    rewrite_block(graph_->block(), /*top_level=*/true);
+    finish_int8_values();
+    move_attributes_to_target();
+    count_conversions();
+
+    self_->setType(target_.type());
+    graph_->lint();
+    jit::Function* forward = target_._ivalue()->compilation_unit()->create_function(
+        c10::QualifiedName(*target_.type()->name(), "forward"), graph_);
+    target_.type()->addMethod(forward);
+    return target_;
+  }
+
+ private:
+  // ---- engine ---------------------------------------------------------------------------
+  QuantizedEngine choose_engine() const {
+    if (options_.engine != QuantizedEngine::kAuto) {
+      LITHE_CHECK(options_.fake_quantized || available(options_.engine), sdk::Errc::kUnsupported,
+                  kFailure, ": this libtorch has no ", quantized_engine_name(options_.engine),
+                  " engine; nothing was written");
+      return options_.engine;
+    }
+    bool symmetric = true;
+    for (const auto& [name, layer] : quantized_) {
+      const auto weight = layer.types.find(sdk::QuantType::kWeight);
+      if (weight != layer.types.end() && weight->second && !symmetric_as_qint8(*weight->second)) {
+        symmetric = false;
+      }
+    }
+    const bool onednn = available(QuantizedEngine::kOnednn);
+    const bool qnnpack = available(QuantizedEngine::kQnnpack);
+    LITHE_CHECK(onednn || qnnpack || options_.fake_quantized, sdk::Errc::kUnsupported, kFailure,
+                ": this libtorch has no quantized CPU engine (oneDNN or QNNPACK); nothing was "
+                "written");
+    // oneDNN is several times faster on x86, but takes weights with zero point 0 only.
+    if (onednn && (symmetric || !qnnpack)) {
+      return QuantizedEngine::kOnednn;
+    }
+    return qnnpack ? QuantizedEngine::kQnnpack : QuantizedEngine::kOnednn;
+  }
+
+  // ---- the walk --------------------------------------------------------------------------
+  void rewrite_block(jit::Block* block, bool top_level) {
+    // Nodes are replaced while walking: take the list first.
+    const std::vector<jit::Node*> nodes(block->nodes().begin(), block->nodes().end());
+    for (jit::Node* n : nodes) {
+      if (const std::optional<std::string> layer = layer_call(n)) {
+        convert_layer_call(n, *layer, top_level);
+        continue;
+      }
+      for (jit::Block* inner : n->blocks()) {
+        rewrite_block(inner, /*top_level=*/false);
+      }
+      if (top_level) {
+        keep_int8(n);
+      }
+    }
+  }
+
+  // The quantized layer whose convolution or linear op `n` is (the op reads the layer's own
+  // weight), or nullopt.
+  std::optional<std::string> layer_call(const jit::Node* n) const {
+    const bool conv = n->kind() == c10::aten::conv2d;
+    const bool linear = n->kind() == c10::aten::linear;
+    if ((!conv && !linear) || n->inputs().size() < 2) {
+      return std::nullopt;
+    }
+    const jit::Node* getter = n->input(1)->node();
+    if (getter->kind() != c10::prim::GetAttr || getter->s(c10::attr::name) != "weight") {
+      return std::nullopt;
+    }
+    const std::optional<std::string> owner = graph_trace::module_path(getter->input());
+    if (!owner) {
+      return std::nullopt;
+    }
+    const auto type = op_types_.find(*owner);
+    if (type == op_types_.end() || type->second != (conv ? "Conv2d" : "Linear")) {
+      return std::nullopt;
+    }
+    return owner;
+  }
+
+  void convert_layer_call(jit::Node* n, const std::string& name, bool top_level) {
+    if (options_.fake_quantized) {
+      fake_quantize_call(n, name);
+      return;
+    }
+    std::string why;
+    if (!top_level) {
+      why = "it is called inside control flow";
+    } else {
+      why = why_not_int8(n, name);
+    }
+    if (!why.empty()) {
+      report_.float_layers.push_back({name, why});
+      fake_quantize_call(n, name, /*int8_output=*/top_level);
+      return;
+    }
+    int8_call(n, name);
+  }
+
+  const std::optional<LinearGrid>* grid_entry(const std::string& layer, sdk::QuantType type) const {
+    const QuantizedLayer& q = quantized_.at(layer);
+    const auto it = q.types.find(type);
+    return it == q.types.end() ? nullptr : &it->second;
+  }
+  const LinearGrid* grid(const std::string& layer, sdk::QuantType type) const {
+    const std::optional<LinearGrid>* entry = grid_entry(layer, type);
+    return entry != nullptr && entry->has_value() ? &**entry : nullptr;
+  }
+
+  std::string why_not_int8(const jit::Node* n, const std::string& name) const {
+    const auto missing = [&](sdk::QuantType type) -> std::string {
+      const std::optional<LinearGrid>* entry = grid_entry(name, type);
+      const std::string what = sdk::quant_type_name(type);
+      return entry == nullptr ? "its " + what + " is not quantized (config quant_types)"
+                              : "its " + what + " passes through unquantized (no range observed yet)";
+    };
+    const LinearGrid* weight = grid(name, sdk::QuantType::kWeight);
+    if (weight == nullptr) {
+      return missing(sdk::QuantType::kWeight);
+    }
+    const LinearGrid* output = grid(name, sdk::QuantType::kOutput);
+    if (output == nullptr) {
+      return missing(sdk::QuantType::kOutput) + "; int8 kernels write quantized outputs";
+    }
+    if (!fits_quint8(*output)) {
+      return "its output grid " + range_text(*output) + " has fewer than quint8's 256 codes";
+    }
+    const LinearGrid* input = grid(name, sdk::QuantType::kInput);
+    if (input != nullptr && !fits_quint8(*input)) {
+      return "its input grid " + range_text(*input) + " has fewer than quint8's 256 codes";
+    }
+    if (input == nullptr && int8_.count(n->input(0)) == 0) {
+      return missing(sdk::QuantType::kInput) + " and no int8 op makes it";
+    }
+    if (report_.engine == QuantizedEngine::kOnednn && !symmetric_as_qint8(*weight)) {
+      return "its weight's zero point is not 0 (as qint8), which the onednn engine requires "
+             "(quantize weights symmetrically, or use the qnnpack engine)";
+    }
+    if (n->kind() == c10::aten::conv2d) {
+      for (size_t i = 3; i <= 6; ++i) {
+        const c10::optional<c10::IValue> v = constant_argument(n->input(i));
+        if (!v || (i < 6 && !v->isIntList()) || (i == 6 && !v->isInt())) {
+          return "its convolution's " +
+                 std::string(i == 3 ? "stride" : i == 4 ? "padding" : i == 5 ? "dilation" : "groups") +
+                 " is not a constant list of ints";
+        }
+      }
+    }
+    return {};
+  }
+
+  // ---- int8 layer calls --------------------------------------------------------------------
+  void int8_call(jit::Node* n, const std::string& name) {
+    const LinearGrid& weight_grid = *grid(name, sdk::QuantType::kWeight);
+    const LinearGrid& output_grid = *grid(name, sdk::QuantType::kOutput);
+    const LinearGrid* input_grid = grid(name, sdk::QuantType::kInput);
+    const bool conv = n->kind() == c10::aten::conv2d;
+
+    jit::WithInsertPoint at(n);
+    jit::Value* x = n->input(0);
+    jit::Value* qx = nullptr;
+    const auto form = int8_.find(x);
+    if (input_grid == nullptr) {
+      qx = form->second.value;  // the layer computes with the int8 tensor it is given
+    } else if (form != int8_.end() && same_grid(*form->second.grid, *input_grid)) {
+      qx = form->second.value;
+    } else {
+      qx = quantize(x, *input_grid);
+    }
+    jit::Value* packed = packed_weights(name, conv, n, weight_grid);
+
+    // conv + ReLU run as one kernel: relu(q) on the output grid equals the grid's value of
+    // relu(y), as 0 lies on every grid.
+    jit::Node* relu = sole_relu(n->output());
+    std::string kernel = conv ? "quantized::conv2d" : "quantized::linear";
+    if (relu != nullptr) {
+      kernel += "_relu";
+    }
+    jit::Value* qy = graph_->insert(op(kernel.c_str()),
+                                    {qx, packed, scale_of(output_grid), quint8_zero_point(output_grid)});
+    replaced_.push_back(n);
+    jit::Value* y = n->output();
+    if (relu != nullptr) {
+      replaced_.push_back(relu);
+      y = relu->output();
+    }
+    publish(y, qy, &output_grid);
+    report_.int8_layers.push_back(
+        {name, op_types_.at(name), kernel, weight_grid.scale.numel() > 1});
+  }
+
+  jit::Node* sole_relu(jit::Value* y) const {
+    if (y->uses().size() != 1) {
+      return nullptr;
+    }
+    jit::Node* user = y->uses()[0].user;
+    const bool relu = user->kind() == c10::aten::relu || user->kind() == c10::aten::relu_;
+    return relu && user->owningBlock() == graph_->block() && !has_writer(user->output())
+               ? user
+               : nullptr;
+  }
+
+  // The layer's weight as qint8 codes prepacked for the engine, a target attribute (one per
+  // layer, however often it is called).
+  jit::Value* packed_weights(const std::string& name, bool conv, const jit::Node* n,
+                             const LinearGrid& g) {
+    const std::string attribute = attribute_name("packed", name);
+    if (!target_.hasattr(attribute)) {
+      const jit::Module layer = submodule(source_, name);
+      const at::Tensor weight = layer.attr("weight").toTensor().detach();
+      const int64_t shift = weight_code_shift(g);
+      const at::Tensor codes =
+          (onnx_quantization::weight_codes(weight, g).to(at::kShort) - shift).to(at::kChar);
+      at::Tensor qweight;
+      if (g.scale.numel() == 1) {
+        qweight = at::_make_per_tensor_quantized_tensor(codes, scale_of(g), zero_point_of(g) - shift);
+      } else {
+        qweight = at::_make_per_channel_quantized_tensor(
+            codes, g.scale.to(at::kDouble), (g.zero_point - static_cast<double>(shift)).to(at::kLong),
+            0);
+      }
+      const c10::IValue bias_value = layer.attr("bias");
+      const c10::IValue bias = bias_value.isTensor()
+                                   ? c10::IValue(bias_value.toTensor().detach().to(at::kFloat).contiguous())
+                                   : c10::IValue();
+      c10::IValue packed;
+      if (conv) {
+        packed = call_op("quantized::conv2d_prepack",
+                         {qweight, bias, *constant_argument(n->input(3)),
+                          *constant_argument(n->input(4)), *constant_argument(n->input(5)),
+                          *constant_argument(n->input(6))});
+      } else {
+        packed = call_op("quantized::linear_prepack", {qweight, bias});
+      }
+      target_.register_attribute(attribute, packed.type(), packed);
+    }
+    return get_target_attribute(attribute);
+  }
+
+  // ---- float fake quantization (the reference, and layers that cannot run int8) ------------
+  // `int8_output`: the layer's output grid is quint8's, and int8 ops after it read its output
+  // quantized by libtorch (quantize_per_tensor: the same grid, rounded as the int8 kernels do).
+  void fake_quantize_call(jit::Node* n, const std::string& name, bool int8_output = false) {
+    jit::WithInsertPoint at(n);
+    if (const LinearGrid* g = grid(name, sdk::QuantType::kInput)) {
+      n->replaceInput(0, fake_quantize(n->input(0), *g));
+    }
+    if (const LinearGrid* g = grid(name, sdk::QuantType::kWeight)) {
+      const std::string attribute = attribute_name("fake_quantized", name + ".weight");
+      if (!target_.hasattr(attribute)) {
+        const at::Tensor weight = submodule(source_, name).attr("weight").toTensor().detach();
+        target_.register_buffer(attribute, dequantized_codes(weight, *g));
+      }
+      n->replaceInput(1, get_target_attribute(attribute));
+    }
+    if (const LinearGrid* g = grid(name, sdk::QuantType::kOutput)) {
+      jit::WithInsertPoint after(n->next());
+      jit::Value* y = n->output();
+      if (int8_output && fits_quint8(*g)) {
+        publish(y, quantize(y, *g), g);
+        return;
+      }
+      jit::Value* fq = fake_quantize(y, *g);
+      y->replaceAllUsesAfterNodeWith(fq->node(), fq);
+    }
+  }
+
+  // (q − z)·s of the weight's codes: the quantizer's fake-quantized weight, bit for bit.
+  static at::Tensor dequantized_codes(const at::Tensor& weight, const LinearGrid& g) {
+    std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(weight.dim(), 1)), 1);
+    shape[0] = g.scale.numel();
+    const at::Tensor s = g.scale.numel() == 1 ? g.scale.reshape({}) : g.scale.view(shape);
+    const at::Tensor z = g.zero_point.numel() == 1 ? g.zero_point.reshape({}) : g.zero_point.view(shape);
+    return (onnx_quantization::weight_codes(weight, g).to(at::kFloat) - z) * s;
+  }
+
+  // The SDK's fake quantization of x on a per-tensor grid, op for op:
+  // (round_half_even(clamp(x / s + z, qmin, qmax)) − z)·s, s and z float32 scalars.
+  jit::Value* fake_quantize(jit::Value* x, const LinearGrid& g) {
+    jit::Value* s = graph_->insertConstant(g.scale.reshape({}).clone());
+    jit::Value* z = graph_->insertConstant(g.zero_point.reshape({}).clone());
+    jit::Value* t = graph_->insert(c10::aten::div, {x, s});
+    t = graph_->insert(c10::aten::add, {t, z});
+    t = graph_->insert(c10::aten::clamp, {t, static_cast<double>(g.quant_min),
+                                          static_cast<double>(g.quant_max)});
+    t = graph_->insert(c10::aten::round, {t});
+    t = graph_->insert(c10::aten::sub, {t, z});
+    return graph_->insert(c10::aten::mul, {t, s});
+  }
+
+  // ---- int8 values -------------------------------------------------------------------------
+  jit::Value* quantize(jit::Value* x, const LinearGrid& g) {
+    // One quantization per value and grid, unless the value is written in place between reads.
+    const bool reusable = !has_writer(x);
+    if (reusable) {
+      for (const auto& [value, grid, q] : quantized_values_) {
+        if (value == x && same_grid(*grid, g)) {
+          return q;
+        }
+      }
+    }
+    jit::Value* q = graph_->insert(c10::aten::quantize_per_tensor,
+                                   {x, scale_of(g), quint8_zero_point(g),
+                                    static_cast<int64_t>(at::kQUInt8)});
+    if (reusable) {
+      quantized_values_.emplace_back(x, &g, q);
+    }
+    return q;
+  }
+
+  // `q` (int8, on `grid`) is `y`'s value from here on: int8 readers take q, float readers a
+  // dequantized copy made once (finish_int8_values). A value written in place afterwards gets
+  // its float copy at once: the write must reach every reader.
+  // Every reader of y comes after q's node (q is made before the op it replaces, or from y).
+  void publish(jit::Value* y, jit::Value* q, const LinearGrid* grid) {
+    if (has_writer(y)) {
+      jit::WithInsertPoint after(q->node()->next());
+      y->replaceAllUsesAfterNodeWith(q->node(), graph_->insert(c10::aten::dequantize, {q}));
+      return;
+    }
+    int8_[y] = {q, grid};
+    grids_[q] = grid;
+    published_.push_back(y);
+  }
+
+  // Ops that give the same result on an int8 tensor as on its float value (monotone, or moving
+  // elements only) run on the int8 form; shape queries read it as it is.
+  void keep_int8(jit::Node* n) {
+    if (n->inputs().empty()) {
+      return;
+    }
+    const auto form = int8_.find(n->input(0));
+    if (form == int8_.end()) {
+      return;
+    }
+    const c10::Symbol kind = n->kind();
+    if (kind == c10::aten::size || kind == c10::aten::dim) {
+      n->replaceInput(0, form->second.value);
+      return;
+    }
+    static const std::set<c10::Symbol> exact = {
+        c10::aten::relu,       c10::aten::relu_,   c10::aten::max_pool2d, c10::aten::flatten,
+        c10::aten::reshape,    c10::aten::view,    c10::aten::contiguous, c10::aten::dropout};
+    if (exact.count(kind) == 0 || n->outputs().size() != 1) {
+      return;
+    }
+    if (kind == c10::aten::dropout) {
+      const c10::optional<c10::IValue> train = jit::toIValue(n->input(2));
+      if (!train || !train->isBool() || train->toBool()) {
+        return;
+      }
+    }
+    // An in-place op, or a view whose value or source is written later, keeps float aliasing.
+    jit::Value* x = n->input(0);
+    const bool in_place = kind == c10::aten::relu_;
+    if ((in_place && x->uses().size() != 1) || has_writer(x) || has_writer(n->output())) {
+      return;
+    }
+    jit::WithInsertPoint before(n);
+    jit::Value* int8 = nullptr;
+    if (in_place) {
+      int8 = graph_->insert(c10::aten::relu, {form->second.value});
+    } else {
+      jit::Node* copy = graph_->insertNode(graph_->createClone(n, [&](jit::Value* v) {
+        return v == x ? form->second.value : v;
+      }));
+      copy->output()->setType(c10::TensorType::get());
+      int8 = copy->output();
+    }
+    replaced_.push_back(n);
+    publish(n->output(), int8, form->second.grid);
+  }
+
+  // Float readers of int8-made values get one dequantized copy each; the float ops those values
+  // replaced go.
+  void finish_int8_values() {
+    for (jit::Value* y : published_) {
+      const Int8Form& form = int8_.at(y);
+      jit::WithInsertPoint after(form.value->node()->next());
+      y->replaceAllUsesAfterNodeWith(form.value->node(),
+                                     graph_->insert(c10::aten::dequantize, {form.value}));
+    }
+    for (auto it = replaced_.rbegin(); it != replaced_.rend(); ++it) {
+      for (const jit::Value* out : (*it)->outputs()) {
+        LITHE_CHECK(!out->hasUses(), sdk::Errc::kInternal, kFailure, ": ", where(*it),
+                    " was replaced by its int8 form but is still read");
+      }
+      (*it)->destroy();
+    }
+    jit::EliminateDeadCode(graph_);
+  }
+
+  // ---- the new module's attributes -----------------------------------------------------------
+  std::string attribute_name(const std::string& kind, const std::string& path) {
+    std::string name = "lithe_" + kind + "_" + path;
+    std::replace(name.begin(), name.end(), '.', '_');
+    return name;
+  }
+
+  jit::Value* get_target_attribute(const std::string& name) {
+    jit::Node* get = graph_->insertNode(graph_->create(c10::prim::GetAttr, {self_}));
+    get->s_(c10::attr::name, name);
+    get->output()->setType(target_.type()->getAttribute(name));
+    target_getters_.insert(get);
+    return get->output();
+  }
+
+  // Every other attribute the forward reads (self.layer1.0.bn1.weight, ...) becomes an attribute
+  // of the new module ("layer1_0_bn1_weight"), parameters staying parameters.
+  void move_attributes_to_target() {
+    std::vector<jit::Node*> getters;
+    collect_getters(graph_->block(), getters);
+    std::map<std::string, std::string> names;  // source path -> target attribute
+    for (jit::Node* get : getters) {
+      const std::optional<std::string> owner = graph_trace::module_path(get->input());
+      const auto cls = get->output()->type()->cast<c10::ClassType>();
+      if (!owner || (cls && cls->is_module())) {
+        continue;  // module chains go once nothing reads through them
+      }
+      const std::string& field = get->s(c10::attr::name);
+      const std::string path = owner->empty() ? field : *owner + "." + field;
+      auto known = names.find(path);
+      if (known == names.end()) {
+        const jit::Module module = submodule(source_, *owner);
+        std::string name = path;
+        std::replace(name.begin(), name.end(), '.', '_');
+        while (target_.hasattr(name)) {
+          name += "_";
+        }
+        const c10::ClassTypePtr& cls_type = module.type();
+        const size_t slot = cls_type->getAttributeSlot(field);
+        c10::IValue value = module.attr(field);
+        if (value.isTensor()) {
+          value = value.toTensor().detach();
+        }
+        target_.register_attribute(name, cls_type->getAttribute(slot), value,
+                                   cls_type->is_parameter(slot), cls_type->is_buffer(slot));
+        known = names.emplace(path, name).first;
+      }
+      jit::WithInsertPoint at(get);
+      get->output()->replaceAllUsesWith(get_target_attribute(known->second));
+    }
+    // Only module chains are left to go; the set's nodes may be destroyed from here on.
+    target_getters_.clear();
+    jit::EliminateDeadCode(graph_);
+    std::vector<jit::Node*> left;
+    collect_getters(graph_->block(), left);
+    for (const jit::Node* get : left) {
+      const auto cls = get->output()->type()->cast<c10::ClassType>();
+      LITHE_CHECK(!(cls && cls->is_module()), sdk::Errc::kUnsupported, kFailure,
+                  ": the forward uses submodule '", get->s(c10::attr::name),
+                  "' as a value (", where(get), "); nothing was written");
+    }
+  }
+
+  void collect_getters(jit::Block* block, std::vector<jit::Node*>& out) const {
+    for (jit::Node* n : block->nodes()) {
+      if (n->kind() == c10::prim::GetAttr && target_getters_.count(n) == 0) {
+        out.push_back(n);
+      }
+      for (jit::Block* inner : n->blocks()) {
+        collect_getters(inner, out);
+      }
+    }
+  }
+
+  void count_conversions() {
+    std::vector<const jit::Node*> nodes;
+    const std::function<void(jit::Block*)> walk = [&](jit::Block* block) {
+      for (jit::Node* n : block->nodes()) {
+        nodes.push_back(n);
+        for (jit::Block* inner : n->blocks()) {
+          walk(inner);
+        }
+      }
+    };
+    walk(graph_->block());
+    for (const jit::Value* out : graph_->outputs()) {
+      const jit::Node* maker = out->node();
+      const auto grid = maker->kind() == c10::aten::dequantize ? grids_.find(maker->input(0))
+                                                               : grids_.end();
+      report_.output_scales.push_back(grid != grids_.end() ? scale_of(*grid->second) : 0.0);
+    }
+    for (const jit::Node* n : nodes) {
+      if (n->kind() == c10::aten::quantize_per_tensor) {
+        ++report_.quantize_ops;
+      } else if (n->kind() == c10::aten::dequantize) {
+        ++report_.dequantize_ops;
+        for (const jit::Use& use : n->output()->uses()) {
+          report_.dequantized_before.push_back(where(use.user));
+        }
+      }
+    }
+  }
+
+  jit::Module source_;
+  const Int8ConvertOptions& options_;
+  Int8ConvertReport& report_;
+  std::map<std::string, QuantizedLayer> quantized_;
+  std::map<std::string, std::string> op_types_;
+  std::shared_ptr<jit::Graph> graph_;
+  jit::Module target_;
+  jit::Value* self_ = nullptr;
+  std::unordered_map<const jit::Value*, Int8Form> int8_;
+  std::unordered_map<const jit::Value*, const LinearGrid*> grids_;  // int8 value -> its grid
+  std::vector<jit::Value*> published_;  // values with an int8 form, in graph order
+  std::vector<jit::Node*> replaced_;    // float ops their int8 forms replace
+  std::set<const jit::Node*> target_getters_;  // reads of the new module's attributes
+  std::vector<std::tuple<const jit::Value*, const LinearGrid*, jit::Value*>> quantized_values_;
+};
+
+}  // namespace
+
+const char* quantized_engine_name(QuantizedEngine engine) {
+  switch (engine) {
+    case QuantizedEngine::kAuto:
+      return "auto";
+    case QuantizedEngine::kOnednn:
+      return "onednn";
+    case QuantizedEngine::kQnnpack:
+      return "qnnpack";
+  }
+  return "?";
+}
+
+QuantizedEngine parse_quantized_engine(const std::string& name, const std::string& where) {
+  for (QuantizedEngine engine :
+       {QuantizedEngine::kAuto, QuantizedEngine::kOnednn, QuantizedEngine::kQnnpack}) {
+    if (name == quantized_engine_name(engine)) {
+      return engine;
+    }
+  }
+  throw sdk::Error(sdk::Errc::kInvalidConfig,
+                   where + ": '" + name + "' is not a quantized engine (auto, onednn, qnnpack)");
+}
+
+std::vector<QuantizedEngine> available_quantized_engines() {
+  std::vector<QuantizedEngine> engines;
+  for (const at::QEngine engine : at::globalContext().supportedQEngines()) {
+    if (engine == at::QEngine::ONEDNN) {
+      engines.push_back(QuantizedEngine::kOnednn);
+    } else if (engine == at::QEngine::QNNPACK) {
+      engines.push_back(QuantizedEngine::kQnnpack);
+    }
+  }
+  return engines;
+}
+
+void use_quantized_engine(QuantizedEngine engine) {
+  LITHE_CHECK(engine != QuantizedEngine::kAuto && available(engine), sdk::Errc::kUnsupported,
+              "the quantized engine '", quantized_engine_name(engine),
+              "' is not available in this libtorch");
+  at::globalContext().setQEngine(qengine(engine));
+}
+
+jit::Module convert_to_int8(const jit::Module& model, const Int8ConvertOptions& options,
+                            Int8ConvertReport* report) {
+  Int8ConvertReport local;
+  Int8ConvertReport& out = report != nullptr ? *report : local;
+  out = {};
+  return Converter(model, options, out).run();
+}
+
+}  // namespace lithe::host

@@ -1,0 +1,207 @@
+// Native int8 conversion of models quantized by Lithe's own quantizers (linked directly): the
+// fake-quantized reference it builds is Lithe's quantized forward bit for bit; the int8 model
+// runs libtorch's quantized kernels (conv + ReLU fused, int8 tensors between them), agrees with
+// the reference within a grid step, is smaller, and saves and loads as plain TorchScript.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lithe/host/export/int8_convert.h"
+#include "lithe/sdk/error.h"
+#include "support/conformance_models.h"
+#include "support/quantized_models.h"
+
+namespace lithe::host {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+const std::vector<int64_t> kLenetInput = {8, 1, 28, 28};
+
+// conv1 quantizes its input (the model's float input); every layer its weight and output, so
+// each later layer reads the int8 output of the one before.
+std::string config(const std::string& types_first, const std::string& types_rest) {
+  return R"([{"quant_types": )" + types_first +
+         R"(, "quant_bits": 8, "op_names": ["conv1"]},
+             {"quant_types": )" + types_rest +
+         R"(, "quant_bits": 8, "op_names": ["conv2", "fc1", "fc2", "fc3"]}])";
+}
+const std::string kChained = config(R"(["input", "weight", "output"])", R"(["weight", "output"])");
+
+at::Tensor run(torch::jit::Module& module, const at::Tensor& x) {
+  torch::NoGradGuard no_grad;
+  return module.forward({x}).toTensor();
+}
+
+std::string saved(const torch::jit::Module& module) {
+  std::ostringstream out;
+  module.save(out);
+  return out.str();
+}
+
+torch::jit::Module reloaded(const torch::jit::Module& module) {
+  std::istringstream in(saved(module));
+  return torch::jit::load(in);
+}
+
+TEST(Int8ConvertTest, TheFakeQuantizedReferenceIsLithesQuantizedForwardBitForBit) {
+  for (const char* algorithm : {"qat", "lsq"}) {
+    test::QuantizedModel q = test::quantize_model(
+        test::load_conformance_model("lenet"), algorithm,
+        config(R"(["input", "weight", "output"])", R"(["input", "weight", "output"])"),
+        kLenetInput, 3);
+    Int8ConvertOptions options;
+    options.fake_quantized = true;
+    torch::jit::Module reference = convert_to_int8(q.module, options);
+    torch::manual_seed(11);
+    for (int i = 0; i < 3; ++i) {
+      const at::Tensor x = torch::randn(kLenetInput) * 2;
+      const at::Tensor want = q.forward(x);
+      const at::Tensor got = run(reference, x);
+      EXPECT_TRUE(torch::equal(got, want))
+          << algorithm << ": max |reference - Lithe| = " << (got - want).abs().max();
+      // And the float model is really something else.
+      EXPECT_FALSE(torch::equal(run(q.module, x), want)) << algorithm;
+    }
+  }
+}
+
+TEST(Int8ConvertTest, SymmetricWeightsRunInt8OnOnednnWithReluFusedAndNoRequantization) {
+  if (available_quantized_engines().empty()) {
+    GTEST_SKIP() << "this libtorch has no quantized engine";
+  }
+  // LSQ: symmetric int8 weights (zero point 0), signed activations (a 256-code grid).
+  test::QuantizedModel q =
+      test::quantize_model(test::load_conformance_model("lenet"), "lsq", kChained, kLenetInput, 3);
+  Int8ConvertReport report;
+  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  EXPECT_EQ(report.engine, QuantizedEngine::kOnednn);
+  ASSERT_EQ(report.int8_layers.size(), 5u);
+  const char* const kernels[] = {"quantized::conv2d_relu", "quantized::conv2d_relu",
+                                 "quantized::linear_relu", "quantized::linear_relu",
+                                 "quantized::linear"};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(report.int8_layers[i].kernel, kernels[i]) << report.int8_layers[i].name;
+  }
+  EXPECT_TRUE(report.float_layers.empty());
+  // One quantize (the model's input), one dequantize (its output): pooling and flatten run on
+  // int8 tensors.
+  EXPECT_EQ(report.quantize_ops, 1);
+  EXPECT_EQ(report.dequantize_ops, 1);
+  EXPECT_THAT(report.dequantized_before, ::testing::ElementsAre("the model's output"));
+  ASSERT_EQ(report.output_scales.size(), 1u);
+  const double step = report.output_scales[0];
+  EXPECT_EQ(step, q.module.attr("fc3").toModule().attr("lithe_q_output_scale").toTensor().item<float>());
+
+  Int8ConvertOptions reference_options;
+  reference_options.fake_quantized = true;
+  torch::jit::Module reference = convert_to_int8(q.module, reference_options);
+  torch::manual_seed(12);
+  double worst = 0;
+  for (int i = 0; i < 4; ++i) {
+    const at::Tensor x = torch::randn(kLenetInput) * 2;
+    const at::Tensor got = run(int8, x);
+    const at::Tensor want = run(reference, x);
+    EXPECT_TRUE(got.is_floating_point() && !got.is_quantized());
+    worst = std::max(worst, (got - want).abs().max().item<double>());
+    EXPECT_TRUE(torch::equal(got.argmax(1), want.argmax(1)));
+  }
+  EXPECT_LE(worst, 2 * step) << "within two steps of the output grid";
+  EXPECT_GT(worst, 0) << "the kernels' own rounding shows somewhere: a check that can fail";
+
+  // Plain TorchScript: saved and loaded again without Lithe, it computes the same, and the file
+  // holds int8 weights.
+  torch::jit::Module back = reloaded(int8);
+  const at::Tensor x = torch::randn(kLenetInput);
+  EXPECT_TRUE(torch::equal(run(back, x), run(int8, x)));
+  EXPECT_EQ(back.attr("lithe_quantized_engine").toStringRef(), "onednn");
+  EXPECT_LT(saved(int8).size(), saved(test::load_conformance_model("lenet")).size() * 35 / 100);
+}
+
+TEST(Int8ConvertTest, AsymmetricWeightsChooseQnnpackOrRunInFloatOnOnednnWithTheReason) {
+  const std::vector<QuantizedEngine> engines = available_quantized_engines();
+  if (std::find(engines.begin(), engines.end(), QuantizedEngine::kQnnpack) == engines.end() ||
+      std::find(engines.begin(), engines.end(), QuantizedEngine::kOnednn) == engines.end()) {
+    GTEST_SKIP() << "needs both the qnnpack and the onednn engine";
+  }
+  // QAT: weights on [0, 255] with a zero point that is not 128 (not symmetric as qint8).
+  test::QuantizedModel q =
+      test::quantize_model(test::load_conformance_model("lenet"), "qat", kChained, kLenetInput, 3);
+  Int8ConvertReport report;
+  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  EXPECT_EQ(report.engine, QuantizedEngine::kQnnpack);
+  EXPECT_EQ(report.int8_layers.size(), 5u);
+  Int8ConvertOptions reference_options;
+  reference_options.fake_quantized = true;
+  torch::jit::Module reference = convert_to_int8(q.module, reference_options);
+  const at::Tensor x = torch::randn(kLenetInput);
+  // QNNPACK requantizes with a float multiplier of its own: a step more than oneDNN.
+  EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
+            3 * report.output_scales.at(0));
+
+  Int8ConvertOptions onednn;
+  onednn.engine = QuantizedEngine::kOnednn;
+  Int8ConvertReport float_report;
+  torch::jit::Module mixed = convert_to_int8(q.module, onednn, &float_report);
+  EXPECT_EQ(float_report.engine, QuantizedEngine::kOnednn);
+  ASSERT_FALSE(float_report.float_layers.empty());
+  EXPECT_THAT(float_report.float_layers[0].reason, HasSubstr("zero point is not 0"));
+  // Layers in float run their exact fake quantization: a model all in float is the reference.
+  if (float_report.int8_layers.empty()) {
+    EXPECT_TRUE(torch::equal(run(mixed, x), run(reference, x)));
+  }
+}
+
+TEST(Int8ConvertTest, ALayerWhoseInputIsNeitherQuantizedNorInt8RunsInFloatWithTheReason) {
+  // Weights and outputs only: conv1 reads the float model input, which nothing quantizes. It
+  // runs in float; its output is quantized to its grid, so conv2 on reads int8.
+  test::QuantizedModel q = test::quantize_model(
+      test::load_conformance_model("lenet"), "lsq",
+      config(R"(["weight", "output"])", R"(["weight", "output"])"), kLenetInput, 2);
+  Int8ConvertReport report;
+  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  ASSERT_EQ(report.float_layers.size(), 1u);
+  EXPECT_EQ(report.float_layers[0].name, "conv1");
+  EXPECT_THAT(report.float_layers[0].reason,
+              AllOf(HasSubstr("input is not quantized"), HasSubstr("no int8 op makes it")));
+  EXPECT_EQ(report.int8_layers.size(), 4u);
+  EXPECT_EQ(report.quantize_ops, 1) << "conv1's output";
+  EXPECT_EQ(report.dequantize_ops, 1) << "the model's output";
+  Int8ConvertOptions reference_options;
+  reference_options.fake_quantized = true;
+  torch::jit::Module reference = convert_to_int8(q.module, reference_options);
+  const at::Tensor x = torch::randn(kLenetInput);
+  EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
+            2 * report.output_scales.at(0));
+}
+
+TEST(Int8ConvertTest, RefusesModelsWithoutStateAndQuantizedLayersOfOtherTypes) {
+  try {
+    convert_to_int8(test::load_conformance_model("lenet"), {});
+    FAIL() << "a float model converted";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), sdk::Errc::kInvalidModel);
+    EXPECT_THAT(e.what(), HasSubstr("no layer of the model carries Lithe's quantization state"));
+  }
+  test::QuantizedModel q = test::quantize_model(
+      test::load_conformance_model("lenet"), "qat",
+      R"([{"quant_types": ["output"], "quant_bits": 8, "op_names": ["relu1"]}])", kLenetInput, 1);
+  try {
+    convert_to_int8(q.module, {});
+    FAIL() << "a quantized ReLU converted";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), sdk::Errc::kUnsupported);
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("layer 'relu1' (ReLU)"),
+                                HasSubstr("handles quantized Conv2d and Linear layers"),
+                                HasSubstr("nothing was written")));
+  }
+  EXPECT_THROW(parse_quantized_engine("fbgemm", "--engine"), sdk::Error);
+}
+
+}  // namespace
+}  // namespace lithe::host
