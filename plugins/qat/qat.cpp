@@ -1,14 +1,19 @@
-// QAT: asymmetric unsigned per-tensor fake quantization of weights, inputs and outputs, with
-// activation ranges tracked by an exponential moving average, and a straight-through gradient
-// that is zeroed where the value falls outside the grid (QATGrad).
+// QAT: fake quantization of weights, inputs and outputs, with activation ranges tracked by an
+// exponential moving average, and a straight-through gradient that is zeroed where the value
+// falls outside the grid (QATGrad). By default asymmetric, per tensor, on the unsigned grid
+// [0, 2^bits − 1] (NNI v2.0); NNI v2.5's quant_scheme / quant_dtype choose symmetric grids,
+// the signed grid [−(2^(bits−1)) + 1, 2^(bits−1) − 1] and, for the weight, one grid per output
+// channel (quant_scheme.h).
 //
 // Per-layer state (tensor attributes, float32 [1], created in attach, updated in place):
 //   steps                               1 + optimizer steps so far (NNI's `steps` buffer)
 //   <type>_scale, <type>_zero_point     per quant type: for the weight, those of the current
-//                                       weight; for activations, those of the tracked range
+//                                       weight ([C], one per output channel, for a
+//                                       per_channel scheme); for activations, those of the
+//                                       tracked range
 //   <type>_tracked_min, _tracked_max    input/output only: the EMA range; (+inf, −inf) = none
-//   <type>_quant_min, _quant_max        the SDK's linear grid (read by the QDQ export): 0 and
-//                                       2^bits − 1 once the type quantizes, 0 and 0 before
+//   <type>_quant_min, _quant_max        the SDK's linear grid (read by the QDQ export): qmin and
+//                                       qmax once the type quantizes, 0 and 0 before
 //
 // Lithe departures from NNI v2.0 (conformance departure 3): separate parameters per quant type
 // (NNI shares one pair, so it holds the output's after a forward); weight parameters come from
@@ -23,6 +28,7 @@
 #include <lithe/sdk.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "quant_params.h"
+#include "quant_scheme.h"
 #include "tracked_range.h"
 
 namespace lithe::plugins::qat {
@@ -85,6 +92,15 @@ std::pair<float, float> min_max(const at::Tensor& x) {
   return {v[0], v[1]};
 }
 
+/// The min and max of each slice x[c] along dim 0 (NNI v2.5 get_min_max_value for a per-channel
+/// weight), as floats on the host: C minima, then C maxima (x has dim >= 1 and no zero size).
+std::vector<float> channel_min_max(const at::Tensor& x) {
+  const auto [lo, hi] = at::aminmax(x.reshape({x.size(0), -1}), 1);
+  const at::Tensor host = at::cat({lo, hi}).to(at::kCPU).to(at::kFloat).contiguous();
+  const float* data = host.data_ptr<float>();
+  return {data, data + host.numel()};
+}
+
 /// One layer's state for one quant type; tracked_* are undefined for the weight.
 struct TypeState {
   at::Tensor steps;
@@ -114,15 +130,27 @@ struct TypeState {
   }
 };
 
+/// How one quant type of a layer is quantized, from quant_bits, quant_scheme and quant_dtype.
+struct TypeConfig {
+  int64_t bits = 0;          ///< 0 = type not quantized
+  QuantGrid grid;            ///< NNI v2.5 calculate_qmin_qmax(bits, quant_dtype)
+  bool symmetric = false;    ///< a *_symmetric scheme
+  bool per_channel = false;  ///< a per_channel_* scheme (the weight only): one grid per dim-0 slice
+  /// NNI v2.5 update_quantization_param for this type's grid and scheme.
+  QuantParams params(float rmin, float rmax) const {
+    return quantization_param(grid, symmetric, rmin, rmax);
+  }
+};
+
 /// Quantization runs on forwards with steps >= quant_start_step (NNI: 0 and 1 are the same).
 /// A layer's config as numbers, read once at attach (the hot path never parses JSON).
 struct LayerConfig {
   int64_t start_step = 0;
-  int64_t bits[3] = {0, 0, 0};  ///< by QuantType value; 0 = type not quantized
+  TypeConfig types[3];  ///< by QuantType value
   bool quantizing(float steps) const {
     return static_cast<double>(steps) >= static_cast<double>(start_step);
   }
-  int64_t bits_of(QuantType type) const { return bits[static_cast<int>(type)]; }
+  const TypeConfig& of(QuantType type) const { return types[static_cast<int>(type)]; }
 };
 
 /// The STE mask the forward's fused kernel produced, reused by the backward of the same
@@ -169,11 +197,47 @@ struct Shared {
   }
 };
 
-/// NNI's fake quantization x̂ = scale · (round(clamp(x / scale + zp, 0, qmax)) − zp), fused.
+/// NNI's fake quantization x̂ = scale · (round(clamp(x / scale + zp, qmin, qmax)) − zp), fused.
 kernels::FakeQuantResult fake_quantize(const at::Tensor& x, const QuantParams& params,
-                                       int64_t bits) {
-  return kernels::fake_quantize_per_tensor(x, params.scale, params.zero_point, 0,
-                                           quant_max(bits), kernels::QuantFormula::kNni);
+                                       const TypeConfig& config) {
+  return kernels::fake_quantize_per_tensor(x, params.scale, params.zero_point, config.grid.qmin,
+                                           config.grid.qmax, kernels::QuantFormula::kNni);
+}
+
+/// The same per output channel: slice x[c] with scale[c] and zero_point[c] (state tensors of
+/// x.size(0) elements on x's device).
+kernels::FakeQuantResult fake_quantize_per_channel(const at::Tensor& x, const at::Tensor& scale,
+                                                   const at::Tensor& zero_point,
+                                                   const TypeConfig& config) {
+  return kernels::fake_quantize_per_channel(x, scale, zero_point, /*axis=*/0, config.grid.qmin,
+                                            config.grid.qmax, kernels::QuantFormula::kNni);
+}
+
+/// Computes the parameters of `weight` (not empty) by `config` and stores them in `state`:
+/// one pair per tensor, or one per output channel. Returns the per-tensor pair (unused for a
+/// per-channel weight).
+QuantParams compute_weight_params(const at::Tensor& weight, const TypeConfig& config,
+                                  const TypeState& state) {
+  if (!config.per_channel) {
+    const auto [rmin, rmax] = min_max(weight);
+    const QuantParams params = config.params(rmin, rmax);
+    state.store(params);
+    return params;
+  }
+  const std::vector<float> ranges = channel_min_max(weight);
+  const int64_t channels = weight.size(0);
+  const at::Tensor scale = at::empty({channels}, at::kFloat);
+  const at::Tensor zero_point = at::empty({channels}, at::kFloat);
+  float* s = scale.data_ptr<float>();
+  float* z = zero_point.data_ptr<float>();
+  for (int64_t c = 0; c < channels; ++c) {
+    const QuantParams params = config.params(ranges[c], ranges[channels + c]);
+    s[c] = params.scale;
+    z[c] = params.zero_point;
+  }
+  state.scale.copy_(scale);
+  state.zero_point.copy_(zero_point);
+  return {};
 }
 
 /// NNI's QATGrad, out of place: the gradient is zeroed where round(x / scale + zp), the
@@ -194,7 +258,16 @@ class QatGrad final : public sdk::QuantGrad {
     // Not the tensor of the latest forward (a module called twice): recompute with the
     // layer's current parameters.
     const LayerConfig& config = shared_.config(layer);
+    const TypeConfig& type_config = config.of(type);
     const TypeState state = TypeState::of(layer, type);
+    if (type_config.per_channel) {  // the weight, with one grid per output channel
+      if (!config.quantizing(host_values({state.steps})[0]) || x.numel() == 0) {
+        return grad_output;
+      }
+      const at::Tensor passes =
+          fake_quantize_per_channel(x, state.scale, state.zero_point, type_config).mask;
+      return at::where(passes, grad_output, at::zeros({}, grad_output.options()));
+    }
     std::vector<at::Tensor> read{state.steps, state.scale, state.zero_point};
     if (type != QuantType::kWeight) {
       read.insert(read.end(), {state.tracked_min, state.tracked_max});
@@ -205,8 +278,7 @@ class QatGrad final : public sdk::QuantGrad {
     if (!quantized || x.numel() == 0) {
       return grad_output;
     }
-    const at::Tensor passes =
-        fake_quantize(x, QuantParams{v[1], v[2]}, config.bits_of(type)).mask;
+    const at::Tensor passes = fake_quantize(x, QuantParams{v[1], v[2]}, type_config).mask;
     return at::where(passes, grad_output, at::zeros({}, grad_output.options()));
   }
 
@@ -220,6 +292,7 @@ class QatQuantizer final : public sdk::Quantizer {
     sdk::require_quant_types(entry, {QuantType::kInput, QuantType::kWeight, QuantType::kOutput},
                              "qat");
     (void)option_keys().read<int64_t>(entry, kStartStepKey);
+    (void)read_type_schemes(entry);
   }
 
   void attach(sdk::CompressionContext& context) override {
@@ -229,8 +302,14 @@ class QatQuantizer final : public sdk::Quantizer {
     for (sdk::LayerView* layer : layers_) {
       LayerConfig& config = shared_.configs[layer];
       config.start_step = option_keys().read<int64_t>(layer->config(), kStartStepKey);
+      const std::array<TypeScheme, 3> schemes = read_type_schemes(layer->config());
       for (QuantType type : sdk::quant_types(layer->config())) {
-        config.bits[static_cast<int>(type)] = sdk::quant_bits(layer->config(), type);
+        const TypeScheme& scheme = schemes[static_cast<size_t>(type)];
+        TypeConfig& type_config = config.types[static_cast<int>(type)];
+        type_config.bits = sdk::quant_bits(layer->config(), type);
+        type_config.grid = quant_grid(type_config.bits, scheme.dtype);
+        type_config.symmetric = is_symmetric(scheme.scheme);
+        type_config.per_channel = is_per_channel(scheme.scheme);
       }
     }
     for (sdk::LayerView* layer : layers_) {
@@ -243,10 +322,13 @@ class QatQuantizer final : public sdk::Quantizer {
         LITHE_CHECK(type != QuantType::kWeight || weight.defined(), sdk::Errc::kUnsupportedLayer,
                     "layer '", layer->name(), "': qat is configured to quantize its weight, but ",
                     "this ", layer->op_type(), " has none");
-        // NNI's initial buffers: scale 1, zero point 0 (the weight's are set just below).
-        sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "scale"), at::ones({1}, options));
+        // NNI's initial buffers: scale 1, zero point 0 (the weight's are set just below), one
+        // per output channel for a per-channel weight.
+        const int64_t params = parameter_count(*layer, type);
+        sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "scale"),
+                                     at::ones({params}, options));
         sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "zero_point"),
-                                     at::zeros({1}, options));
+                                     at::zeros({params}, options));
         sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "quant_min"),
                                      at::zeros({1}, options));
         sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "quant_max"),
@@ -260,6 +342,7 @@ class QatQuantizer final : public sdk::Quantizer {
                                        at::full({1}, none.min, options));
           sdk::ensure_tensor_attribute(*layer, sdk::quant_state_key(type, "tracked_max"),
                                        at::full({1}, none.max, options));
+          store_activation_params(*layer, type);
         }
       }
     }
@@ -270,17 +353,18 @@ class QatQuantizer final : public sdk::Quantizer {
   at::Tensor quantize_weight(const at::Tensor& weight, sdk::LayerView& layer, bool) override {
     at::NoGradGuard no_grad;
     const LayerConfig& config = shared_.config(layer);
+    const TypeConfig& type_config = config.of(QuantType::kWeight);
     const TypeState state = TypeState::of(layer, QuantType::kWeight);
     if (!config.quantizing(host_values({state.steps})[0]) || weight.numel() == 0) {
       shared_.remember(layer, QuantType::kWeight, weight, at::Tensor());
       return weight.clone();
     }
-    const int64_t bits = config.bits_of(QuantType::kWeight);
-    const auto [rmin, rmax] = min_max(weight);
-    const QuantParams params = update_quantization_param(bits, rmin, rmax);
-    state.store(params);
-    mark_quantizing(layer, QuantType::kWeight, bits);
-    kernels::FakeQuantResult result = fake_quantize(weight, params, bits);
+    const QuantParams params = compute_weight_params(weight, type_config, state);
+    mark_quantizing(layer, QuantType::kWeight, type_config);
+    kernels::FakeQuantResult result =
+        type_config.per_channel
+            ? fake_quantize_per_channel(weight, state.scale, state.zero_point, type_config)
+            : fake_quantize(weight, params, type_config);
     shared_.remember(layer, QuantType::kWeight, weight, std::move(result.mask));
     return result.output;
   }
@@ -320,11 +404,11 @@ class QatQuantizer final : public sdk::Quantizer {
     QuantParams params{v[1], v[2]};
     TrackedRange range{v[3], v[4]};
     const LayerConfig& config = shared_.config(layer);
-    const int64_t bits = config.bits_of(type);
+    const TypeConfig& type_config = config.of(type);
     if (training && x.numel() > 0) {
       const auto [batch_min, batch_max] = step_range(x);
       range = track(range, batch_min, batch_max);
-      params = update_quantization_param(bits, range.min, range.max);
+      params = type_config.params(range.min, range.max);
       state.store(range);
       state.store(params);
     }
@@ -332,8 +416,8 @@ class QatQuantizer final : public sdk::Quantizer {
       shared_.remember(layer, type, x, at::Tensor());
       return x.clone();
     }
-    mark_quantizing(layer, type, bits);
-    kernels::FakeQuantResult result = fake_quantize(x, params, bits);
+    mark_quantizing(layer, type, type_config);
+    kernels::FakeQuantResult result = fake_quantize(x, params, type_config);
     shared_.remember(layer, type, x, std::move(result.mask));
     return result.output;
   }
@@ -361,21 +445,75 @@ class QatQuantizer final : public sdk::Quantizer {
     if (weight.numel() == 0) {
       return;
     }
-    const auto [rmin, rmax] = min_max(weight);
-    TypeState::of(layer, QuantType::kWeight)
-        .store(update_quantization_param(shared_.config(layer).bits_of(QuantType::kWeight),
-                                         rmin, rmax));
+    compute_weight_params(weight, shared_.config(layer).of(QuantType::kWeight),
+                             TypeState::of(layer, QuantType::kWeight));
   }
 
-  /// Records in the SDK's linear-grid attributes that `type` now quantizes onto [0, qmax], so
-  /// the QDQ export emits it (a type that still passes through keeps the empty grid [0, 0]).
-  /// Written only when it changes: the hot path reads one float.
-  static void mark_quantizing(const sdk::LayerView& layer, QuantType type, int64_t bits) {
-    set_grid(layer, type, static_cast<float>(qat::quant_max(bits)));
+  /// The parameters of a restored activation range under this entry's quant_scheme and
+  /// quant_dtype (a saved model quantized with others continues on this entry's grid). Without
+  /// a range, NNI's initial buffers stay. For an unchanged configuration this rewrites the
+  /// values the state already holds: they were computed from the same range.
+  void store_activation_params(const sdk::LayerView& layer, QuantType type) const {
+    at::NoGradGuard no_grad;
+    const TypeState state = TypeState::of(layer, type);
+    const std::vector<float> v = host_values({state.tracked_min, state.tracked_max});
+    const TrackedRange range{v[0], v[1]};
+    if (range.observed()) {
+      state.store(shared_.config(layer).of(type).params(range.min, range.max));
+    }
   }
-  static void set_grid(const sdk::LayerView& layer, QuantType type, float qmax) {
-    const at::Tensor quant_max = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "quant_max"));
-    if (host_values({quant_max})[0] != qmax) {
+
+  /// The number of scales (and zero points) of `type` in `layer`: one per output channel for a
+  /// per-channel weight, else one. A state restored from a model quantized with another
+  /// quant_scheme has another count: refused here with both, instead of a bare shape mismatch.
+  int64_t parameter_count(const sdk::LayerView& layer, QuantType type) const {
+    const TypeConfig& config = shared_.config(layer).of(type);
+    int64_t count = 1;
+    if (config.per_channel) {
+      const at::Tensor& weight = layer.weight();
+      LITHE_CHECK(weight.dim() >= 1, sdk::Errc::kUnsupportedLayer, "layer '", layer.name(),
+                  "': qat's per_channel quant_scheme quantizes the weight per output channel ",
+                  "(dim 0), but this ", layer.op_type(), "'s weight is a scalar");
+      count = weight.size(0);
+    }
+    for (const char* field : {"scale", "zero_point"}) {
+      const std::string key = sdk::quant_state_key(type, field);
+      const sdk::AttributeValue* saved = layer.attribute(key);
+      const auto* tensor = saved != nullptr ? std::get_if<at::Tensor>(saved) : nullptr;
+      if (tensor == nullptr || !tensor->defined() || tensor->dim() != 1 ||
+          tensor->size(0) == count) {
+        continue;  // absent, or as expected (anything else: ensure_tensor_attribute refuses)
+      }
+      LITHE_CHECK(false, sdk::Errc::kInvalidModel, "layer '", layer.name(),
+                  "': its saved qat state '", key, "' holds ", tensor->size(0), " value",
+                  tensor->size(0) == 1 ? "" : "s",
+                  tensor->size(0) == 1 ? " (quantized per tensor)" : " (quantized per channel)",
+                  ", but this entry's quant_scheme for the ", sdk::quant_type_name(type),
+                  " needs ", count,
+                  config.per_channel ? " (one per output channel)" : " (per tensor)",
+                  "; keep the saved model's quant_scheme, or quantize the float model");
+    }
+    return count;
+  }
+
+  /// Records in the SDK's linear-grid attributes that `type` now quantizes onto [qmin, qmax],
+  /// so the QDQ export emits it (a type that still passes through keeps the empty grid [0, 0]).
+  /// Written only when it changes: the hot path reads two floats.
+  static void mark_quantizing(const sdk::LayerView& layer, QuantType type,
+                              const TypeConfig& config) {
+    set_grid(layer, type, static_cast<float>(config.grid.qmin),
+             static_cast<float>(config.grid.qmax));
+  }
+  static void set_grid(const sdk::LayerView& layer, QuantType type, float qmin, float qmax) {
+    const at::Tensor quant_min =
+        sdk::tensor_attribute(layer, sdk::quant_state_key(type, "quant_min"));
+    const at::Tensor quant_max =
+        sdk::tensor_attribute(layer, sdk::quant_state_key(type, "quant_max"));
+    const std::vector<float> now = host_values({quant_min, quant_max});
+    if (now[0] != qmin) {
+      quant_min.fill_(qmin);
+    }
+    if (now[1] != qmax) {
       quant_max.fill_(qmax);
     }
   }
@@ -395,8 +533,11 @@ class QatQuantizer final : public sdk::Quantizer {
           const std::vector<float> range = host_values({state.tracked_min, state.tracked_max});
           quantizing = TrackedRange{range[0], range[1]}.observed();
         }
-        set_grid(*layer, type,
-                 quantizing ? static_cast<float>(qat::quant_max(config.bits_of(type))) : 0.0f);
+        if (quantizing) {
+          mark_quantizing(*layer, type, config.of(type));
+        } else {
+          set_grid(*layer, type, 0.0f, 0.0f);
+        }
       }
     }
   }
@@ -423,7 +564,8 @@ class QatQuantizer final : public sdk::Quantizer {
 
 void register_algorithms(sdk::Registry& registry) {
   registry.add_quantizer(
-      {"qat", "quantization-aware training: asymmetric fake quantization, EMA activation ranges"},
+      {"qat", "quantization-aware training: affine or symmetric fake quantization (per tensor, "
+              "or per channel for weights), EMA activation ranges"},
       [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<QatQuantizer>(); });
   registry.add_nni_counterpart({"qat", "QAT_Quantizer", "training_steps"});
   registry.describe_options("qat", option_keys());
@@ -431,4 +573,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::qat
 
-LITHE_PLUGIN("qat", "1.1.0", lithe::plugins::qat::register_algorithms)
+LITHE_PLUGIN("qat", "1.2.0", lithe::plugins::qat::register_algorithms)

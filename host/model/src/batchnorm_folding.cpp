@@ -149,12 +149,21 @@ BatchNormFolding fold_batchnorms(jit::Module& model) {
   BatchNormFolding result;
   std::set<const c10::ivalue::Object*> folded_convs;
   for (auto& [cls, members] : instances) {
-    const c10::optional<jit::Method> forward = members.front().second.find_method("forward");
+    jit::Module& first = members.front().second;
+    const c10::optional<jit::Method> forward = first.find_method("forward");
     if (!forward) {
       continue;
     }
-    const std::shared_ptr<jit::Graph> graph = jit::toGraphFunction(forward->function()).graph();
+    // Edited on a copy, which then becomes the class's forward: a graph that already ran keeps
+    // its compiled plan, so editing it in place would not change what runs.
+    const jit::GraphFunction& old = jit::toGraphFunction(forward->function());
+    const std::shared_ptr<jit::Graph> graph = old.graph()->copy();
+    bool changed = false;
     for (const Pattern& p : patterns(graph)) {
+      const c10::IValue first_bn = first.attr(p.bn);
+      if (!first_bn.isModule() || !is_batchnorm2d(first_bn.toModule())) {
+        continue;  // not a BatchNorm call
+      }
       std::string reason;
       for (const auto& [name, module] : members) {
         const c10::IValue conv = module.attr(p.conv);
@@ -188,6 +197,17 @@ BatchNormFolding fold_batchnorms(jit::Module& model) {
       if (!bn_getter->output()->hasUses()) {
         bn_getter->destroy();
       }
+      changed = true;
+    }
+    if (changed) {
+      const c10::QualifiedName name = old.qualname();
+      const c10::FunctionSchema schema = old.getSchema();
+      const std::shared_ptr<jit::CompilationUnit> unit = first._ivalue()->compilation_unit();
+      cls->unsafeRemoveMethod("forward");
+      unit->unsafeRemoveMethod(name);
+      jit::Function* replacement = unit->create_function(name, graph);
+      replacement->setSchema(schema);
+      cls->addMethod(replacement);
     }
   }
   return result;
