@@ -148,6 +148,9 @@ int run_convert(const std::vector<std::string>& args) {
     std::printf("%-28s %-8s float fake quantization: %s\n", layer.name.c_str(), "",
                 layer.reason.c_str());
   }
+  for (const std::string& op : report.int8_ops) {
+    std::printf("int8 op: %s\n", op.c_str());
+  }
   for (const std::string& type : report.not_quantized_yet) {
     std::printf("not quantized yet (no range observed): %s\n", type.c_str());
   }
@@ -192,6 +195,7 @@ int run_convert(const std::vector<std::string>& args) {
   for (const host::FloatLayer& layer : report.float_layers) {
     certificate["float_layers"].push_back({{"layer", layer.name}, {"reason", layer.reason}});
   }
+  certificate["int8_ops"] = report.int8_ops;
   certificate["not_quantized_yet"] = report.not_quantized_yet;
   certificate["quantize_ops"] = report.quantize_ops;
   certificate["dequantize_ops"] = report.dequantize_ops;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lithe/host/export/int8_convert.h"
+#include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/quantized_models.h"
@@ -180,6 +181,41 @@ TEST(Int8ConvertTest, ALayerWhoseInputIsNeitherQuantizedNorInt8RunsInFloatWithTh
             2 * report.output_scales.at(0));
 }
 
+// A ResNet-style net with BatchNorm folded: each residual block returns its quantized sum, so
+// the sum and its ReLU run as quantized::add_relu and every convolution reads int8.
+TEST(Int8ConvertTest, AResidualBlockReturningAQuantizedSumRunsQuantizedAddRelu) {
+  torch::jit::Module net = test::load_conformance_model("resblock");
+  ASSERT_EQ(fold_batchnorms(net).folded.size(), 6u);
+  const std::vector<int64_t> shape = {4, 3, 16, 16};
+  test::QuantizedModel q = test::quantize_model(net, "lsq", R"([
+      {"quant_types": ["input", "weight", "output"], "quant_bits": 8, "op_names": ["conv1", "fc1"]},
+      {"quant_types": ["weight", "output"], "quant_bits": 8,
+       "op_names": ["layer1.conv1", "layer1.conv2", "layer2.conv1", "layer2.conv2",
+                    "layer2.shortcut.0"]},
+      {"quant_types": ["output"], "quant_bits": 8, "op_types": ["BasicBlock"]}])",
+      shape, 3);
+  Int8ConvertOptions reference_options;
+  reference_options.fake_quantized = true;
+  torch::jit::Module reference = convert_to_int8(q.module, reference_options);
+  const at::Tensor x = torch::randn(shape);
+  EXPECT_TRUE(torch::equal(run(reference, x), q.forward(x)))
+      << "the reference quantizes the blocks' outputs where Lithe does";
+
+  Int8ConvertReport report;
+  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  EXPECT_EQ(report.int8_layers.size(), 7u);
+  EXPECT_TRUE(report.float_layers.empty()) << report.float_layers.front().reason;
+  EXPECT_THAT(report.int8_ops, ::testing::ElementsAre("quantized::add_relu in layer1 (BasicBlock)",
+                                                      "quantized::add_relu in layer2 (BasicBlock)"));
+  // Float only where no int8 kernel exists: the average pooling before fc1 (then quantized
+  // again on fc1's input grid), and the model's output.
+  EXPECT_EQ(report.quantize_ops, 2);
+  EXPECT_EQ(report.dequantize_ops, 2);
+  const double step = report.output_scales.at(0);
+  ASSERT_GT(step, 0);
+  EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(), 3 * step);
+}
+
 TEST(Int8ConvertTest, RefusesModelsWithoutStateAndQuantizedLayersOfOtherTypes) {
   try {
     convert_to_int8(test::load_conformance_model("lenet"), {});
@@ -190,14 +226,15 @@ TEST(Int8ConvertTest, RefusesModelsWithoutStateAndQuantizedLayersOfOtherTypes) {
   }
   test::QuantizedModel q = test::quantize_model(
       test::load_conformance_model("lenet"), "qat",
-      R"([{"quant_types": ["output"], "quant_bits": 8, "op_names": ["relu1"]}])", kLenetInput, 1);
+      R"([{"quant_types": ["input", "output"], "quant_bits": 8, "op_names": ["relu1"]}])",
+      kLenetInput, 1);
   try {
     convert_to_int8(q.module, {});
-    FAIL() << "a quantized ReLU converted";
+    FAIL() << "a ReLU with a quantized input converted";
   } catch (const sdk::Error& e) {
     EXPECT_EQ(e.code(), sdk::Errc::kUnsupported);
-    EXPECT_THAT(e.what(), AllOf(HasSubstr("layer 'relu1' (ReLU)"),
-                                HasSubstr("handles quantized Conv2d and Linear layers"),
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("layer 'relu1' (ReLU) quantizes its input or weight"),
+                                HasSubstr("the output of any module"),
                                 HasSubstr("nothing was written")));
   }
   EXPECT_THROW(parse_quantized_engine("fbgemm", "--engine"), sdk::Error);

@@ -87,9 +87,10 @@ bool writes_input(const jit::Node* n) {
   return n->kind().is_aten() && !name.empty() && name.back() == '_' &&
          name.rfind("__", 0) != 0;
 }
+// Whether an in-place op writes into `v` (aten's in-place ops write their first argument).
 bool has_writer(const jit::Value* v) {
   return std::any_of(v->uses().begin(), v->uses().end(),
-                     [](const jit::Use& u) { return writes_input(u.user); });
+                     [](const jit::Use& u) { return u.offset == 0 && writes_input(u.user); });
 }
 
 std::string where(const jit::Node* n) {
@@ -157,11 +158,18 @@ class Converter {
     for (const auto& [name, layer] : quantized_) {
       const jit::Module module = submodule(source_, name);
       const std::optional<std::string> type = convertible_type(module);
-      LITHE_CHECK(type.has_value(), sdk::Errc::kUnsupported, kFailure, ": layer '", name, "' (",
-                  module.type()->name() ? module.type()->name()->name() : "a module",
-                  ") is quantized; int8 conversion handles quantized Conv2d and Linear layers "
-                  "(quantize those only, config op_types); nothing was written");
-      op_types_[name] = *type;
+      if (type) {
+        op_types_[name] = *type;
+      } else {
+        // Any other module may quantize its output (a residual block's sum, an activation).
+        const bool output_only = layer.types.size() == 1 && layer.types.count(sdk::QuantType::kOutput) == 1;
+        LITHE_CHECK(output_only, sdk::Errc::kUnsupported, kFailure, ": layer '", name, "' (",
+                    module.type()->name() ? module.type()->name()->name() : "a module",
+                    ") quantizes its input or weight; int8 conversion handles Conv2d and Linear "
+                    "layers, and the output of any module (config quant_types); nothing was "
+                    "written");
+        output_layers_.insert(name);
+      }
       for (const auto& [quant_type, grid] : layer.types) {
         if (!grid) {
           report_.not_quantized_yet.push_back(name + " " + sdk::quant_type_name(quant_type));
@@ -182,6 +190,7 @@ class Converter {
     target_.register_attribute("lithe_quantized_engine", c10::StringType::get(),
                                std::string(quantized_engine_name(report_.engine)));
     self_ = graph_->inputs().at(0);
+    find_module_outputs();
 
     rewrite_block(graph_->block(), /*top_level=*/true);
     finish_int8_values();
@@ -229,17 +238,157 @@ class Converter {
     // Nodes are replaced while walking: take the list first.
     const std::vector<jit::Node*> nodes(block->nodes().begin(), block->nodes().end());
     for (jit::Node* n : nodes) {
+      if (fused_.count(n) != 0) {
+        continue;  // part of an int8 op made at an earlier node
+      }
       if (const std::optional<std::string> layer = layer_call(n)) {
         convert_layer_call(n, *layer, top_level);
-        continue;
+      } else {
+        for (jit::Block* inner : n->blocks()) {
+          rewrite_block(inner, /*top_level=*/false);
+        }
+        if (top_level && !int8_add(n)) {
+          keep_int8(n);
+        }
       }
-      for (jit::Block* inner : n->blocks()) {
-        rewrite_block(inner, /*top_level=*/false);
-      }
-      if (top_level) {
-        keep_int8(n);
+      if (fused_.count(n) == 0) {
+        for (jit::Value* v : n->outputs()) {
+          apply_module_outputs(v, top_level);
+        }
       }
     }
+  }
+
+  // ---- outputs of quantized modules of any type ----------------------------------------------
+  // The values each call of an output-quantized module returns: made inside the call, read
+  // outside it. Innermost module first where calls nest.
+  void find_module_outputs() {
+    if (output_layers_.empty()) {
+      return;
+    }
+    for (jit::Node* n : graph_->nodes()) {
+      const std::vector<graph_trace::Scope> scopes = graph_trace::scopes_of(n);
+      for (jit::Value* v : n->outputs()) {
+        if (v->type()->kind() != c10::TypeKind::TensorType) {
+          continue;
+        }
+        for (size_t i = scopes.size(); i-- > 0;) {
+          if (output_layers_.count(scopes[i].module) == 0) {
+            continue;
+          }
+          const bool leaves = std::any_of(v->uses().begin(), v->uses().end(), [&](const jit::Use& u) {
+            for (const graph_trace::Scope& s : graph_trace::scopes_of(u.user)) {
+              if (s.call == scopes[i].call) {
+                return false;
+              }
+            }
+            return true;
+          });
+          if (leaves) {
+            module_outputs_[v].push_back(scopes[i].module);
+          }
+        }
+      }
+    }
+  }
+
+  // The output grids `v` takes as the value modules return (innermost first), or none.
+  std::vector<const LinearGrid*> output_grids(const jit::Value* v) const {
+    std::vector<const LinearGrid*> grids;
+    const auto it = module_outputs_.find(v);
+    if (it != module_outputs_.end()) {
+      for (const std::string& layer : it->second) {
+        if (const LinearGrid* g = grid(layer, sdk::QuantType::kOutput)) {
+          grids.push_back(g);
+        }
+      }
+    }
+    return grids;
+  }
+
+  void apply_module_outputs(jit::Value* v, bool top_level) {
+    if (applied_.insert(v).second) {
+      apply_grids(v, output_grids(v), 0, top_level);
+    }
+  }
+
+  // The fake quantization of `v` on grids[from..], in order. In int8 the first grid quantizes v
+  // (or requantizes an int8 form on another grid); the float reference fake-quantizes.
+  void apply_grids(jit::Value* v, const std::vector<const LinearGrid*>& grids, size_t from,
+                   bool top_level) {
+    for (size_t i = from; i < grids.size(); ++i) {
+      const LinearGrid& g = *grids[i];
+      if (options_.fake_quantized || !top_level || !fits_quint8(g)) {
+        jit::Value* x = float_form(v);
+        jit::WithInsertPoint at(x->node()->next());
+        jit::Value* fq = fake_quantize(x, g);
+        x->replaceAllUsesAfterNodeWith(fq->node(), fq);
+        continue;
+      }
+      const auto form = int8_.find(v);
+      if (form == int8_.end()) {
+        jit::WithInsertPoint after(v->node()->next());
+        publish(v, quantize(v, g), &g);
+      } else if (!same_grid(*form->second.grid, g)) {
+        // Requantized: the module's grid over the value an int8 op made on another grid.
+        jit::Value* q = form->second.value;
+        jit::WithInsertPoint after(q->node()->next());
+        jit::Value* d = graph_->insert(c10::aten::dequantize, {q});
+        jit::Value* q2 = graph_->insert(
+            c10::aten::quantize_per_tensor,
+            {d, scale_of(g), quint8_zero_point(g), static_cast<int64_t>(at::kQUInt8)});
+        form->second = {q2, &g};
+        grids_[q2] = &g;
+      }
+    }
+  }
+
+  // a + b (alpha 1), or relu(a + b), whose result a module returns quantized, on two int8
+  // tensors: quantized::add or quantized::add_relu, writing the module's output grid at once.
+  bool int8_add(jit::Node* n) {
+    if (options_.fake_quantized || (n->kind() != c10::aten::add && n->kind() != c10::aten::add_) ||
+        n->inputs().size() != 3) {
+      return false;
+    }
+    const c10::optional<c10::IValue> alpha = jit::toIValue(n->input(2));
+    const auto a = int8_.find(n->input(0));
+    const auto b = int8_.find(n->input(1));
+    if (!alpha || !alpha->isInt() || alpha->toInt() != 1 || a == int8_.end() || b == int8_.end()) {
+      return false;
+    }
+    // In place: nothing else may read the tensor written into.
+    if (n->kind() == c10::aten::add_ && n->input(0)->uses().size() != 1) {
+      return false;
+    }
+    jit::Value* result = n->output();
+    jit::Node* relu = sole_relu(result);
+    if (relu != nullptr && relu->kind() == c10::aten::relu_ && result->uses().size() != 1) {
+      relu = nullptr;
+    }
+    if (relu != nullptr) {
+      result = relu->output();
+    }
+    const std::vector<const LinearGrid*> grids = output_grids(result);
+    if (grids.empty() || !fits_quint8(*grids.front())) {
+      return false;
+    }
+    const LinearGrid& g = *grids.front();
+    jit::WithInsertPoint at(n);
+    const std::string kernel = relu != nullptr ? "quantized::add_relu" : "quantized::add";
+    jit::Value* q = graph_->insert(op(kernel.c_str()), {a->second.value, b->second.value, scale_of(g),
+                                                quint8_zero_point(g)});
+    replaced_.push_back(n);
+    if (relu != nullptr) {
+      replaced_.push_back(relu);
+      fused_.insert(relu);
+    }
+    publish(result, q, &g);
+    const std::string place = where(n);
+    report_.int8_ops.push_back(kernel + place.substr(place.find(" in ")));
+    // Modules around the one whose grid the kernel wrote, returning the same value, still apply.
+    applied_.insert(result);
+    apply_grids(result, grids, 1, /*top_level=*/true);
+    return true;
   }
 
   // The quantized layer whose convolution or linear op `n` is (the op reads the layer's own
@@ -500,7 +649,8 @@ class Converter {
   // its float copy at once: the write must reach every reader.
   // Every reader of y comes after q's node (q is made before the op it replaces, or from y).
   void publish(jit::Value* y, jit::Value* q, const LinearGrid* grid) {
-    if (has_writer(y)) {
+    // A value written in place is read by the writer; any other reader must see the write.
+    if (has_writer(y) && y->uses().size() > 1) {
       jit::WithInsertPoint after(q->node()->next());
       y->replaceAllUsesAfterNodeWith(q->node(), graph_->insert(c10::aten::dequantize, {q}));
       return;
@@ -556,6 +706,22 @@ class Converter {
     }
     replaced_.push_back(n);
     publish(n->output(), int8, form->second.grid);
+  }
+
+  // `v` itself, or, when an int8 op makes it, its dequantized copy (made now; v then has no
+  // int8 form any more, as what follows is a float op every reader must see).
+  jit::Value* float_form(jit::Value* v) {
+    const auto form = int8_.find(v);
+    if (form == int8_.end()) {
+      return v;
+    }
+    jit::Value* q = form->second.value;
+    jit::WithInsertPoint after(q->node()->next());
+    jit::Value* d = graph_->insert(c10::aten::dequantize, {q});
+    v->replaceAllUsesAfterNodeWith(q->node(), d);
+    int8_.erase(form);
+    published_.erase(std::remove(published_.begin(), published_.end(), v), published_.end());
+    return d;
   }
 
   // Float readers of int8-made values get one dequantized copy each; the float ops those values
@@ -690,6 +856,10 @@ class Converter {
   jit::Value* self_ = nullptr;
   std::unordered_map<const jit::Value*, Int8Form> int8_;
   std::unordered_map<const jit::Value*, const LinearGrid*> grids_;  // int8 value -> its grid
+  std::set<std::string> output_layers_;  // quantized layers of other types: output only
+  std::unordered_map<const jit::Value*, std::vector<std::string>> module_outputs_;
+  std::set<const jit::Value*> applied_;  // values whose module output grids were applied
+  std::set<const jit::Node*> fused_;     // nodes an int8 op made at an earlier node replaces
   std::vector<jit::Value*> published_;  // values with an int8 form, in graph order
   std::vector<jit::Node*> replaced_;    // float ops their int8 forms replace
   std::set<const jit::Node*> target_getters_;  // reads of the new module's attributes

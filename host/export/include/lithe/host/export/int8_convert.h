@@ -12,7 +12,10 @@
 /// int8 tensor arriving from a previous int8 op). Ops that are exact on quantized tensors
 /// (ReLU, max pooling, flatten, view/reshape, dropout in eval) keep int8 tensors int8; any other
 /// op reads a dequantized copy. A quantized layer that cannot run int8 (why is in the report)
-/// runs its fake quantization in float, exactly as Lithe computed it.
+/// runs its fake quantization in float, exactly as Lithe computed it. Modules of any other type
+/// may quantize their output (config quant_types ["output"]): the value they return is
+/// quantized to their grid and read as int8 from there; where it is a sum (+ ReLU) of two int8
+/// tensors, as a residual block returns, `quantized::add(_relu)` writes that grid directly.
 ///
 /// The model's numbers are those of its fake quantization, up to the quantized kernels' own
 /// rounding (an activation on a rounding tie, the bias's int32 rounding): the conversion
@@ -72,6 +75,9 @@ struct Int8ConvertReport {
   QuantizedEngine engine = QuantizedEngine::kAuto;  ///< the one the model was built for
   std::vector<Int8Layer> int8_layers;
   std::vector<FloatLayer> float_layers;
+  /// Other int8 ops, made where a module returns a quantized sum of two int8 tensors (a residual
+  /// block): "quantized::add_relu in layer1.0 (BasicBlock)", in graph order.
+  std::vector<std::string> int8_ops;
   /// Ops with no quantized kernel that read an int8 tensor (a dequantize runs before them):
   /// "aten::add in layer1.0 (BasicBlock)", in graph order, one entry per op.
   std::vector<std::string> dequantized_before;
