@@ -454,9 +454,10 @@ class Converter {
     if (weight == nullptr) {
       return missing(sdk::QuantType::kWeight);
     }
-    const LinearGrid* output = grid(name, sdk::QuantType::kOutput);
+    const LinearGrid* output = output_grid(n, name);
     if (output == nullptr) {
-      return missing(sdk::QuantType::kOutput) + "; int8 kernels write quantized outputs";
+      return missing(sdk::QuantType::kOutput) +
+             ", and no module returns it quantized; int8 kernels write quantized outputs";
     }
     if (!fits_quint8(*output)) {
       return "its output grid " + range_text(*output) + " has fewer than quint8's 256 codes";
@@ -485,10 +486,62 @@ class Converter {
     return {};
   }
 
+  // The grid the layer call `n` writes: its own output grid, or else the output grid of the
+  // module that returns its result through ReLU/ReLU6-like clamps only (a Conv-BN-ReLU6 block
+  // quantizing its output): clamping commutes with rounding to a grid that holds 0, so writing
+  // that grid at once and clamping the int8 codes gives the same values.
+  const LinearGrid* output_grid(const jit::Node* n, const std::string& name) const {
+    if (const LinearGrid* own = grid(name, sdk::QuantType::kOutput)) {
+      return own;
+    }
+    const jit::Value* v = n->output();
+    for (int depth = 0; depth < 4; ++depth) {
+      const std::vector<const LinearGrid*> grids = output_grids(v);
+      if (!grids.empty()) {
+        return grids.front();
+      }
+      if (v->uses().size() != 1) {
+        return nullptr;
+      }
+      const jit::Node* user = v->uses()[0].user;
+      if (!is_clamp(user) || user->input(0) != v || user->owningBlock() != graph_->block()) {
+        return nullptr;
+      }
+      v = user->output();
+    }
+    return nullptr;
+  }
+
+  static bool is_clamp(const jit::Node* n) {
+    const c10::Symbol k = n->kind();
+    if (k == c10::aten::relu || k == c10::aten::relu_) {
+      return true;
+    }
+    if (k != c10::aten::hardtanh && k != c10::aten::hardtanh_) {
+      return false;
+    }
+    const c10::optional<c10::IValue> lo = jit::toIValue(n->input(1));
+    const c10::optional<c10::IValue> hi = jit::toIValue(n->input(2));
+    return lo && hi && lo->isDouble() && hi->isDouble() && lo->toDouble() <= 0 && hi->toDouble() >= 0;
+  }
+
+  // The clamps between a layer call writing a module's grid and that module's output: they run
+  // on the int8 codes (keep_int8), exact there because the grid is applied after them.
+  void mark_clamp_chain(const jit::Value* v) {
+    while (v->uses().size() == 1 && is_clamp(v->uses()[0].user) && output_grids(v).empty()) {
+      const jit::Node* user = v->uses()[0].user;
+      clamp_chain_.insert(user);
+      v = user->output();
+    }
+  }
+
   // ---- int8 layer calls --------------------------------------------------------------------
   void int8_call(jit::Node* n, const std::string& name) {
     const LinearGrid& weight_grid = *grid(name, sdk::QuantType::kWeight);
-    const LinearGrid& output_grid = *grid(name, sdk::QuantType::kOutput);
+    const LinearGrid& output_grid = *this->output_grid(n, name);
+    if (grid(name, sdk::QuantType::kOutput) == nullptr) {
+      mark_clamp_chain(n->output());  // the grid is a module's, applied after the clamps
+    }
     const LinearGrid* input_grid = grid(name, sdk::QuantType::kInput);
     const bool conv = n->kind() == c10::aten::conv2d;
 
@@ -678,7 +731,8 @@ class Converter {
     static const std::set<c10::Symbol> exact = {
         c10::aten::relu,       c10::aten::relu_,   c10::aten::max_pool2d, c10::aten::flatten,
         c10::aten::reshape,    c10::aten::view,    c10::aten::contiguous, c10::aten::dropout};
-    if (exact.count(kind) == 0 || n->outputs().size() != 1) {
+    const bool chained_clamp = clamp_chain_.count(n) != 0;
+    if ((exact.count(kind) == 0 && !chained_clamp) || n->outputs().size() != 1) {
       return;
     }
     if (kind == c10::aten::dropout) {
@@ -689,14 +743,17 @@ class Converter {
     }
     // An in-place op, or a view whose value or source is written later, keeps float aliasing.
     jit::Value* x = n->input(0);
-    const bool in_place = kind == c10::aten::relu_;
-    if ((in_place && x->uses().size() != 1) || has_writer(x) || has_writer(n->output())) {
+    const bool in_place = kind == c10::aten::relu_ || kind == c10::aten::hardtanh_;
+    // (An in-place op that is the only reader of its input writes nothing anyone else reads.)
+    if ((in_place ? x->uses().size() != 1 : has_writer(x)) || has_writer(n->output())) {
       return;
     }
     jit::WithInsertPoint before(n);
     jit::Value* int8 = nullptr;
-    if (in_place) {
+    if (kind == c10::aten::relu_) {
       int8 = graph_->insert(c10::aten::relu, {form->second.value});
+    } else if (kind == c10::aten::hardtanh_) {
+      int8 = graph_->insert(c10::aten::hardtanh, {form->second.value, n->input(1), n->input(2)});
     } else {
       jit::Node* copy = graph_->insertNode(graph_->createClone(n, [&](jit::Value* v) {
         return v == x ? form->second.value : v;
@@ -860,6 +917,7 @@ class Converter {
   std::unordered_map<const jit::Value*, std::vector<std::string>> module_outputs_;
   std::set<const jit::Value*> applied_;  // values whose module output grids were applied
   std::set<const jit::Node*> fused_;     // nodes an int8 op made at an earlier node replaces
+  std::set<const jit::Node*> clamp_chain_;  // see mark_clamp_chain
   std::vector<jit::Value*> published_;  // values with an int8 form, in graph order
   std::vector<jit::Node*> replaced_;    // float ops their int8 forms replace
   std::set<const jit::Node*> target_getters_;  // reads of the new module's attributes
