@@ -16,6 +16,7 @@
 
 #include "input_shape.h"
 #include "lithe/host/export/int8_convert.h"
+#include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/io/threads.h"
@@ -33,6 +34,14 @@ using json = nlohmann::ordered_json;
 // (torch.randn(shape, generator=torch.Generator().manual_seed(kCheckSeed + i))).
 constexpr uint64_t kCheckSeed = 20261125;
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (const int64_t d : shape) {
+    text += (text.empty() ? "" : ",") + std::to_string(d);
+  }
+  return text;
+}
+
 std::string serialized(const torch::jit::Module& module) {
   std::ostringstream out;
   module.save(out);
@@ -40,7 +49,17 @@ std::string serialized(const torch::jit::Module& module) {
 }
 
 at::Tensor output_tensor(torch::jit::Module& module, const at::Tensor& input, const char* which) {
-  const c10::IValue out = module.forward({input});
+  c10::IValue out;
+  try {
+    out = module.forward({input});
+  } catch (const sdk::Error&) {
+    throw;
+  } catch (const std::exception& e) {  // c10::Error, or the interpreter's JITException
+    throw sdk::Error(sdk::Errc::kInvalidConfig,
+                     "--input-shape " + shape_text(input.sizes().vec()) + ": the " + which +
+                         " model does not run on it: " + host::graph_trace::interpreter_message(e) +
+                         " (nothing was written)");
+  }
   LITHE_CHECK(out.isTensor(), sdk::Errc::kUnsupported, "the ", which,
               " model returns ", out.tagKind(),
               "; the conversion certificate compares models that return one tensor");

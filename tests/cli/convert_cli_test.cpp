@@ -1,0 +1,120 @@
+// `lithe convert` and `lithe compress --fold-batchnorm` end to end with the real plugins: a
+// quantized model becomes an int8 model with its certificate; bad inputs fail in one line and
+// leave no output behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "support/cli_run.h"
+#include "support/paths.h"
+
+namespace lithe::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// The bundled LeNet quantized by lsq (symmetric weights), calibrated on two batches.
+fs::path quantized_lenet(const fs::path& dir) {
+  write_text(dir / "lsq.json", R"({"algorithm": "lsq", "config_list": [
+      {"quant_types": ["input", "weight", "output"], "quant_bits": 8, "op_names": ["conv1"]},
+      {"quant_types": ["weight", "output"], "quant_bits": 8,
+       "op_names": ["conv2", "fc1", "fc2", "fc3"]}]})");
+  const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                               (dir / "lsq.json").string() + " --output " +
+                               (dir / "q.pt").string() + " --calibration-batches 2");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  return dir / "q.pt";
+}
+
+TEST(ConvertCliTest, WritesAnInt8ModelAndItsCertificate) {
+  const fs::path dir = scratch_dir("convert_cli_ok");
+  const fs::path q = quantized_lenet(dir);
+  const CliRun run = run_lithe("convert --model " + q.string() +
+                               " --input-shape 4,1,28,28 --output " + (dir / "int8.pt").string() +
+                               " --json " + (dir / "cert.json").string() +
+                               " --samples 8 --latency-runs 3 --warmup 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, AllOf(HasSubstr("quantized::conv2d_relu"), HasSubstr("top-1 agreement"),
+                             HasSubstr("output grid steps"), HasSubstr("latency ms")));
+  const auto cert = nlohmann::json::parse(read_text(dir / "cert.json"));
+  EXPECT_EQ(cert["engine"], "onednn");
+  EXPECT_EQ(cert["int8_layers"].size(), 5u);
+  EXPECT_TRUE(cert["float_layers"].empty());
+  EXPECT_EQ(cert["check"]["top1_rows"], 32);
+  EXPECT_GE(cert["check"]["top1_agreement"].get<double>(), 0.9);
+  EXPECT_LE(cert["check"]["max_diff_in_steps"].get<double>(), 2.0 + 1e-9);
+  EXPECT_LT(cert["file_bytes"]["ratio"].get<double>(), 0.35);
+  EXPECT_EQ(cert["check"]["first_output"].size(), 40u);  // 4 samples x 10 classes
+  torch::jit::Module int8 = torch::jit::load((dir / "int8.pt").string());
+  EXPECT_TRUE(int8.hasattr("lithe_packed_conv1"));
+  EXPECT_FALSE(int8.hasattr("conv1_weight")) << "no float copy of an int8 weight";
+}
+
+TEST(ConvertCliTest, BadInputsFailInOneLineAndWriteNothing) {
+  const fs::path dir = scratch_dir("convert_cli_bad");
+  const fs::path out = dir / "int8.pt";
+  // A float model: nothing to convert.
+  CliRun run = run_lithe("convert --model " + lenet_model().string() +
+                         " --input-shape 1,1,28,28 --output " + out.string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("no layer of the model carries Lithe's quantization state"));
+  EXPECT_FALSE(fs::exists(out));
+  // An unknown engine, before any work.
+  const fs::path q = quantized_lenet(dir);
+  run = run_lithe("convert --model " + q.string() + " --input-shape 1,1,28,28 --output " +
+                  out.string() + " --engine fbgemm");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--engine"), HasSubstr("'fbgemm'"),
+                             HasSubstr("auto, onednn, qnnpack")));
+  EXPECT_FALSE(fs::exists(out));
+  // The output may not replace the input.
+  const std::string before = read_text(q);
+  run = run_lithe("convert --model " + q.string() + " --input-shape 1,1,28,28 --output " +
+                  q.string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--output"));
+  EXPECT_EQ(read_text(q), before);
+  // An input shape the model does not accept.
+  run = run_lithe("convert --model " + q.string() + " --input-shape 1,3,28,28 --output " +
+                  out.string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--input-shape 1,3,28,28"), HasSubstr("does not run on it"),
+                             HasSubstr("channels")));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(ConvertCliTest, FoldBatchnormFoldsBeforeQuantizingAndIsForQuantizersOnly) {
+  const fs::path dir = scratch_dir("convert_cli_fold");
+  const std::string model = (nni_data_dir() / "models" / "resblock.pt").string();
+  write_text(dir / "qat.json", R"({"algorithm": "qat", "config_list": [
+      {"quant_types": ["weight", "output"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"],
+       "quant_scheme": {"weight": "per_channel_symmetric", "output": "per_tensor_affine"},
+       "quant_dtype": {"weight": "int", "output": "uint"}}]})");
+  CliRun run = run_lithe("compress --model " + model + " --config " + (dir / "qat.json").string() +
+                         " --output " + (dir / "q.pt").string() + " --fold-batchnorm --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+  EXPECT_EQ(summary["batchnorm_folding"]["folded"].size(), 6u);
+  EXPECT_TRUE(summary["batchnorm_folding"]["kept"].empty());
+  torch::jit::Module folded = torch::jit::load((dir / "q.pt").string());
+  EXPECT_TRUE(folded.attr("conv1").toModule().attr("bias").isTensor()) << "bn1 moved into conv1";
+
+  write_text(dir / "level.json", R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["default"]}]})");
+  run = run_lithe("compress --model " + model + " --config " + (dir / "level.json").string() +
+                  " --output " + (dir / "p.pt").string() + " --fold-batchnorm");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--fold-batchnorm"), HasSubstr("'level' is not a quantizer")));
+  EXPECT_FALSE(fs::exists(dir / "p.pt"));
+}
+
+}  // namespace
+}  // namespace lithe::test
