@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""Native int8 models against float, and against torch.ao's int8 models, measured side by side
+(issue: int8 + PTQ). Per model (torchvision architecture from scripts/make_zoo_models.py: random
+weights, seed 0, BatchNorm statistics estimated, scripted; 3x224x224):
+
+  lithe compress   qat post-training calibration with --fold-batchnorm: per-channel symmetric
+                   int8 weights, uint8 outputs of every Conv2d/Linear and of the blocks that
+                   return a sum (BasicBlock, Bottleneck, InvertedResidual) or a clamped
+                   convolution (Conv2dNormActivation); the first layer and the classifier also
+                   quantize their inputs
+  lithe convert    the int8 model and its certificate (int8 against fake-quantized, file sizes)
+  torch.ao         the same float model through FX prepare (onednn qconfig), the same
+                   calibration batches, convert, scripted
+  timing           one Python process: the float model, Lithe's int8 model (loaded with
+                   torch.jit.load: no Lithe) and torch.ao's, alternating forwards, median of RUNS
+                   after warm-up, no_grad, at each batch size and thread count
+
+Run it on an otherwise idle machine. Usage: /usr/bin/python3 scripts/bench-int8.py
+  [--lithe build/bin/lithe] [--models resnet18,resnet50,mobilenet_v2] [--batches 1,16]
+  [--threads 2] [--runs 20] [--work build/bench-int8]
+"""
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUTPUT_BLOCKS = ["BasicBlock", "Bottleneck", "InvertedResidual", "Conv2dNormActivation"]
+
+
+def entry(types, names=None, op_types=None):
+    scheme = {"input": "per_tensor_affine", "weight": "per_channel_symmetric",
+              "output": "per_tensor_affine"}
+    dtype = {"input": "uint", "weight": "int", "output": "uint"}
+    e = {"quant_types": types, "quant_bits": 8,
+         "quant_scheme": {t: scheme[t] for t in types}, "quant_dtype": {t: dtype[t] for t in types}}
+    if names:
+        e["op_names"] = names
+    if op_types:
+        e["op_types"] = op_types
+    return e
+
+
+def config_for(model):
+    """Weights of every Conv2d/Linear; outputs where an int8 op writes them: the blocks that
+    return a sum or a clamped convolution, the convolutions no such block returns directly, and
+    the classifier; the first layer and the classifier also quantize their inputs."""
+    import torch
+    m = torch.jit.load(model)
+    modules = dict(m.named_modules())
+    kinds = {name: mod.original_name for name, mod in modules.items()}
+    convs = [n for n, k in kinds.items() if k in ("Conv2d", "Linear")]
+    blocks = sorted({k for k in kinds.values() if k in OUTPUT_BLOCKS})
+
+    def parent(n):
+        return n[:n.rfind(".")] if "." in n else ""
+
+    def own_output(n):
+        if kinds.get(parent(n)) == "Conv2dNormActivation":
+            return False  # the block returns it, clamped
+        block = parent(parent(n))  # an inverted residual without a sum returns its projection
+        return not (kinds.get(block) == "InvertedResidual" and
+                    not modules[block].use_res_connect)
+
+    first, last = convs[0], convs[-1]
+    config = [entry(["weight", "output"], names=[n for n in convs if own_output(n)])]
+    weight_only = [n for n in convs if not own_output(n)]
+    if weight_only:
+        config.append(entry(["weight"], names=weight_only))
+    config.append(entry(["input", "weight"] + (["output"] if own_output(first) else []),
+                        names=[first]))
+    config.append(entry(["input", "weight", "output"], names=[last]))
+    if blocks:
+        config.append({"quant_types": ["output"], "quant_bits": 8, "op_types": blocks})
+    return {"algorithm": "qat", "config_list": config}
+
+
+def median_ms(fn, x, runs):
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn(x)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lithe", default=os.path.join(ROOT, "build/bin/lithe"))
+    parser.add_argument("--models", default="resnet18,resnet50,mobilenet_v2")
+    parser.add_argument("--batches", default="1,16")
+    parser.add_argument("--threads", default="2")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--work", default=os.path.join(ROOT, "build/bench-int8"))
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import torch
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+    torch.backends.quantized.engine = "onednn"
+
+    print("| model | batch | threads | float ms | Lithe int8 ms (ratio) | torch.ao int8 ms (ratio) "
+          "| Lithe file (ratio) | torch.ao file (ratio) | int8 vs fake-quant |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_zoo_models.py"),
+                        args.work, "--models", name, "--size", "224", "--family",
+                        "classification"], check=True, stdout=subprocess.DEVNULL)
+        model = os.path.join(args.work, name + ".pt")
+        torch.manual_seed(7)
+        calibration = torch.randn(32, 3, 224, 224)
+        data = os.path.join(args.work, name + ".calibration_data.pt")
+        torch.save({"images": calibration, "labels": torch.zeros(32, dtype=torch.long)}, data)
+        config = os.path.join(args.work, name + ".int8.json")
+        with open(config, "w") as f:
+            json.dump(config_for(model), f, indent=1)
+        quantized = os.path.join(args.work, name + ".q.pt")
+        int8 = os.path.join(args.work, name + ".int8.pt")
+        certificate = os.path.join(args.work, name + ".certificate.json")
+        subprocess.run([args.lithe, "compress", "--model", model, "--config", config,
+                        "--output", quantized, "--calibration-batches", "4", "--batch-size", "8",
+                        "--data", data, "--fold-batchnorm"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([args.lithe, "convert", "--model", quantized, "--input-shape",
+                        "16,3,224,224", "--output", int8, "--json", certificate, "--samples", "63",
+                        "--latency-runs", "1", "--warmup", "0"], check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(certificate) as f:
+            cert = json.load(f)
+        check = cert["check"]
+        agreement = "%d float layers; max %.1f steps, top-1 %.1f%% of %d" % (
+            len(cert["float_layers"]), check.get("max_diff_in_steps", float("nan")),
+            100 * check.get("top1_agreement", float("nan")), check.get("top1_rows", 0))
+
+        float_model = torch.jit.load(model).eval()
+        import torchvision  # FX needs the nn.Module: the same architecture, the same weights
+        eager = getattr(torchvision.models, name)().eval()
+        eager.load_state_dict(float_model.state_dict())
+        ao = prepare_fx(copy.deepcopy(eager), get_default_qconfig_mapping("onednn"),
+                        (calibration[:1],))
+        with torch.no_grad():
+            for i in range(4):
+                ao(calibration[i * 8:(i + 1) * 8])
+        ao = torch.jit.script(convert_fx(ao)).eval()
+        ao_file = os.path.join(args.work, name + ".torch_ao.pt")
+        torch.jit.save(ao, ao_file)
+        lithe_int8 = torch.jit.load(int8).eval()
+        float_bytes = os.path.getsize(model)
+
+        for threads in map(int, args.threads.split(",")):
+            torch.set_num_threads(threads)
+            for batch in map(int, args.batches.split(",")):
+                x = torch.randn(batch, 3, 224, 224)
+                models = [float_model, lithe_int8, ao]
+                with torch.no_grad():
+                    for m in models:  # warm-up, the profiling executor's runs included
+                        for _ in range(3):
+                            m(x)
+                    samples = [[] for _ in models]
+                    for r in range(args.runs):
+                        order = range(3) if r % 2 == 0 else reversed(range(3))
+                        for k in order:
+                            samples[k].append(median_ms(models[k], x, 1))
+                ms = [statistics.median(s) for s in samples]
+                print("| %s | %d | %d | %.1f | %.1f (%.2f) | %.1f (%.2f) | %.1f MB (%.2f) | %.1f MB "
+                      "(%.2f) | %s |" % (
+                          name, batch, threads, ms[0], ms[1], ms[1] / ms[0], ms[2], ms[2] / ms[0],
+                          os.path.getsize(int8) / 1e6, os.path.getsize(int8) / float_bytes,
+                          os.path.getsize(ao_file) / 1e6, os.path.getsize(ao_file) / float_bytes,
+                          agreement), flush=True)
+
+
+if __name__ == "__main__":
+    main()
