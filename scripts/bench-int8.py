@@ -29,54 +29,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUTPUT_BLOCKS = ["BasicBlock", "Bottleneck", "InvertedResidual", "Conv2dNormActivation"]
-
-
-def entry(types, names=None, op_types=None):
-    scheme = {"input": "per_tensor_affine", "weight": "per_channel_symmetric",
-              "output": "per_tensor_affine"}
-    dtype = {"input": "uint", "weight": "int", "output": "uint"}
-    e = {"quant_types": types, "quant_bits": 8,
-         "quant_scheme": {t: scheme[t] for t in types}, "quant_dtype": {t: dtype[t] for t in types}}
-    if names:
-        e["op_names"] = names
-    if op_types:
-        e["op_types"] = op_types
-    return e
-
-
-def config_for(model):
-    """Weights of every Conv2d/Linear; outputs where an int8 op writes them: the blocks that
-    return a sum or a clamped convolution, the convolutions no such block returns directly, and
-    the classifier; the first layer and the classifier also quantize their inputs."""
-    import torch
-    m = torch.jit.load(model)
-    modules = dict(m.named_modules())
-    kinds = {name: mod.original_name for name, mod in modules.items()}
-    convs = [n for n, k in kinds.items() if k in ("Conv2d", "Linear")]
-    blocks = sorted({k for k in kinds.values() if k in OUTPUT_BLOCKS})
-
-    def parent(n):
-        return n[:n.rfind(".")] if "." in n else ""
-
-    def own_output(n):
-        if kinds.get(parent(n)) == "Conv2dNormActivation":
-            return False  # the block returns it, clamped
-        block = parent(parent(n))  # an inverted residual without a sum returns its projection
-        return not (kinds.get(block) == "InvertedResidual" and
-                    not modules[block].use_res_connect)
-
-    first, last = convs[0], convs[-1]
-    config = [entry(["weight", "output"], names=[n for n in convs if own_output(n)])]
-    weight_only = [n for n in convs if not own_output(n)]
-    if weight_only:
-        config.append(entry(["weight"], names=weight_only))
-    config.append(entry(["input", "weight"] + (["output"] if own_output(first) else []),
-                        names=[first]))
-    config.append(entry(["input", "weight", "output"], names=[last]))
-    if blocks:
-        config.append({"quant_types": ["output"], "quant_bits": 8, "op_types": blocks})
-    return {"algorithm": "qat", "config_list": config}
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import zoo  # noqa: E402  (int8_config: the quantization config of the zoo's int8 stage)
 
 
 def median_ms(fn, x, runs):
@@ -118,7 +72,7 @@ def main():
         torch.save({"images": calibration, "labels": torch.zeros(32, dtype=torch.long)}, data)
         config = os.path.join(args.work, name + ".int8.json")
         with open(config, "w") as f:
-            json.dump(config_for(model), f, indent=1)
+            json.dump(zoo.int8_config(model), f, indent=1)
         quantized = os.path.join(args.work, name + ".q.pt")
         int8 = os.path.join(args.work, name + ".int8.pt")
         certificate = os.path.join(args.work, name + ".certificate.json")

@@ -15,6 +15,11 @@ Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval
             ORT runs it against the fake-quantized model rebuilt in PyTorch from the saved state:
             max |Δ| in steps of the last quantized layer's output grid, within QDQ_STEPS or twice
             the model's own movement under a 1e-6 or 1e-5 relative input change ("own", steps)
+  int8      (classification) lithe compress --fold-batchnorm with qat calibration (int8_config:
+            per-channel symmetric weights, outputs where int8 kernels write them), then lithe
+            convert: layers that run int8 and those that stay float, and the certificate (max
+            |int8 - fake-quantized| in output grid steps, top-1 agreement, file and latency
+            ratios); the stage must succeed, the figures are reported
   onnx      lithe export-onnx (opset 17) of the dense model, run in ONNX Runtime
             (onnxruntime-node from scripts/setup-ort.sh) against torch.jit.load's output on one
             random input: |ort - torch| <= max(1e-4·max|torch|, 2·float32's own error against
@@ -195,6 +200,91 @@ def fake_quantized_model(entry, quantized_path):
     return model.eval(), quantized
 
 
+# Blocks whose output an int8 op writes: a residual sum (quantized::add_relu) or a clamped
+# convolution (Conv-BN-ReLU6).
+INT8_OUTPUT_BLOCKS = ["BasicBlock", "Bottleneck", "InvertedResidual", "Conv2dNormActivation"]
+
+
+def int8_entry(types, names=None, op_types=None):
+    scheme = {"input": "per_tensor_affine", "weight": "per_channel_symmetric",
+              "output": "per_tensor_affine"}
+    dtype = {"input": "uint", "weight": "int", "output": "uint"}
+    e = {"quant_types": types, "quant_bits": 8,
+         "quant_scheme": {t: scheme[t] for t in types}, "quant_dtype": {t: dtype[t] for t in types}}
+    if names:
+        e["op_names"] = names
+    if op_types:
+        e["op_types"] = op_types
+    return e
+
+
+def int8_config(model):
+    """Weights of every Conv2d/Linear; outputs where an int8 op writes them: the blocks that
+    return a sum or a clamped convolution, the convolutions no such block returns directly, and
+    the classifier; the first layer and the classifier also quantize their inputs."""
+    import torch
+    m = torch.jit.load(model)
+    modules = dict(m.named_modules())
+    kinds = {name: mod.original_name for name, mod in modules.items()}
+    convs = [n for n, k in kinds.items() if k in ("Conv2d", "Linear")]
+    blocks = sorted({k for k in kinds.values() if k in INT8_OUTPUT_BLOCKS})
+
+    def parent(n):
+        return n[:n.rfind(".")] if "." in n else ""
+
+    def own_output(n):
+        if kinds.get(parent(n)) == "Conv2dNormActivation":
+            return False  # the block returns it, clamped
+        block = parent(parent(n))  # an inverted residual without a sum returns its projection
+        return not (kinds.get(block) == "InvertedResidual" and
+                    not modules[block].use_res_connect)
+
+    first, last = convs[0], convs[-1]
+    config = [int8_entry(["weight", "output"], names=[n for n in convs if own_output(n)])]
+    weight_only = [n for n in convs if not own_output(n)]
+    if weight_only:
+        config.append(int8_entry(["weight"], names=weight_only))
+    config.append(int8_entry(["input", "weight"] + (["output"] if own_output(first) else []),
+                        names=[first]))
+    config.append(int8_entry(["input", "weight", "output"], names=[last]))
+    if blocks:
+        config.append({"quant_types": ["output"], "quant_bits": 8, "op_types": blocks})
+    return {"algorithm": "qat", "config_list": config}
+
+
+def int8_stage(work, name, entry, model, runner, args):
+    """Native int8: BatchNorm folded, qat post-training calibration with int8_config (per-channel
+    symmetric weights), then lithe convert; reports how many layers run int8, the certificate
+    (int8 against fake-quantized, in steps of the output grid; file and latency ratios)."""
+    shape = entry["input_shape"]
+    data = os.path.join(work, name + ".calibration_data.pt")  # written by qat_stage
+    config = os.path.join(work, name + ".int8.json")
+    with open(config, "w") as f:
+        json.dump(int8_config(model), f)
+    quantized = os.path.join(work, name + ".int8q.pt")
+    ok, out = runner.lithe_run("compress", "--model", model, "--config", config,
+                               "--calibration-batches", "2", "--batch-size", "4", "--data", data,
+                               "--output", quantized, "--fold-batchnorm")
+    if not ok:
+        return {"ok": False, "error": out}
+    certificate = os.path.join(work, name + ".int8.certificate.json")
+    ok, out = runner.lithe_run("convert", "--model", quantized, "--input-shape",
+                               ",".join(map(str, shape)), "--output",
+                               os.path.join(work, name + ".int8.pt"), "--json", certificate,
+                               "--samples", "4", "--latency-runs", str(args.runs))
+    if not ok:
+        return {"ok": False, "error": out}
+    with open(certificate) as f:
+        cert = json.load(f)
+    return {"ok": True, "error": None, "int8_layers": len(cert["int8_layers"]),
+            "float_layers": len(cert["float_layers"]),
+            "float_reasons": cert["float_layers"][:3], "int8_ops": len(cert["int8_ops"]),
+            "steps": cert["check"].get("max_diff_in_steps"),
+            "top1": cert["check"].get("top1_agreement"), "engine": cert["engine"],
+            "file_ratio": cert["file_bytes"]["ratio"],
+            "latency_ratio": cert["latency_ms"]["int8_ratio"]}
+
+
 def qat_stage(work, name, entry, model, runner, args):
     """QAT post-training calibration (weights and outputs of every Conv2d and Linear at 8 bits,
     2 batches of random images) with the QDQ ONNX written alongside. ORT runs the QDQ file
@@ -327,6 +417,7 @@ def sweep_model(entry, args, runner, work):
 
     if entry["family"] == "classification":
         stages["qat"] = qat_stage(work, name, entry, model, runner, args)
+        stages["int8"] = int8_stage(work, name, entry, model, runner, args)
 
     onnx_file = os.path.join(work, name + ".onnx")
     ok, out = runner.lithe_run("export-onnx", "--model", model, "--input-shape", shape,
@@ -356,8 +447,9 @@ def passed(row, need_ort=False):
     ort = stages["onnx"].get("ort")
     qat = stages.get("qat")  # classification models only
     qat_ort = True if qat is None else qat.get("ort")
+    int8 = stages.get("int8")  # classification models, in sweeps since the int8 stage exists
     return (not inner_blocks(sp) and sp["relative_diff"] <= PARITY and
-            (qat is None or qat.get("ok")) and
+            (qat is None or qat.get("ok")) and (int8 is None or int8.get("ok")) and
             all(v is True or (v is None and not need_ort) for v in (ort, qat_ort)))
 
 

@@ -60,9 +60,14 @@ at::Tensor output_tensor(torch::jit::Module& module, const at::Tensor& input, co
                          " model does not run on it: " + host::graph_trace::interpreter_message(e) +
                          " (nothing was written)");
   }
+  // A tuple's first item is the main output (GoogLeNet's logits before its auxiliary heads).
+  if (out.isTuple() && !out.toTupleRef().elements().empty()) {
+    out = out.toTupleRef().elements()[0];
+  }
   LITHE_CHECK(out.isTensor(), sdk::Errc::kUnsupported, "the ", which,
               " model returns ", out.tagKind(),
-              "; the conversion certificate compares models that return one tensor");
+              "; the conversion certificate compares models that return a tensor or a tuple "
+              "starting with one");
   return out.toTensor().to(at::kFloat);
 }
 
