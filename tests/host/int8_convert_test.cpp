@@ -6,12 +6,17 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
+#include <ATen/Context.h>
+
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "lithe/host/export/int8_convert.h"
 #include "lithe/host/model/batchnorm_folding.h"
+#include "lithe/host/model/model.h"
+#include "support/paths.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/quantized_models.h"
@@ -155,6 +160,37 @@ TEST(Int8ConvertTest, AsymmetricWeightsChooseQnnpackOrRunInFloatOnOnednnWithTheR
   // Layers in float run their exact fake quantization: a model all in float is the reference.
   if (float_report.int8_layers.empty()) {
     EXPECT_TRUE(torch::equal(run(mixed, x), run(reference, x)));
+  }
+}
+
+// An archive names its engine; Lithe's loader switches to it before the weights are prepacked
+// again (a QNNPACK model with asymmetric weights cannot load under oneDNN).
+TEST(Int8ConvertTest, LoadingAnInt8ArchiveSwitchesToTheEngineItNames) {
+  const std::vector<QuantizedEngine> engines = available_quantized_engines();
+  if (engines.size() < 2) {
+    GTEST_SKIP() << "needs both the qnnpack and the onednn engine";
+  }
+  test::QuantizedModel q =
+      test::quantize_model(test::load_conformance_model("lenet"), "qat", kChained, kLenetInput, 2);
+  Int8ConvertReport report;
+  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  ASSERT_EQ(report.engine, QuantizedEngine::kQnnpack);
+  const std::filesystem::path dir = test::scratch_dir("int8_engine_record");
+  int8.save((dir / "int8.pt").string(), {{kQuantizedEngineRecord, "qnnpack"}});
+  int8.save((dir / "bad.pt").string(), {{kQuantizedEngineRecord, "fbgemm"}});
+  const at::Tensor x = torch::randn(kLenetInput);
+  const at::Tensor want = run(int8, x);
+
+  use_quantized_engine(QuantizedEngine::kOnednn);
+  torch::jit::Module loaded = load_torchscript_module(dir / "int8.pt");
+  EXPECT_EQ(at::globalContext().qEngine(), at::QEngine::QNNPACK);
+  EXPECT_TRUE(torch::equal(run(loaded, x), want));
+  try {
+    load_torchscript_module(dir / "bad.pt");
+    FAIL() << "an unknown engine loaded";
+  } catch (const sdk::Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("bad.pt"), HasSubstr("extra/lithe_quantized_engine"),
+                                HasSubstr("'fbgemm' is not a quantized engine")));
   }
 }
 

@@ -131,10 +131,6 @@ c10::IValue call_op(const char* name, jit::Stack stack) {
   return stack.at(0);
 }
 
-at::QEngine qengine(QuantizedEngine engine) {
-  return engine == QuantizedEngine::kQnnpack ? at::QEngine::QNNPACK : at::QEngine::ONEDNN;
-}
-
 bool available(QuantizedEngine engine) {
   const std::vector<QuantizedEngine> engines = available_quantized_engines();
   return std::find(engines.begin(), engines.end(), engine) != engines.end();
@@ -925,48 +921,6 @@ class Converter {
 };
 
 }  // namespace
-
-const char* quantized_engine_name(QuantizedEngine engine) {
-  switch (engine) {
-    case QuantizedEngine::kAuto:
-      return "auto";
-    case QuantizedEngine::kOnednn:
-      return "onednn";
-    case QuantizedEngine::kQnnpack:
-      return "qnnpack";
-  }
-  return "?";
-}
-
-QuantizedEngine parse_quantized_engine(const std::string& name, const std::string& where) {
-  for (QuantizedEngine engine :
-       {QuantizedEngine::kAuto, QuantizedEngine::kOnednn, QuantizedEngine::kQnnpack}) {
-    if (name == quantized_engine_name(engine)) {
-      return engine;
-    }
-  }
-  throw sdk::Error(sdk::Errc::kInvalidConfig,
-                   where + ": '" + name + "' is not a quantized engine (auto, onednn, qnnpack)");
-}
-
-std::vector<QuantizedEngine> available_quantized_engines() {
-  std::vector<QuantizedEngine> engines;
-  for (const at::QEngine engine : at::globalContext().supportedQEngines()) {
-    if (engine == at::QEngine::ONEDNN) {
-      engines.push_back(QuantizedEngine::kOnednn);
-    } else if (engine == at::QEngine::QNNPACK) {
-      engines.push_back(QuantizedEngine::kQnnpack);
-    }
-  }
-  return engines;
-}
-
-void use_quantized_engine(QuantizedEngine engine) {
-  LITHE_CHECK(engine != QuantizedEngine::kAuto && available(engine), sdk::Errc::kUnsupported,
-              "the quantized engine '", quantized_engine_name(engine),
-              "' is not available in this libtorch");
-  at::globalContext().setQEngine(qengine(engine));
-}
 
 jit::Module convert_to_int8(const jit::Module& model, const Int8ConvertOptions& options,
                             Int8ConvertReport* report) {

@@ -15,6 +15,7 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/script.h>
 
 
@@ -26,6 +27,7 @@
 #include "lithe/host/io/archive_check.h"
 #include "lithe/host/io/file_io.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/model/quantized_engine.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/convolution_type.h"
 #include "lithe/host/graph/submodule.h"
@@ -497,6 +499,28 @@ class TorchScriptModel final : public Model {
   std::shared_ptr<QuantCallback> quant_callback_;
 };
 
+// An int8 archive's weights are prepacked again while it loads, for the active quantized
+// engine: switch to the engine it names (kQuantizedEngineRecord) first.
+void use_engine_of_archive(const std::string& bytes, const std::filesystem::path& path) {
+  std::istringstream in(bytes, std::ios::binary);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  const std::string record = std::string("extra/") + kQuantizedEngineRecord;
+  if (!reader.hasRecord(record)) {
+    return;
+  }
+  const auto [data, size] = reader.getRecord(record);
+  const std::string name(static_cast<const char*>(data.get()), size);
+  const QuantizedEngine engine =
+      parse_quantized_engine(name, "model file '" + path.string() + "', " + record);
+  try {
+    use_quantized_engine(engine);
+  } catch (const sdk::Error& e) {
+    throw sdk::Error(sdk::Errc::kUnsupported, "model file '" + path.string() +
+                                                  "' is an int8 model for the " + name +
+                                                  " engine: " + e.what());
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Model> make_torchscript_model(const torch::jit::Module& module) {
@@ -511,6 +535,7 @@ torch::jit::Module load_torchscript_module(const std::filesystem::path& path) {
   // not checked): validate the bytes first, then load exactly those bytes.
   const std::string bytes = read_file(path);
   check_torch_archive(bytes, "model file", path.string());
+  use_engine_of_archive(bytes, path);
   torch::jit::Module module;
   try {
     std::istringstream in(bytes, std::ios::binary);

@@ -27,29 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "lithe/host/model/quantized_engine.h"
+
 namespace lithe::host {
 
-/// libtorch's quantized CPU engine the int8 model is built (prepacked) for. Weights are
-/// prepacked for one engine; loading the model where another engine is active prepacks them
-/// again for that one, so the model records its engine (attribute `lithe_quantized_engine`).
-enum class QuantizedEngine {
-  kAuto,     ///< oneDNN when available and every int8 weight has zero point 0, else QNNPACK
-  kOnednn,   ///< x86 (fast; symmetric weights only: zero point 0)
-  kQnnpack,  ///< ARM and mobile (any weight zero point; slow on x86)
-};
-
-/// "auto", "onednn", "qnnpack".
-const char* quantized_engine_name(QuantizedEngine engine);
-/// The engine named `name` (one of the names above); sdk::Error(kInvalidConfig) naming
-/// `where`, the value and the choices otherwise.
-QuantizedEngine parse_quantized_engine(const std::string& name, const std::string& where);
-/// The engines this libtorch was built with (among oneDNN and QNNPACK).
-std::vector<QuantizedEngine> available_quantized_engines();
-/// Makes `engine` libtorch's active quantized engine (process-wide: int8 models prepacked for it
-/// run, and load, with it). sdk::Error(kUnsupported) when this libtorch lacks it.
-void use_quantized_engine(QuantizedEngine engine);
-
 struct Int8ConvertOptions {
+  /// The engine the weights are prepacked for; kAuto: oneDNN when it is available and every
+  /// int8 weight has zero point 0, else QNNPACK.
   QuantizedEngine engine = QuantizedEngine::kAuto;
   /// Build every quantized layer as its float fake quantization instead (the reference the
   /// certificate compares with: the model Lithe's quantizer computes, from its saved state,
