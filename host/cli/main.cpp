@@ -99,6 +99,7 @@ void print_usage() {
                "  speedup      rebuild a masked model with fewer channels, checked and timed\n"
                "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n"
                "  convert      turn a quantized model into a native int8 model, with a certificate\n"
+               "  pipeline     prune, speed up, quantize and convert from one config, stage by stage\n"
                "  launch       run train or compress data-parallel in N processes (torchrun "
                "for one machine)\n";
 }
@@ -115,6 +116,7 @@ int main(int argc, char** argv) {
       {"speedup", &lithe::cli::run_speedup},
       {"export-onnx", &lithe::cli::run_export_onnx},
       {"convert", &lithe::cli::run_convert},
+      {"pipeline", &lithe::cli::run_pipeline},
       {"launch", &lithe::cli::run_launch},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||

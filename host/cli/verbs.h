@@ -49,6 +49,7 @@ int run_flops(const std::vector<std::string>& args);
 int run_speedup(const std::vector<std::string>& args);
 int run_export_onnx(const std::vector<std::string>& args);
 int run_convert(const std::vector<std::string>& args);
+int run_pipeline(const std::vector<std::string>& args);
 int run_launch(const std::vector<std::string>& args);
 
 }  // namespace lithe::cli
