@@ -253,17 +253,18 @@ int run_pipeline(const std::vector<std::string>& args) {
   host::TrainOptions train_options;
   CommonOptions common;
   po::options_description desc("options");
-  desc.add_options()("model", po::value(&model_path)->required(), "TorchScript model to compress")(
-      "config", po::value(&config_path)->required(),
-      "JSON file {\"stages\": [{\"compress\": {...config...}, \"epochs\": N}, {\"speedup\": {}}, "
-      "{\"compress\": {...}, \"calibration_batches\": N, \"fold_batchnorm\": true}, "
-      "{\"convert\": {}, \"engine\": \"auto\"}]}")("output", po::value(&output_path)->required(),
-                                                   "the final model to write")(
-      "input-shape", po::value(&input_shape_text)->required(),
-      "input shape for speedup, FLOPs and latency, batch first, e.g. 1,1,28,28")(
-      "json", po::value(&json_path), "also write the per-stage report as JSON")(
-      "no-accuracy", po::bool_switch(&no_accuracy),
-      "do not evaluate each stage's model on the test data");
+  desc.add_options()
+      ("model", po::value(&model_path)->required(), "TorchScript model to compress")
+      ("config", po::value(&config_path)->required(),
+       "JSON file {\"stages\": [{\"compress\": {...config...}, \"epochs\": N}, {\"speedup\": {}}, "
+       "{\"compress\": {...}, \"calibration_batches\": N, \"fold_batchnorm\": true}, "
+       "{\"convert\": {}, \"engine\": \"auto\"}]}")
+      ("output", po::value(&output_path)->required(), "the final model to write")
+      ("input-shape", po::value(&input_shape_text)->required(),
+       "input shape for speedup, FLOPs and latency, batch first, e.g. 1,1,28,28")
+      ("json", po::value(&json_path), "also write the per-stage report as JSON")
+      ("no-accuracy", po::bool_switch(&no_accuracy),
+       "do not evaluate each stage's model on the test data");
   add_training_options(desc, train_options, data, test_path);
   add_common_options(desc, common);
   if (!parse_verb_args(

@@ -5,10 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "support/cli_run.h"
@@ -37,10 +36,10 @@ fs::path quantized_lenet(const fs::path& dir) {
 TEST(ConvertCliTest, WritesAnInt8ModelAndItsCertificate) {
   const fs::path dir = scratch_dir("convert_cli_ok");
   const fs::path q = quantized_lenet(dir);
-  const CliRun run = run_lithe("convert --model " + q.string() +
-                               " --input-shape 4,1,28,28 --output " + (dir / "int8.pt").string() +
-                               " --json " + (dir / "cert.json").string() +
-                               " --samples 8 --latency-runs 3 --warmup 1");
+  const CliRun run =
+      run_lithe("convert --model " + q.string() + " --input-shape 4,1,28,28 --output " +
+                (dir / "int8.pt").string() + " --json " + (dir / "cert.json").string() +
+                " --samples 8 --latency-runs 3 --warmup 1");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, AllOf(HasSubstr("quantized::conv2d_relu"), HasSubstr("top-1 agreement"),
                              HasSubstr("output grid steps"), HasSubstr("latency ms")));
@@ -108,11 +107,14 @@ TEST(ConvertCliTest, FoldBatchnormFoldsBeforeQuantizingAndIsForQuantizersOnly) {
   torch::jit::Module folded = torch::jit::load((dir / "q.pt").string());
   EXPECT_TRUE(folded.attr("conv1").toModule().attr("bias").isTensor()) << "bn1 moved into conv1";
 
-  write_text(dir / "level.json", R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["default"]}]})");
+  write_text(
+      dir / "level.json",
+      R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["default"]}]})");
   run = run_lithe("compress --model " + model + " --config " + (dir / "level.json").string() +
                   " --output " + (dir / "p.pt").string() + " --fold-batchnorm");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_THAT(run.out, AllOf(HasSubstr("--fold-batchnorm"), HasSubstr("'level' is not a quantizer")));
+  EXPECT_THAT(run.out,
+              AllOf(HasSubstr("--fold-batchnorm"), HasSubstr("'level' is not a quantizer")));
   EXPECT_FALSE(fs::exists(dir / "p.pt"));
 }
 

@@ -5,9 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "support/cli_run.h"

@@ -1,6 +1,8 @@
 // BatchNorm folding on the conformance models with BatchNorm (a ResNet block net with a
 // Sequential shortcut, a VGG, a MobileNet with depthwise convolutions): every conv → BatchNorm
 // pair is folded, the forward calls no BatchNorm any more, and the model computes the same.
+#include "lithe/host/model/batchnorm_folding.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "lithe/host/graph/graph_trace.h"
-#include "lithe/host/model/batchnorm_folding.h"
 #include "support/conformance_models.h"
 
 namespace lithe::host {

@@ -2,23 +2,23 @@
 // fake-quantized reference it builds is Lithe's quantized forward bit for bit; the int8 model
 // runs libtorch's quantized kernels (conv + ReLU fused, int8 tensors between them), agrees with
 // the reference within a grid step, is smaller, and saves and loads as plain TorchScript.
+#include "lithe/host/export/int8_convert.h"
+
+#include <ATen/Context.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
-
-#include <ATen/Context.h>
 
 #include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "lithe/host/export/int8_convert.h"
 #include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/model/model.h"
-#include "support/paths.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
+#include "support/paths.h"
 #include "support/quantized_models.h"
 
 namespace lithe::host {
@@ -34,8 +34,8 @@ const std::vector<int64_t> kLenetInput = {8, 1, 28, 28};
 std::string config(const std::string& types_first, const std::string& types_rest) {
   return R"([{"quant_types": )" + types_first +
          R"(, "quant_bits": 8, "op_names": ["conv1"]},
-             {"quant_types": )" + types_rest +
-         R"(, "quant_bits": 8, "op_names": ["conv2", "fc1", "fc2", "fc3"]}])";
+             {"quant_types": )" +
+         types_rest + R"(, "quant_bits": 8, "op_names": ["conv2", "fc1", "fc2", "fc3"]}])";
 }
 const std::string kChained = config(R"(["input", "weight", "output"])", R"(["weight", "output"])");
 
@@ -59,8 +59,8 @@ TEST(Int8ConvertTest, TheFakeQuantizedReferenceIsLithesQuantizedForwardBitForBit
   for (const char* algorithm : {"qat", "lsq"}) {
     test::QuantizedModel q = test::quantize_model(
         test::load_conformance_model("lenet"), algorithm,
-        config(R"(["input", "weight", "output"])", R"(["input", "weight", "output"])"),
-        kLenetInput, 3);
+        config(R"(["input", "weight", "output"])", R"(["input", "weight", "output"])"), kLenetInput,
+        3);
     Int8ConvertOptions options;
     options.fake_quantized = true;
     torch::jit::Module reference = convert_to_int8(q.module, options);
@@ -102,7 +102,8 @@ TEST(Int8ConvertTest, SymmetricWeightsRunInt8OnOnednnWithReluFusedAndNoRequantiz
   EXPECT_THAT(report.dequantized_before, ::testing::ElementsAre("the model's output"));
   ASSERT_EQ(report.output_scales.size(), 1u);
   const double step = report.output_scales[0];
-  EXPECT_EQ(step, q.module.attr("fc3").toModule().attr("lithe_q_output_scale").toTensor().item<float>());
+  EXPECT_EQ(step,
+            q.module.attr("fc3").toModule().attr("lithe_q_output_scale").toTensor().item<float>());
 
   Int8ConvertOptions reference_options;
   reference_options.fake_quantized = true;
@@ -229,7 +230,7 @@ TEST(Int8ConvertTest, AResidualBlockReturningAQuantizedSumRunsQuantizedAddRelu) 
        "op_names": ["layer1.conv1", "layer1.conv2", "layer2.conv1", "layer2.conv2",
                     "layer2.shortcut.0"]},
       {"quant_types": ["output"], "quant_bits": 8, "op_types": ["BasicBlock"]}])",
-      shape, 3);
+                                                shape, 3);
   Int8ConvertOptions reference_options;
   reference_options.fake_quantized = true;
   torch::jit::Module reference = convert_to_int8(q.module, reference_options);
@@ -241,8 +242,9 @@ TEST(Int8ConvertTest, AResidualBlockReturningAQuantizedSumRunsQuantizedAddRelu) 
   torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
   EXPECT_EQ(report.int8_layers.size(), 7u);
   EXPECT_TRUE(report.float_layers.empty()) << report.float_layers.front().reason;
-  EXPECT_THAT(report.int8_ops, ::testing::ElementsAre("quantized::add_relu in layer1 (BasicBlock)",
-                                                      "quantized::add_relu in layer2 (BasicBlock)"));
+  EXPECT_THAT(report.int8_ops,
+              ::testing::ElementsAre("quantized::add_relu in layer1 (BasicBlock)",
+                                     "quantized::add_relu in layer2 (BasicBlock)"));
   // Float only where no int8 kernel exists: the average pooling before fc1 (then quantized
   // again on fc1's input grid), and the model's output.
   EXPECT_EQ(report.quantize_ops, 2);
@@ -269,9 +271,9 @@ TEST(Int8ConvertTest, RefusesModelsWithoutStateAndQuantizedLayersOfOtherTypes) {
     FAIL() << "a ReLU with a quantized input converted";
   } catch (const sdk::Error& e) {
     EXPECT_EQ(e.code(), sdk::Errc::kUnsupported);
-    EXPECT_THAT(e.what(), AllOf(HasSubstr("layer 'relu1' (ReLU) quantizes its input or weight"),
-                                HasSubstr("the output of any module"),
-                                HasSubstr("nothing was written")));
+    EXPECT_THAT(e.what(),
+                AllOf(HasSubstr("layer 'relu1' (ReLU) quantizes its input or weight"),
+                      HasSubstr("the output of any module"), HasSubstr("nothing was written")));
   }
   EXPECT_THROW(parse_quantized_engine("fbgemm", "--engine"), sdk::Error);
 }

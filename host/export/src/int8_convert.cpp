@@ -65,7 +65,9 @@ std::optional<std::string> convertible_type(const jit::Module& module) {
 // with zero point z + 128: the same values); a narrower one would need a clamp.
 bool fits_quint8(const LinearGrid& g) { return g.quant_max - g.quant_min == 255; }
 double scale_of(const LinearGrid& g) { return g.scale.item<float>(); }
-int64_t zero_point_of(const LinearGrid& g) { return static_cast<int64_t>(g.zero_point.item<float>()); }
+int64_t zero_point_of(const LinearGrid& g) {
+  return static_cast<int64_t>(g.zero_point.item<float>());
+}
 int64_t quint8_zero_point(const LinearGrid& g) { return zero_point_of(g) - g.quant_min; }
 bool same_grid(const LinearGrid& a, const LinearGrid& b) {
   return a.quant_min == b.quant_min && a.quant_max == b.quant_max && a.scale.equal(b.scale) &&
@@ -84,8 +86,7 @@ std::string range_text(const LinearGrid& g) {
 // Whether an op writes into (one of) its inputs: an in-place op ("aten::relu_").
 bool writes_input(const jit::Node* n) {
   const std::string name = n->kind().toUnqualString();
-  return n->kind().is_aten() && !name.empty() && name.back() == '_' &&
-         name.rfind("__", 0) != 0;
+  return n->kind().is_aten() && !name.empty() && name.back() == '_' && name.rfind("__", 0) != 0;
 }
 // Whether an in-place op writes into `v` (aten's in-place ops write their first argument).
 bool has_writer(const jit::Value* v) {
@@ -148,8 +149,8 @@ class Converter {
       : source_(model.clone()), options_(options), report_(report) {
     source_.eval();
     quantized_ = onnx_quantization::read_quantized_layers(source_, kFailure);
-    LITHE_CHECK(!quantized_.empty(), sdk::Errc::kInvalidModel,
-                kFailure, ": no layer of the model carries Lithe's quantization state (buffers "
+    LITHE_CHECK(!quantized_.empty(), sdk::Errc::kInvalidModel, kFailure,
+                ": no layer of the model carries Lithe's quantization state (buffers "
                 "lithe_q_*); quantize it first (lithe compress with a quantizer)");
     for (const auto& [name, layer] : quantized_) {
       const jit::Module module = submodule(source_, name);
@@ -158,7 +159,8 @@ class Converter {
         op_types_[name] = *type;
       } else {
         // Any other module may quantize its output (a residual block's sum, an activation).
-        const bool output_only = layer.types.size() == 1 && layer.types.count(sdk::QuantType::kOutput) == 1;
+        const bool output_only =
+            layer.types.size() == 1 && layer.types.count(sdk::QuantType::kOutput) == 1;
         LITHE_CHECK(output_only, sdk::Errc::kUnsupported, kFailure, ": layer '", name, "' (",
                     module.type()->name() ? module.type()->name()->name() : "a module",
                     ") quantizes its input or weight; int8 conversion handles Conv2d and Linear "
@@ -272,14 +274,15 @@ class Converter {
           if (output_layers_.count(scopes[i].module) == 0) {
             continue;
           }
-          const bool leaves = std::any_of(v->uses().begin(), v->uses().end(), [&](const jit::Use& u) {
-            for (const graph_trace::Scope& s : graph_trace::scopes_of(u.user)) {
-              if (s.call == scopes[i].call) {
-                return false;
-              }
-            }
-            return true;
-          });
+          const bool leaves =
+              std::any_of(v->uses().begin(), v->uses().end(), [&](const jit::Use& u) {
+                for (const graph_trace::Scope& s : graph_trace::scopes_of(u.user)) {
+                  if (s.call == scopes[i].call) {
+                    return false;
+                  }
+                }
+                return true;
+              });
           if (leaves) {
             module_outputs_[v].push_back(scopes[i].module);
           }
@@ -312,13 +315,16 @@ class Converter {
   // (or requantizes an int8 form on another grid); the float reference fake-quantizes.
   void apply_grids(jit::Value* v, const std::vector<const LinearGrid*>& grids, size_t from,
                    bool top_level) {
+    jit::Value* current = v;  // the value the next grid applies to
     for (size_t i = from; i < grids.size(); ++i) {
       const LinearGrid& g = *grids[i];
-      if (options_.fake_quantized || !top_level || !fits_quint8(g)) {
-        jit::Value* x = float_form(v);
+      // Once one grid ran as float fake quantization, the enclosing ones follow it in float.
+      if (options_.fake_quantized || !top_level || !fits_quint8(g) || current != v) {
+        jit::Value* x = float_form(current);
         jit::WithInsertPoint at(x->node()->next());
         jit::Value* fq = fake_quantize(x, g);
         x->replaceAllUsesAfterNodeWith(fq->node(), fq);
+        current = fq;
         continue;
       }
       const auto form = int8_.find(v);
@@ -371,8 +377,8 @@ class Converter {
     const LinearGrid& g = *grids.front();
     jit::WithInsertPoint at(n);
     const std::string kernel = relu != nullptr ? "quantized::add_relu" : "quantized::add";
-    jit::Value* q = graph_->insert(op(kernel.c_str()), {a->second.value, b->second.value, scale_of(g),
-                                                quint8_zero_point(g)});
+    jit::Value* q = graph_->insert(
+        op(kernel.c_str()), {a->second.value, b->second.value, scale_of(g), quint8_zero_point(g)});
     replaced_.push_back(n);
     if (relu != nullptr) {
       replaced_.push_back(relu);
@@ -443,8 +449,9 @@ class Converter {
     const auto missing = [&](sdk::QuantType type) -> std::string {
       const std::optional<LinearGrid>* entry = grid_entry(name, type);
       const std::string what = sdk::quant_type_name(type);
-      return entry == nullptr ? "its " + what + " is not quantized (config quant_types)"
-                              : "its " + what + " passes through unquantized (no range observed yet)";
+      return entry == nullptr
+                 ? "its " + what + " is not quantized (config quant_types)"
+                 : "its " + what + " passes through unquantized (no range observed yet)";
     };
     const LinearGrid* weight = grid(name, sdk::QuantType::kWeight);
     if (weight == nullptr) {
@@ -474,7 +481,10 @@ class Converter {
         const c10::optional<c10::IValue> v = constant_argument(n->input(i));
         if (!v || (i < 6 && !v->isIntList()) || (i == 6 && !v->isInt())) {
           return "its convolution's " +
-                 std::string(i == 3 ? "stride" : i == 4 ? "padding" : i == 5 ? "dilation" : "groups") +
+                 std::string(i == 3   ? "stride"
+                             : i == 4 ? "padding"
+                             : i == 5 ? "dilation"
+                                      : "groups") +
                  " is not a constant list of ints";
         }
       }
@@ -518,7 +528,8 @@ class Converter {
     }
     const c10::optional<c10::IValue> lo = jit::toIValue(n->input(1));
     const c10::optional<c10::IValue> hi = jit::toIValue(n->input(2));
-    return lo && hi && lo->isDouble() && hi->isDouble() && lo->toDouble() <= 0 && hi->toDouble() >= 0;
+    return lo && hi && lo->isDouble() && hi->isDouble() && lo->toDouble() <= 0 &&
+           hi->toDouble() >= 0;
   }
 
   // The clamps between a layer call writing a module's grid and that module's output: they run
@@ -561,8 +572,8 @@ class Converter {
     if (relu != nullptr) {
       kernel += "_relu";
     }
-    jit::Value* qy = graph_->insert(op(kernel.c_str()),
-                                    {qx, packed, scale_of(output_grid), quint8_zero_point(output_grid)});
+    jit::Value* qy = graph_->insert(
+        op(kernel.c_str()), {qx, packed, scale_of(output_grid), quint8_zero_point(output_grid)});
     replaced_.push_back(n);
     jit::Value* y = n->output();
     if (relu != nullptr) {
@@ -580,9 +591,8 @@ class Converter {
     }
     jit::Node* user = y->uses()[0].user;
     const bool relu = user->kind() == c10::aten::relu || user->kind() == c10::aten::relu_;
-    return relu && user->owningBlock() == graph_->block() && !has_writer(user->output())
-               ? user
-               : nullptr;
+    return relu && user->owningBlock() == graph_->block() && !has_writer(user->output()) ? user
+                                                                                         : nullptr;
   }
 
   // The layer's weight as qint8 codes prepacked for the engine, a target attribute (one per
@@ -598,22 +608,24 @@ class Converter {
           (onnx_quantization::weight_codes(weight, g).to(at::kShort) - shift).to(at::kChar);
       at::Tensor qweight;
       if (g.scale.numel() == 1) {
-        qweight = at::_make_per_tensor_quantized_tensor(codes, scale_of(g), zero_point_of(g) - shift);
+        qweight =
+            at::_make_per_tensor_quantized_tensor(codes, scale_of(g), zero_point_of(g) - shift);
       } else {
         qweight = at::_make_per_channel_quantized_tensor(
-            codes, g.scale.to(at::kDouble), (g.zero_point - static_cast<double>(shift)).to(at::kLong),
-            0);
+            codes, g.scale.to(at::kDouble),
+            (g.zero_point - static_cast<double>(shift)).to(at::kLong), 0);
       }
       const c10::IValue bias_value = layer.attr("bias");
-      const c10::IValue bias = bias_value.isTensor()
-                                   ? c10::IValue(bias_value.toTensor().detach().to(at::kFloat).contiguous())
-                                   : c10::IValue();
+      const c10::IValue bias =
+          bias_value.isTensor()
+              ? c10::IValue(bias_value.toTensor().detach().to(at::kFloat).contiguous())
+              : c10::IValue();
       c10::IValue packed;
       if (conv) {
-        packed = call_op("quantized::conv2d_prepack",
-                         {qweight, bias, *constant_argument(n->input(3)),
-                          *constant_argument(n->input(4)), *constant_argument(n->input(5)),
-                          *constant_argument(n->input(6))});
+        packed = call_op(
+            "quantized::conv2d_prepack",
+            {qweight, bias, *constant_argument(n->input(3)), *constant_argument(n->input(4)),
+             *constant_argument(n->input(5)), *constant_argument(n->input(6))});
       } else {
         packed = call_op("quantized::linear_prepack", {qweight, bias});
       }
@@ -655,7 +667,8 @@ class Converter {
     std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(weight.dim(), 1)), 1);
     shape[0] = g.scale.numel();
     const at::Tensor s = g.scale.numel() == 1 ? g.scale.reshape({}) : g.scale.view(shape);
-    const at::Tensor z = g.zero_point.numel() == 1 ? g.zero_point.reshape({}) : g.zero_point.view(shape);
+    const at::Tensor z =
+        g.zero_point.numel() == 1 ? g.zero_point.reshape({}) : g.zero_point.view(shape);
     return (onnx_quantization::weight_codes(weight, g).to(at::kFloat) - z) * s;
   }
 
@@ -666,8 +679,8 @@ class Converter {
     jit::Value* z = graph_->insertConstant(g.zero_point.reshape({}).clone());
     jit::Value* t = graph_->insert(c10::aten::div, {x, s});
     t = graph_->insert(c10::aten::add, {t, z});
-    t = graph_->insert(c10::aten::clamp, {t, static_cast<double>(g.quant_min),
-                                          static_cast<double>(g.quant_max)});
+    t = graph_->insert(c10::aten::clamp,
+                       {t, static_cast<double>(g.quant_min), static_cast<double>(g.quant_max)});
     t = graph_->insert(c10::aten::round, {t});
     t = graph_->insert(c10::aten::sub, {t, z});
     return graph_->insert(c10::aten::mul, {t, s});
@@ -684,9 +697,9 @@ class Converter {
         }
       }
     }
-    jit::Value* q = graph_->insert(c10::aten::quantize_per_tensor,
-                                   {x, scale_of(g), quint8_zero_point(g),
-                                    static_cast<int64_t>(at::kQUInt8)});
+    jit::Value* q =
+        graph_->insert(c10::aten::quantize_per_tensor,
+                       {x, scale_of(g), quint8_zero_point(g), static_cast<int64_t>(at::kQUInt8)});
     if (reusable) {
       quantized_values_.emplace_back(x, &g, q);
     }
@@ -725,8 +738,8 @@ class Converter {
       return;
     }
     static const std::set<c10::Symbol> exact = {
-        c10::aten::relu,       c10::aten::relu_,   c10::aten::max_pool2d, c10::aten::flatten,
-        c10::aten::reshape,    c10::aten::view,    c10::aten::contiguous, c10::aten::dropout};
+        c10::aten::relu,    c10::aten::relu_, c10::aten::max_pool2d, c10::aten::flatten,
+        c10::aten::reshape, c10::aten::view,  c10::aten::contiguous, c10::aten::dropout};
     const bool chained_clamp = clamp_chain_.count(n) != 0;
     if ((exact.count(kind) == 0 && !chained_clamp) || n->outputs().size() != 1) {
       return;
@@ -751,9 +764,8 @@ class Converter {
     } else if (kind == c10::aten::hardtanh_) {
       int8 = graph_->insert(c10::aten::hardtanh, {form->second.value, n->input(1), n->input(2)});
     } else {
-      jit::Node* copy = graph_->insertNode(graph_->createClone(n, [&](jit::Value* v) {
-        return v == x ? form->second.value : v;
-      }));
+      jit::Node* copy = graph_->insertNode(
+          graph_->createClone(n, [&](jit::Value* v) { return v == x ? form->second.value : v; }));
       copy->output()->setType(c10::TensorType::get());
       int8 = copy->output();
     }
@@ -854,8 +866,8 @@ class Converter {
     for (const jit::Node* get : left) {
       const auto cls = get->output()->type()->cast<c10::ClassType>();
       LITHE_CHECK(!(cls && cls->is_module()), sdk::Errc::kUnsupported, kFailure,
-                  ": the forward uses submodule '", get->s(c10::attr::name),
-                  "' as a value (", where(get), "); nothing was written");
+                  ": the forward uses submodule '", get->s(c10::attr::name), "' as a value (",
+                  where(get), "); nothing was written");
     }
   }
 
@@ -883,8 +895,8 @@ class Converter {
     walk(graph_->block());
     for (const jit::Value* out : graph_->outputs()) {
       const jit::Node* maker = out->node();
-      const auto grid = maker->kind() == c10::aten::dequantize ? grids_.find(maker->input(0))
-                                                               : grids_.end();
+      const auto grid =
+          maker->kind() == c10::aten::dequantize ? grids_.find(maker->input(0)) : grids_.end();
       report_.output_scales.push_back(grid != grids_.end() ? scale_of(*grid->second) : 0.0);
     }
     for (const jit::Node* n : nodes) {
@@ -911,11 +923,11 @@ class Converter {
   std::unordered_map<const jit::Value*, const LinearGrid*> grids_;  // int8 value -> its grid
   std::set<std::string> output_layers_;  // quantized layers of other types: output only
   std::unordered_map<const jit::Value*, std::vector<std::string>> module_outputs_;
-  std::set<const jit::Value*> applied_;  // values whose module output grids were applied
-  std::set<const jit::Node*> fused_;     // nodes an int8 op made at an earlier node replaces
-  std::set<const jit::Node*> clamp_chain_;  // see mark_clamp_chain
-  std::vector<jit::Value*> published_;  // values with an int8 form, in graph order
-  std::vector<jit::Node*> replaced_;    // float ops their int8 forms replace
+  std::set<const jit::Value*> applied_;        // values whose module output grids were applied
+  std::set<const jit::Node*> fused_;           // nodes an int8 op made at an earlier node replaces
+  std::set<const jit::Node*> clamp_chain_;     // see mark_clamp_chain
+  std::vector<jit::Value*> published_;         // values with an int8 form, in graph order
+  std::vector<jit::Node*> replaced_;           // float ops their int8 forms replace
   std::set<const jit::Node*> target_getters_;  // reads of the new module's attributes
   std::vector<std::tuple<const jit::Value*, const LinearGrid*, jit::Value*>> quantized_values_;
 };

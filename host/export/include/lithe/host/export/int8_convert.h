@@ -44,8 +44,8 @@ struct Int8ConvertOptions {
 /// One quantized layer call that runs int8.
 struct Int8Layer {
   std::string name;
-  std::string op_type;   ///< "Conv2d", "Linear"
-  std::string kernel;    ///< "quantized::conv2d_relu", ...
+  std::string op_type;       ///< "Conv2d", "Linear"
+  std::string kernel;        ///< "quantized::conv2d_relu", ...
   bool per_channel = false;  ///< per-output-channel weight scales
 };
 
