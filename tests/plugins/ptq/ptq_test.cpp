@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
@@ -27,13 +26,13 @@
 namespace lithe::plugins::ptq {
 namespace {
 
+using sdk::QuantType;
 using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using ::testing::ThrowsMessage;
-using sdk::QuantType;
 using Json = nlohmann::ordered_json;
 
 /// {"quant_types": types, "quant_bits": bits} plus `extra` keys.
@@ -57,8 +56,7 @@ float value(const sdk::LayerView& layer, const std::string& key) {
 
 /// Same shape and float32 bit patterns.
 bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() && a.scalar_type() == at::kFloat &&
-         b.scalar_type() == at::kFloat &&
+  return a.sizes() == b.sizes() && a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat &&
          a.contiguous().view(at::kInt).equal(b.contiguous().view(at::kInt));
 }
 
@@ -169,8 +167,7 @@ TEST(PtqMinMaxTest, GradientIsStraightThrough) {
   test::AttachedQuantizer ptq(register_algorithms, "ptq", {fc.get()});
   const at::Tensor wq = sdk::apply_quant_grad(*ptq.quantizer, w, QuantType::kWeight, *fc, true);
   const at::Tensor x = at::randn({3, 6}).requires_grad_(true);
-  const at::Tensor out =
-      sdk::apply_quant_grad(*ptq.quantizer, x, QuantType::kOutput, *fc, true);
+  const at::Tensor out = sdk::apply_quant_grad(*ptq.quantizer, x, QuantType::kOutput, *fc, true);
   const at::Tensor upstream = at::randn({6, 5});
   (wq * upstream).sum().backward();
   out.sum().backward();
@@ -218,7 +215,6 @@ TEST(PtqPercentileTest, ClipsTheOneHugeValue) {
   // the bin holding 1 (within w of it), the 0.01st in the first bin (within w of -1).
   const double w = 1001.0 / 2048.0;
   const float scale = value(*relu, "output_scale");
-  std::fprintf(stderr, "DBG pct scale*255 %g\n", scale*255);
   EXPECT_GE(scale, (2.0 - 2 * w) / 255.0);
   EXPECT_LE(scale, (2.0 + w) / 255.0);
   EXPECT_LT(scale, min_max_scale / 300);
@@ -260,7 +256,6 @@ TEST(PtqMseTest, PicksAClipNoWiderThanMinMaxWithNoMoreErrorOnTheCalibrationData)
     const double mse_error = mse(ptq.quantizer->quantize_output(x, *by_mse, false), x);
     const double min_max_error = mse(ptq.quantizer->quantize_output(x, *by_min_max, false), x);
     EXPECT_LE(mse_error, min_max_error) << bits << " bits";
-    std::fprintf(stderr, "DBG mse bits %d scale %g vs %g err %g vs %g\n", bits, mse_scale, min_max_scale, mse_error, min_max_error);
     if (bits == 4) {  // 16 codes over [-20, 20] are coarse: clipping three outliers pays
       EXPECT_LT(mse_scale, min_max_scale / 2);
       EXPECT_LT(mse_error, min_max_error / 2);
@@ -303,12 +298,11 @@ TEST(PtqKlTest, ThresholdLiesBetweenTheBulkAndTheOutliers) {
   test::AttachedQuantizer ptq(register_algorithms, "ptq", {relu.get()});
   ptq.quantizer->quantize_output(x, *relu, true);
   const double threshold = value(*relu, "output_scale") * 127.0;  // symmetric: t / 127
-  const double w = 50.0 / 2048;  // |x| histogram over [0, 50]
+  const double w = 50.0 / 2048;                                   // |x| histogram over [0, 50]
   const double bulk_max = bulk.abs().max().item<double>();
   // Candidates start at 128 bins (int8's 128 levels); a threshold in the empty gap would leave
   // outliers where Q has nothing (infinite divergence), so t ends at most one bin above the
   // bulk.
-  std::fprintf(stderr, "DBG kl t %g bulkmax %g 128w %g\n", threshold, bulk_max, 128*w);
   EXPECT_GE(threshold, 128 * w * (1 - 1e-6));
   EXPECT_LE(threshold, bulk_max + w * (1 + 1e-6));
   EXPECT_LT(threshold, 50.0 / 8);
@@ -379,7 +373,8 @@ TEST(PtqStateTest, BeforeAnyObservationActivationsPassThroughWithAnEmptyGrid) {
 TEST(PtqStateTest, EvaluationForwardsChangeNothing) {
   for (const char* observer : kObservers) {
     const at::Tensor w = at::randn({5, 3});
-    auto fc = test::quant_layer(w, entry({"input", "weight", "output"}, {{"observer", {{"output", observer}}}}));
+    auto fc = test::quant_layer(
+        w, entry({"input", "weight", "output"}, {{"observer", {{"output", observer}}}}));
     test::AttachedQuantizer ptq(register_algorithms, "ptq", {fc.get()});
     ptq.quantizer->quantize_input(at::randn({4, 3}), *fc, true);
     ptq.quantizer->quantize_output(at::randn({4, 5}), *fc, true);
@@ -396,17 +391,18 @@ TEST(PtqStateTest, EvaluationForwardsChangeNothing) {
 
 TEST(PtqStateTest, StateHasFixedShapesFromAttachOn) {
   auto fc = test::quant_layer(
-      at::randn({6, 2}), entry({"weight", "output"}, {{"observer", {{"output", "kl"}}},
-                                                      {"quant_scheme", {{"weight", "per_channel_symmetric"}}},
-                                                      {"quant_dtype", {{"weight", "int"}}}}));
+      at::randn({6, 2}),
+      entry({"weight", "output"}, {{"observer", {{"output", "kl"}}},
+                                   {"quant_scheme", {{"weight", "per_channel_symmetric"}}},
+                                   {"quant_dtype", {{"weight", "int"}}}}));
   test::AttachedQuantizer ptq(register_algorithms, "ptq", {fc.get()});
-  EXPECT_THAT(fc->attribute_keys(),
-              ::testing::ElementsAre("output_batches", "output_histogram",
-                                     "output_histogram_bin_width", "output_histogram_start",
-                                     "output_observed_max", "output_observed_min",
-                                     "output_observer", "output_quant_max", "output_quant_min",
-                                     "output_scale", "output_zero_point", "weight_quant_max",
-                                     "weight_quant_min", "weight_scale", "weight_zero_point"));
+  EXPECT_THAT(
+      fc->attribute_keys(),
+      ::testing::ElementsAre("output_batches", "output_histogram", "output_histogram_bin_width",
+                             "output_histogram_start", "output_observed_max", "output_observed_min",
+                             "output_observer", "output_quant_max", "output_quant_min",
+                             "output_scale", "output_zero_point", "weight_quant_max",
+                             "weight_quant_min", "weight_scale", "weight_zero_point"));
   EXPECT_EQ(sdk::tensor_attribute(*fc, "output_histogram").sizes(), at::IntArrayRef({kBins}));
   EXPECT_EQ(sdk::tensor_attribute(*fc, "weight_scale").sizes(), at::IntArrayRef({6}));
   EXPECT_EQ(value(*fc, "output_observer"), 4.f);
@@ -421,8 +417,8 @@ TEST(PtqStateTest, PerChannelSymmetricInt8WeightsHaveZeroPointZeroAndMaxAbsOver1
                                    1.27f, -1.f, 0.f, .5f,    // 1.27
                                    .02f, -.03f, .01f, 0.f})  // .03
                            .reshape({3, 4});
-  auto fc = test::quant_layer(w, entry({"weight"}, {{"quant_scheme", "per_channel_symmetric"},
-                                                    {"quant_dtype", "int"}}));
+  auto fc = test::quant_layer(
+      w, entry({"weight"}, {{"quant_scheme", "per_channel_symmetric"}, {"quant_dtype", "int"}}));
   test::AttachedQuantizer ptq(register_algorithms, "ptq", {fc.get()});
   const at::Tensor scale = sdk::tensor_attribute(*fc, "weight_scale");
   const at::Tensor zero_point = sdk::tensor_attribute(*fc, "weight_zero_point");
@@ -505,6 +501,29 @@ TEST(PtqStateTest, WeightGridFollowsTheWeightAfterAnOptimizerStep) {
   }
 }
 
+// --- data-parallel runs --------------------------------------------------------------------------
+
+TEST(PtqDataParallelTest, EveryRanksBatchRangeAndCountsAreCombined) {
+  auto relu = output_layer({{"observer", "percentile"}, {"percentile", 100}});
+  test::AttachedQuantizer ptq(register_algorithms, "ptq", {relu.get()});
+  // A second rank whose batch spans [-4, 1] and holds 3 values in the first bin.
+  ptq.context->peer = [](std::vector<at::Tensor>& tensors, sdk::Reduction op) {
+    if (op == sdk::Reduction::kMax) {
+      tensors[0] = at::maximum(tensors[0], at::tensor({4.f, 1.f}));
+    } else {
+      ASSERT_EQ(op, sdk::Reduction::kSum);
+      tensors[0][0] += 3;
+    }
+  };
+  ptq.quantizer->quantize_output(at::tensor({-1.f, 0.f, 2.f}), *relu, true);
+  EXPECT_EQ(ptq.context->reductions, 2) << "the range, then the histogram";
+  EXPECT_EQ(value(*relu, "output_observed_min"), -4.f);
+  EXPECT_EQ(value(*relu, "output_observed_max"), 2.f);
+  EXPECT_EQ(value(*relu, "output_histogram_start"), -4.f) << "the step's range, on every rank";
+  EXPECT_EQ(sdk::tensor_attribute(*relu, "output_histogram").sum().item<float>(), 6.f);
+  EXPECT_EQ(value(*relu, "output_scale"), 6.f / 255.f) << "percentile 100: [-4, 2]";
+}
+
 // --- config --------------------------------------------------------------------------------------
 
 TEST(PtqConfigTest, AcceptsEveryObserverInStringAndObjectForms) {
@@ -517,11 +536,10 @@ TEST(PtqConfigTest, AcceptsEveryObserverInStringAndObjectForms) {
                                 {"quant_scheme", {{"weight", "per_channel_symmetric"}}},
                                 {"quant_dtype", "int"}})),
             "");
-  EXPECT_EQ(config_error(entry({"output"}, {{"observer", "moving_average"},
-                                            {"averaging_constant", 1}})),
-            "");
-  EXPECT_EQ(config_error(entry({"weight"}, {{"observer", "percentile"}, {"percentile", 50}})),
-            "");
+  EXPECT_EQ(
+      config_error(entry({"output"}, {{"observer", "moving_average"}, {"averaging_constant", 1}})),
+      "");
+  EXPECT_EQ(config_error(entry({"weight"}, {{"observer", "percentile"}, {"percentile", 50}})), "");
 }
 
 TEST(PtqConfigTest, RefusesUnknownObserversAndWrongTypesNamingPathRuleAndValue) {
