@@ -111,6 +111,27 @@ Json result_json(const host::CompressionRequest& request, const host::Compressio
                                {"test", has_test ? eval_json(r.test) : Json()}});
     }
   }
+  if (result.batchnorm_recalibration) {
+    const host::BatchNormRecalibration& r = *result.batchnorm_recalibration;
+    out["batchnorm_recalibration"] = {
+        {"batches", r.batches},
+        {"samples", r.samples},
+        {"layers", r.layers},
+        {"not_reached", r.not_reached},
+        {"accuracy", result.after_recalibration ? eval_json(*result.after_recalibration) : Json()}};
+  }
+  if (result.int8) {
+    const host::Int8ConvertReport& r = *result.int8;
+    Json float_layers = Json::array();
+    for (const host::FloatLayer& layer : r.float_layers) {
+      float_layers.push_back({{"layer", layer.name}, {"reason", layer.reason}});
+    }
+    out["int8"] = {{"output", request.int8_path.string()},
+                   {"engine", host::quantized_engine_name(r.engine)},
+                   {"int8_layers", r.int8_layers.size()},
+                   {"float_layers", float_layers},
+                   {"accuracy", result.int8_accuracy ? eval_json(*result.int8_accuracy) : Json()}};
+  }
   out["seconds"] = {{"load", result.load_seconds},
                     {"compress", result.compress_seconds},
                     {"save", result.save_seconds}};
@@ -159,6 +180,32 @@ void print_compress_result(const host::CompressionRequest& request,
     }
     std::printf("\nwrote %s%s%s\n", request.output_path.c_str(),
                 request.masks_path.empty() ? "" : " and ", request.masks_path.c_str());
+  }
+  if (result.batchnorm_recalibration) {
+    const host::BatchNormRecalibration& r = *result.batchnorm_recalibration;
+    std::printf("BatchNorm statistics re-estimated on %lld batches (%lld samples): %zu layers",
+                static_cast<long long>(r.batches), static_cast<long long>(r.samples),
+                r.layers.size());
+    if (result.after_recalibration) {
+      std::printf(", test accuracy %.4f right after", result.after_recalibration->accuracy);
+    }
+    std::printf("\n");
+    for (const std::string& layer : r.not_reached) {
+      std::printf("  not reached by the data, kept: %s\n", layer.c_str());
+    }
+  }
+  if (result.int8) {
+    const host::Int8ConvertReport& r = *result.int8;
+    std::printf("int8 model %s (engine %s): %zu int8 layers, %zu in float", request.int8_path.c_str(),
+                host::quantized_engine_name(r.engine), r.int8_layers.size(), r.float_layers.size());
+    if (result.int8_accuracy) {
+      std::printf(", test accuracy %.4f", result.int8_accuracy->accuracy);
+    }
+    std::printf("\n");
+    for (const host::FloatLayer& layer : r.float_layers) {
+      std::printf("  %s runs its fake quantization in float: %s\n", layer.name.c_str(),
+                  layer.reason.c_str());
+    }
   }
   if (result.onnx) {
     print_onnx_summary(request.onnx_path.string(), request.onnx.opset, input_shape,

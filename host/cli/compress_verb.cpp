@@ -33,6 +33,9 @@ int run_compress(const std::vector<std::string>& args) {
   OnnxRequest onnx;
   bool json = false;
   bool fold_batchnorm = false;
+  int64_t recalibrate_bn = 0;
+  std::string int8_path;
+  std::string engine_name = "auto";
   host::TrainOptions train_options;
   constexpr int64_t kNoEpochs = std::numeric_limits<int64_t>::min();
   train_options.epochs = kNoEpochs;  // no fine-tuning unless asked for
@@ -67,14 +70,25 @@ int run_compress(const std::vector<std::string>& args) {
        "quantizers: fold each BatchNorm2d into the Conv2d before it first, so output grids sit "
        "after the normalization, where int8 kernels write them (lithe convert); the model "
        "written is the folded one")
+      ("recalibrate-bn", po::value(&recalibrate_bn),
+       "re-estimate every BatchNorm layer's running mean and variance on N batches of --data "
+       "once the model is compressed (pruners: after --calibration-batches; quantizers: "
+       "before it), before any fine-tuning; pruning changes what BatchNorm layers see")
+      ("convert", po::value(&int8_path),
+       "quantizers: also write the native int8 TorchScript model (what lithe convert writes)")
+      ("engine", po::value(&engine_name)->default_value("auto"),
+       "with --convert: quantized engine, auto (onednn when every weight is symmetric, else "
+       "qnnpack), onednn or qnnpack")
       ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
-  add_training_options(desc, train_options, data, test_path);
+  std::string teacher_path;
+  add_training_options(desc, train_options, data, test_path, teacher_path);
   add_common_options(desc, common);
   po::variables_map given;
   if (!parse_verb_args("compress",
                        "--model M.pt --config C.json --output OUT.pt [--masks MASKS.pt] "
                        "[--calibration CAL.json] [--calibration-batches N] [--epochs N] "
-                       "[--data DIR|FILE] [--onnx OUT.onnx --input-shape 1,1,28,28]",
+                       "[--data DIR|FILE] [--recalibrate-bn N] [--onnx OUT.onnx --input-shape "
+                       "1,1,28,28] [--convert INT8.pt]",
                        args, desc, nullptr, &given)) {
     return 0;
   }
@@ -89,6 +103,8 @@ int run_compress(const std::vector<std::string>& args) {
   request.test_data_path = test_path;
   request.calibration_batches = calibration_batches;
   request.fold_batchnorm = fold_batchnorm;
+  request.recalibrate_bn_batches = recalibrate_bn;
+  request.int8_path = int8_path;
   request.fine_tune = train_options.epochs != kNoEpochs;
   // Before any work (plugins, config): no output may replace an input, another output or a
   // special file, and options that would be ignored are errors. run_compression checks the
@@ -97,11 +113,13 @@ int run_compress(const std::vector<std::string>& args) {
   host::check_output_paths({{"--model", model_path},
                             {"--config", config_path},
                             {"--data", request.needs_data() ? data : no_data},
-                            {"--test-data", test_path}},
+                            {"--test-data", test_path},
+                            {"--teacher", teacher_path}},
                            {{"--output", output_path},
                             {"--masks", masks_path},
                             {"--calibration", calibration_path},
                             {"--onnx", onnx.path},
+                            {"--convert", int8_path},
                             // Written beside --onnx when the weights exceed 2 GiB.
                             {"the external data file of --onnx",
                              onnx.wanted() ? host::onnx_external_data_path(onnx.path).string()
@@ -115,6 +133,11 @@ int run_compress(const std::vector<std::string>& args) {
   if (request.fine_tune) {
     host::validate_train_options(train_options);  // epochs <= 0, lr, ... fail before any work
   }
+  LITHE_CHECK(given.count("recalibrate-bn") == 0 || recalibrate_bn > 0,
+              sdk::Errc::kInvalidConfig, "--recalibrate-bn must be > 0, got ", recalibrate_bn);
+  LITHE_CHECK(!int8_path.empty() || given.count("engine") == 0 || given["engine"].defaulted(),
+              sdk::Errc::kInvalidConfig, "--engine has no effect without --convert");
+  request.int8_engine = host::parse_quantized_engine(engine_name, "--engine");
   LITHE_CHECK(given.count("calibration-batches") == 0 || calibration_batches > 0,
               sdk::Errc::kInvalidConfig, "--calibration-batches must be > 0, got ",
               calibration_batches);
@@ -125,11 +148,12 @@ int run_compress(const std::vector<std::string>& args) {
       const bool used = request.needs_data() && used_by_calibration.count(name) != 0;
       LITHE_CHECK(used || given.count(name) == 0 || given[name].defaulted(),
                   sdk::Errc::kInvalidConfig, "--", name, " has no effect without --epochs",
-                  request.needs_data() ? "" : " or --calibration-batches");
+                  request.needs_data() ? "" : ", --calibration-batches or --recalibrate-bn");
     }
     LITHE_CHECK(train_options.batch_size > 0, sdk::Errc::kInvalidConfig,
                 "batch size must be > 0, got ", train_options.batch_size);
   }
+  const std::unique_ptr<host::Model> teacher = load_teacher(teacher_path, given, train_options);
   request.config = host::read_compression_config(config_path);
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);

@@ -42,13 +42,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return text;
 }
 
-// The archive names its engine, so that loading it (lithe's loader) prepacks for that one.
-std::string serialized(const torch::jit::Module& module, host::QuantizedEngine engine) {
-  std::ostringstream out;
-  module.save(out, {{host::kQuantizedEngineRecord, host::quantized_engine_name(engine)}});
-  return out.str();
-}
-
 at::Tensor output_tensor(torch::jit::Module& module, const at::Tensor& input, const char* which) {
   c10::IValue out;
   try {
@@ -127,7 +120,7 @@ int run_convert(const std::vector<std::string>& args) {
   torch::jit::Module fake_quantized = host::convert_to_int8(model, reference_options);
   int8.eval();
   fake_quantized.eval();
-  const std::string int8_bytes = serialized(int8, report.engine);
+  const std::string int8_bytes = host::serialize_int8_model(int8, report.engine);
 
   // The certificate: int8 against fake-quantized on the same samples.
   at::NoGradGuard no_grad;

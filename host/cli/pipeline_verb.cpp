@@ -49,6 +49,7 @@ struct Stage {
   int64_t epochs = 0;               // compress: fine-tune epochs (0: none)
   int64_t calibration_batches = 0;  // compress
   bool fold_batchnorm = false;      // compress
+  int64_t recalibrate_bn = 0;       // compress: BatchNorm re-estimation batches (0: none)
   host::QuantizedEngine engine = host::QuantizedEngine::kAuto;  // convert
 };
 
@@ -103,7 +104,7 @@ std::vector<Stage> parse_stages(const json& doc, const std::string& file,
               std::to_string(kinds));
     }
     static const std::set<std::string> compress_keys = {"compress", "epochs", "calibration_batches",
-                                                        "fold_batchnorm"};
+                                                        "fold_batchnorm", "recalibrate_bn"};
     for (const auto& [key, value] : s.items()) {
       const bool known = stage.kind == StageKind::kCompress  ? compress_keys.count(key) != 0
                          : stage.kind == StageKind::kSpeedup ? key == "speedup"
@@ -126,6 +127,9 @@ std::vector<Stage> parse_stages(const json& doc, const std::string& file,
       if (s.contains("calibration_batches")) {
         stage.calibration_batches =
             positive_int(s["calibration_batches"], file, at + "/calibration_batches");
+      }
+      if (s.contains("recalibrate_bn")) {
+        stage.recalibrate_bn = positive_int(s["recalibrate_bn"], file, at + "/recalibrate_bn");
       }
       if (s.contains("fold_batchnorm")) {
         if (!s["fold_batchnorm"].is_boolean()) {
@@ -257,7 +261,8 @@ int run_pipeline(const std::vector<std::string>& args) {
       ("model", po::value(&model_path)->required(), "TorchScript model to compress")
       ("config", po::value(&config_path)->required(),
        "JSON file {\"stages\": [{\"compress\": {...config...}, \"epochs\": N}, {\"speedup\": {}}, "
-       "{\"compress\": {...}, \"calibration_batches\": N, \"fold_batchnorm\": true}, "
+       "{\"compress\": {...}, \"calibration_batches\": N, \"fold_batchnorm\": true, "
+       "\"recalibrate_bn\": N}, "
        "{\"convert\": {}, \"engine\": \"auto\"}]}")
       ("output", po::value(&output_path)->required(), "the final model to write")
       ("input-shape", po::value(&input_shape_text)->required(),
@@ -265,20 +270,24 @@ int run_pipeline(const std::vector<std::string>& args) {
       ("json", po::value(&json_path), "also write the per-stage report as JSON")
       ("no-accuracy", po::bool_switch(&no_accuracy),
        "do not evaluate each stage's model on the test data");
-  add_training_options(desc, train_options, data, test_path);
+  std::string teacher_path;
+  add_training_options(desc, train_options, data, test_path, teacher_path);
   add_common_options(desc, common);
+  po::variables_map given;
   if (!parse_verb_args(
           "pipeline",
           "--model M.pt --config PIPELINE.json --input-shape 1,1,28,28 --output OUT.pt "
-          "[--json REPORT.json]",
-          args, desc)) {
+          "[--json REPORT.json] [--teacher T.pt]",
+          args, desc, nullptr, &given)) {
     return 0;
   }
   host::check_output_paths({{"--model", model_path},
                             {"--config", config_path},
                             {"--data", data},
-                            {"--test-data", test_path}},
+                            {"--test-data", test_path},
+                            {"--teacher", teacher_path}},
                            {{"--output", output_path}, {"--json", json_path}});
+  const std::unique_ptr<host::Model> teacher = load_teacher(teacher_path, given, train_options);
   const std::vector<int64_t> shape = parse_input_shape(input_shape_text);
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
@@ -333,6 +342,7 @@ int run_pipeline(const std::vector<std::string>& args) {
         request.test_data_path = test_path;
         request.calibration_batches = stage.calibration_batches;
         request.fold_batchnorm = stage.fold_batchnorm;
+        request.recalibrate_bn_batches = stage.recalibrate_bn;
         request.fine_tune = stage.epochs > 0;
         request.train_options = train_options;
         request.train_options.epochs = stage.epochs > 0 ? stage.epochs : 1;
@@ -358,8 +368,7 @@ int run_pipeline(const std::vector<std::string>& args) {
         options.engine = stage.engine;
         host::Int8ConvertReport convert_report;
         torch::jit::Module int8 = host::convert_to_int8(module, options, &convert_report);
-        int8.save(next.string(), {{host::kQuantizedEngineRecord,
-                                   host::quantized_engine_name(convert_report.engine)}});
+        host::write_file(next, host::serialize_int8_model(int8, convert_report.engine));
         label = std::string("convert (") + host::quantized_engine_name(convert_report.engine) +
                 ", " + std::to_string(convert_report.int8_layers.size()) + " int8 layers, " +
                 std::to_string(convert_report.float_layers.size()) + " float)";

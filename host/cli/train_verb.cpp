@@ -31,13 +31,19 @@ int run_train(const std::vector<std::string>& args) {
       ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)")
       ("json", po::bool_switch(&json), "print a JSON summary");
   std::string test_path;
-  add_training_options(desc, o, data, test_path);
-  if (!parse_verb_args("train", "--model M.pt [--data DIR] --epochs N --output OUT.pt", args,
-                       desc)) {
+  std::string teacher_path;
+  add_training_options(desc, o, data, test_path, teacher_path);
+  po::variables_map given;
+  if (!parse_verb_args("train",
+                       "--model M.pt [--data DIR] --epochs N --output OUT.pt [--teacher T.pt]",
+                       args, desc, nullptr, &given)) {
     return 0;
   }
   host::validate_train_options(o);
-  host::check_output_paths({{"--model", model_path}, {"--data", data}, {"--test-data", test_path}},
+  host::check_output_paths({{"--model", model_path},
+                            {"--data", data},
+                            {"--test-data", test_path},
+                            {"--teacher", teacher_path}},
                            {{"--output", output_path}});
   host::StagedFile output(output_path, "--output");  // checks the directory before any work
   host::configure_threads(threads);
@@ -45,6 +51,7 @@ int run_train(const std::vector<std::string>& args) {
   o.process_group = ranks.group();
   o.progress = ranks.writer();
   const auto model = host::load_torchscript_model(model_path);
+  const std::unique_ptr<host::Model> teacher = load_teacher(teacher_path, given, o);
   const host::Dataset train_data = host::load_dataset(data, "train");
   const host::Dataset test_data = host::load_test_dataset(data, test_path);
   const bool has_test = test_data.size() > 0;

@@ -3,7 +3,9 @@
 // ops, so records_autograd() is true and the host calls quantize_* with autograd recording.
 //
 // Per-layer state (tensor attributes, float32 [1], created in attach, updated in place):
-//   <type>_scale        the learned step size (requires_grad; the optimizer updates it)
+//   <type>_scale        the learned step size (requires_grad; the optimizer updates it); for a
+//                       weight quantized per channel (quant_scheme per_channel_symmetric)
+//                       float32 [C], one per output channel
 //   <type>_initialized  input/output only: 1 once the step size was initialised from the first
 //                       training batch, else 0 (saved with the model, so a restored layer is
 //                       not re-initialised)
@@ -21,7 +23,9 @@
 #include <lithe/sdk.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace lithe::plugins::lsq {
@@ -30,6 +34,81 @@ namespace {
 using sdk::QuantType;
 
 int64_t signed_qmax(int64_t bits) { return (int64_t{1} << (bits - 1)) - 1; }
+
+constexpr const char* kQuantScheme = "quant_scheme";
+
+// The value an SDK conversion error quotes (its messages end "..., got <value>").
+std::string value_seen(const sdk::Error& e) {
+  const std::string what = e.what();
+  const size_t at = what.find(", got ");
+  return at == std::string::npos ? what : what.substr(at + 6);
+}
+
+// NNI v2.5's quant_scheme key (qat's), narrowed to lsq's grid, which is signed and symmetric
+// (zero point 0): "per_tensor_symmetric" (the default) or, for the weight only,
+// "per_channel_symmetric". A string sets every quant type of the entry, an object the quant
+// types it names. Returns whether the weight is quantized per output channel.
+bool weight_per_channel(const sdk::Options& entry) {
+  if (!entry.has(kQuantScheme)) {
+    return false;
+  }
+  entry.mark_read(kQuantScheme);
+  const std::vector<QuantType> types = sdk::quant_types(entry);
+  const std::string path = entry.path() + "/" + kQuantScheme;
+  std::vector<std::tuple<QuantType, std::string, std::string>> chosen;  // type, value, where
+  std::optional<std::string> text;
+  try {
+    text = entry.require<std::string>(kQuantScheme);
+  } catch (const sdk::Error&) {
+    // the object form, or a value of another type (reported below)
+  }
+  if (text) {
+    for (QuantType type : types) {
+      chosen.emplace_back(type, *text, path);
+    }
+  } else {
+    sdk::Options object;
+    try {
+      object = entry.child(kQuantScheme);
+    } catch (const sdk::Error& e) {
+      throw sdk::Error(sdk::Errc::kInvalidConfig,
+                       path + " must be a scheme name, or an object giving one per quant type, "
+                              "got " + value_seen(e));
+    }
+    for (const std::string& name : object.keys()) {
+      const std::string where = path + "/" + name;
+      std::optional<QuantType> type;
+      for (QuantType t : types) {
+        type = name == sdk::quant_type_name(t) ? std::optional<QuantType>(t) : type;
+      }
+      LITHE_CHECK(type.has_value(), sdk::Errc::kInvalidConfig, where,
+                  ": the keys of quant_scheme must be quant types of this entry, got \"",
+                  sdk::printable(name, 80), "\"");
+      std::optional<std::string> value;
+      try {
+        value = object.require<std::string>(name);
+      } catch (const sdk::Error& e) {
+        throw sdk::Error(sdk::Errc::kInvalidConfig,
+                         where + " must be a scheme name (a string), got " + value_seen(e));
+      }
+      chosen.emplace_back(*type, *value, where);
+    }
+  }
+  bool per_channel = false;
+  for (const auto& [type, value, where] : chosen) {
+    const bool channel = value == "per_channel_symmetric";
+    LITHE_CHECK(channel || value == "per_tensor_symmetric", sdk::Errc::kInvalidConfig, where,
+                " must be \"per_tensor_symmetric\" or \"per_channel_symmetric\" (lsq's grid is "
+                "signed and symmetric, zero point 0), got \"",
+                sdk::printable(value, 80), "\"");
+    LITHE_CHECK(!channel || type == QuantType::kWeight, sdk::Errc::kInvalidConfig, where,
+                " must be \"per_tensor_symmetric\" for the ", sdk::quant_type_name(type),
+                " (per-channel step sizes are for the weight only, one per output channel), "
+                "got \"per_channel_symmetric\"");
+    per_channel = per_channel || channel;
+  }
+  return per_channel;
+}
 
 // Every key this quantizer reads: the SDK's quant_types/quant_bits, narrowed to what it supports.
 const sdk::OptionSchema& option_keys() {
@@ -46,6 +125,7 @@ class LsqQuantizer final : public sdk::Quantizer {
   void validate_config(const sdk::Options& entry) const override {
     sdk::require_quant_types(entry, {QuantType::kInput, QuantType::kWeight, QuantType::kOutput},
                              "lsq");
+    (void)weight_per_channel(entry);
     for (QuantType type : sdk::quant_types(entry)) {
       const int64_t bits = sdk::quant_bits(entry, type);
       LITHE_CHECK(bits >= kMinBits, sdk::Errc::kInvalidConfig, sdk::quant_bits_path(entry, type),
@@ -69,9 +149,14 @@ class LsqQuantizer final : public sdk::Quantizer {
           LITHE_CHECK(weight.defined(), sdk::Errc::kUnsupportedLayer, "layer '", layer->name(),
                       "': lsq is configured to quantize its weight, but this ",
                       layer->op_type(), " has none");
+          const int64_t bits = sdk::quant_bits(layer->config(), type);
+          const bool per_channel = weight_per_channel(layer->config());
+          LITHE_CHECK(!per_channel || weight.dim() >= 1, sdk::Errc::kUnsupportedLayer, "layer '",
+                      layer->name(), "': a per-channel step size needs a weight with an output "
+                      "dimension, got a ", weight.dim(), "-dimensional one");
           scale = sdk::ensure_tensor_attribute(
               *layer, sdk::quant_state_key(type, "scale"),
-              initial_scale(weight, sdk::quant_bits(layer->config(), type)));
+              per_channel ? initial_channel_scales(weight, bits) : initial_scale(weight, bits));
           ensure_grid(*layer, type, /*quantizing=*/true);
         } else {
           // NNI's placeholder 1.0 until the first training batch sets the real value.
@@ -173,17 +258,32 @@ at::Tensor initial_scale(const at::Tensor& x, int64_t bits) {
   return scale.clamp_min(kMinScale).to(at::kFloat).reshape({1});
 }
 
+at::Tensor initial_channel_scales(const at::Tensor& weight, int64_t bits) {
+  at::NoGradGuard no_grad;
+  const double root_qmax = std::pow(static_cast<double>(signed_qmax(bits)), 0.5);
+  const at::Tensor mean = weight.detach().abs().reshape({weight.size(0), -1}).mean(1);
+  return (mean * 2 / root_qmax).clamp_min(kMinScale).to(at::kFloat).contiguous();
+}
+
 at::Tensor lsq_quantize(const at::Tensor& x, const at::Tensor& scale, int64_t bits,
                         int64_t numel) {
   const int64_t qmax = signed_qmax(bits);
   const int64_t qmin = -qmax - 1;
+  const int64_t channels = scale.numel();
   // NNI: 1.0 / ((qmax * x.numel()) ** 0.5). The product is exact in Python; in double it is
-  // rounded once, as Python's int-to-float conversion rounds it.
+  // rounded once, as Python's int-to-float conversion rounds it. A per-channel step size sees
+  // one channel's elements, so its count is that of one channel.
+  const int64_t count = numel > 0 ? numel : x.numel() / channels;
   const double grad_factor =
-      1.0 / std::pow(static_cast<double>(qmax) *
-                         static_cast<double>(numel > 0 ? numel : x.numel()),
-                     0.5);
-  at::Tensor s = scale.to(x.device()).reshape({});
+      1.0 / std::pow(static_cast<double>(qmax) * static_cast<double>(count), 0.5);
+  at::Tensor s;
+  if (channels == 1) {
+    s = scale.to(x.device()).reshape({});
+  } else {  // one step size per slice of dim 0, broadcast over the others
+    std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+    shape[0] = channels;
+    s = scale.to(x.device()).reshape(shape);
+  }
   // Value max(s, kMinScale) exactly (s − s is 0), gradient to s unchanged, so a step size the
   // optimizer drove to or below 0 can grow back. Exactly s whenever s >= kMinScale.
   s = s.clamp_min(kMinScale).detach() + (s - s.detach());
@@ -205,4 +305,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::lsq
 
-LITHE_PLUGIN("lsq", "1.1.0", lithe::plugins::lsq::register_algorithms)
+LITHE_PLUGIN("lsq", "1.2.0", lithe::plugins::lsq::register_algorithms)

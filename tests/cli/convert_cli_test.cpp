@@ -1,6 +1,6 @@
-// `lithe convert` and `lithe compress --fold-batchnorm` end to end with the real plugins: a
-// quantized model becomes an int8 model with its certificate; bad inputs fail in one line and
-// leave no output behind.
+// `lithe convert`, `lithe compress --convert` and `lithe compress --fold-batchnorm` end to end
+// with the real plugins: a quantized model becomes an int8 model with its certificate, or beside
+// the quantized model in one run; bad inputs fail in one line and leave no output behind.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -115,6 +115,78 @@ TEST(ConvertCliTest, FoldBatchnormFoldsBeforeQuantizingAndIsForQuantizersOnly) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.out,
               AllOf(HasSubstr("--fold-batchnorm"), HasSubstr("'level' is not a quantizer")));
+  EXPECT_FALSE(fs::exists(dir / "p.pt"));
+}
+
+TEST(ConvertCliTest, CompressConvertWritesWhatConvertWritesAndItsAccuracy) {
+  const fs::path dir = scratch_dir("compress_convert");
+  write_text(dir / "lsq.json", R"({"algorithm": "lsq", "config_list": [
+      {"quant_types": ["input", "weight", "output"], "quant_bits": 8, "op_names": ["conv1"]},
+      {"quant_types": ["weight", "output"], "quant_bits": 8,
+       "op_names": ["conv2", "fc1", "fc2", "fc3"]}]})");
+  CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                         (dir / "lsq.json").string() + " --output " + (dir / "q.pt").string() +
+                         " --calibration-batches 2 --convert " + (dir / "int8.pt").string() +
+                         " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+  EXPECT_EQ(summary["int8"]["engine"], "onednn");
+  EXPECT_EQ(summary["int8"]["int8_layers"], 5);
+  EXPECT_TRUE(summary["int8"]["float_layers"].empty());
+  // Fashion-MNIST's test split: the int8 model is evaluated like the quantized one (the
+  // bundled LeNet has random weights, so both are near chance; BENCHMARKS.md has trained ones).
+  EXPECT_EQ(summary["int8"]["accuracy"]["samples"], 10000);
+  EXPECT_EQ(summary["accuracy_after"]["samples"], 10000);
+
+  // The same bytes as lithe convert on the quantized model written beside it.
+  run = run_lithe("convert --model " + (dir / "q.pt").string() +
+                  " --input-shape 1,1,28,28 --output " + (dir / "convert.pt").string() +
+                  " --samples 2 --latency-runs 1 --warmup 0");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(read_text(dir / "int8.pt"), read_text(dir / "convert.pt"));
+
+  // A pruner has nothing to convert; --engine needs --convert; both refused before any work.
+  write_text(
+      dir / "level.json",
+      R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["default"]}]})");
+  run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                  (dir / "level.json").string() + " --output " + (dir / "p.pt").string() +
+                  " --convert " + (dir / "p8.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--convert"), HasSubstr("'level' is not a quantizer")));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                  (dir / "lsq.json").string() + " --output " + (dir / "p.pt").string() +
+                  " --engine qnnpack");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--engine has no effect without --convert"));
+  // The int8 output may not be the quantized output.
+  run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                  (dir / "lsq.json").string() + " --output " + (dir / "p.pt").string() +
+                  " --convert " + (dir / "p.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--convert"), HasSubstr("--output")));
+  EXPECT_FALSE(fs::exists(dir / "p.pt"));
+  EXPECT_FALSE(fs::exists(dir / "p8.pt"));
+}
+
+TEST(ConvertCliTest, RecalibrateBnNeedsAPositiveCountAndBatchNormLayers) {
+  const fs::path dir = scratch_dir("compress_recalibrate_bn");
+  write_text(
+      dir / "level.json",
+      R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["default"]}]})");
+  CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                         (dir / "level.json").string() + " --output " + (dir / "p.pt").string() +
+                         " --recalibrate-bn 0");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--recalibrate-bn must be > 0, got 0"));
+  // The bundled LeNet has no BatchNorm: said in one line, nothing written.
+  run = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                  (dir / "level.json").string() + " --output " + (dir / "p.pt").string() +
+                  " --recalibrate-bn 2");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("no BatchNorm1d/2d/3d layer with running statistics"));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
   EXPECT_FALSE(fs::exists(dir / "p.pt"));
 }
 

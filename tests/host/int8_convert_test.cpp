@@ -130,6 +130,37 @@ TEST(Int8ConvertTest, SymmetricWeightsRunInt8OnOnednnWithReluFusedAndNoRequantiz
   EXPECT_LT(saved(int8).size(), saved(test::load_conformance_model("lenet")).size() * 35 / 100);
 }
 
+TEST(Int8ConvertTest, LsqPerChannelStepSizesBecomePerChannelInt8Weights) {
+  if (available_quantized_engines().empty()) {
+    GTEST_SKIP() << "this libtorch has no quantized engine";
+  }
+  const std::string per_channel = R"([{"quant_types": ["input", "weight", "output"],
+      "quant_bits": 8, "op_names": ["conv1"], "quant_scheme": {"weight": "per_channel_symmetric"}},
+      {"quant_types": ["weight", "output"], "quant_bits": 8, "op_names": ["conv2", "fc1", "fc2",
+      "fc3"], "quant_scheme": {"weight": "per_channel_symmetric"}}])";
+  test::QuantizedModel q = test::quantize_model(test::load_conformance_model("lenet"), "lsq",
+                                                per_channel, kLenetInput, 3);
+  EXPECT_EQ(q.module.attr("conv2").toModule().attr("lithe_q_weight_scale").toTensor().numel(),
+            q.module.attr("conv2").toModule().attr("weight").toTensor().size(0));
+  Int8ConvertReport report;
+  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  EXPECT_EQ(report.engine, QuantizedEngine::kOnednn);
+  ASSERT_EQ(report.int8_layers.size(), 5u);
+  for (const Int8Layer& layer : report.int8_layers) {
+    EXPECT_TRUE(layer.per_channel) << layer.name;
+  }
+  Int8ConvertOptions reference_options;
+  reference_options.fake_quantized = true;
+  torch::jit::Module reference = convert_to_int8(q.module, reference_options);
+  torch::manual_seed(13);
+  const at::Tensor x = torch::randn(kLenetInput) * 2;
+  // The reference is Lithe's own per-channel forward, bit for bit; the int8 model within two
+  // steps of its output grid.
+  EXPECT_TRUE(torch::equal(run(reference, x), q.forward(x)));
+  EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
+            2 * report.output_scales.at(0));
+}
+
 TEST(Int8ConvertTest, AsymmetricWeightsChooseQnnpackOrRunInFloatOnOnednnWithTheReason) {
   const std::vector<QuantizedEngine> engines = available_quantized_engines();
   if (std::find(engines.begin(), engines.end(), QuantizedEngine::kQnnpack) == engines.end() ||

@@ -22,6 +22,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -940,6 +941,18 @@ jit::Module convert_to_int8(const jit::Module& model, const Int8ConvertOptions& 
   Int8ConvertReport& out = report != nullptr ? *report : local;
   out = {};
   return Converter(model, options, out).run();
+}
+
+std::string serialize_int8_model(const torch::jit::Module& int8, QuantizedEngine engine) {
+  try {
+    std::ostringstream out(std::ios::binary);
+    int8.save(out, {{kQuantizedEngineRecord, quantized_engine_name(engine)}});
+    return std::move(out).str();
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw sdk::Error(sdk::Errc::kIo,
+                     "cannot serialise the int8 model: " + message.substr(0, message.find('\n')));
+  }
 }
 
 }  // namespace lithe::host

@@ -31,6 +31,16 @@ LayerDependencies Model::dependencies() const {
                        "turn dependency_aware off");
 }
 
+void Model::train_module(const std::string& module, bool /*on*/) {
+  throw sdk::Error(sdk::Errc::kUnsupported, "module '" + module + "': " + kind() +
+                                                " models cannot switch one module's mode");
+}
+
+std::optional<double> Model::batchnorm_momentum(const std::string& module) const {
+  throw sdk::Error(sdk::Errc::kUnsupported, "module '" + module + "': " + kind() +
+                                                " models do not expose BatchNorm momentum");
+}
+
 const ModuleRecord* Model::find_module(const std::string& name) const {
   for (const ModuleRecord& record : modules()) {
     if (record.name == name) {

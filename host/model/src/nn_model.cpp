@@ -164,6 +164,36 @@ class NnModel final : public Model {
   void train(bool on) override { root_->train(on); }
   bool is_training() const override { return root_->is_training(); }
 
+  void train_module(const std::string& module, bool on) override {
+    LITHE_CHECK(by_name_.count(module) != 0, sdk::Errc::kInvalidConfig, "the model has no ",
+                "module '", module, "'");
+    by_name_.at(module)->train(on);
+  }
+
+  std::optional<double> batchnorm_momentum(const std::string& module) const override {
+    LITHE_CHECK(by_name_.count(module) != 0, sdk::Errc::kInvalidConfig, "the model has no ",
+                "module '", module, "'");
+    torch::nn::Module* m = by_name_.at(module).get();
+    const auto plain = [](const c10::optional<double>& v) {
+      return v.has_value() ? std::optional<double>(*v) : std::nullopt;
+    };
+    std::optional<double> momentum;
+    bool batchnorm = false;
+    if (auto* bn = dynamic_cast<torch::nn::BatchNorm1dImpl*>(m)) {
+      batchnorm = true;
+      momentum = plain(bn->options.momentum());
+    } else if (auto* bn2 = dynamic_cast<torch::nn::BatchNorm2dImpl*>(m)) {
+      batchnorm = true;
+      momentum = plain(bn2->options.momentum());
+    } else if (auto* bn3 = dynamic_cast<torch::nn::BatchNorm3dImpl*>(m)) {
+      batchnorm = true;
+      momentum = plain(bn3->options.momentum());
+    }
+    LITHE_CHECK(batchnorm, sdk::Errc::kUnsupported, "module '", module, "' (", nn_op_type(*m),
+                ") is not a torch::nn BatchNorm1d/2d/3d");
+    return momentum;
+  }
+
   void set_taps(const std::vector<std::string>& names, TapCallback callback) override {
     for (const std::string& name : names) {
       sequential_slot(name, "cannot be observed: activation collectors");  // validates

@@ -357,6 +357,35 @@ class TorchScriptModel final : public Model {
   }
   bool is_training() const override { return training_; }
 
+  void train_module(const std::string& module, bool on) override {
+    LITHE_CHECK(find_module(module) != nullptr, sdk::Errc::kInvalidConfig, "the model has no ",
+                "module '", module, "'");
+    submodule(working_, module).train(on);  // working_ runs the forwards
+  }
+
+  std::optional<double> batchnorm_momentum(const std::string& module) const override {
+    LITHE_CHECK(find_module(module) != nullptr, sdk::Errc::kInvalidConfig, "the model has no ",
+                "module '", module, "'");
+    const jit::Module target = submodule(original_, module);
+    const auto name = target.type()->name();
+    // Scripting may mangle the qualified name (...batchnorm.___torch_mangle_5.BatchNorm2d).
+    const bool batchnorm =
+        name && name->qualifiedName().rfind("__torch__.torch.nn.modules.batchnorm.", 0) == 0 &&
+        (name->name() == "BatchNorm1d" || name->name() == "BatchNorm2d" ||
+         name->name() == "BatchNorm3d");
+    LITHE_CHECK(batchnorm, sdk::Errc::kUnsupported, "module '", module, "' (",
+                name ? name->qualifiedName() : std::string("?"),
+                ") is not torch.nn's BatchNorm1d/2d/3d");
+    // torch.nn's BatchNorm declares momentum a constant: scripting bakes it into the forward.
+    c10::optional<c10::IValue> value = target.type()->findConstant("momentum");
+    if (!value && target.hasattr("momentum")) {
+      value = target.attr("momentum");
+    }
+    LITHE_CHECK(value && (value->isDouble() || value->isNone()), sdk::Errc::kUnsupported,
+                "BatchNorm layer '", module, "' has no momentum constant");
+    return value->isNone() ? std::nullopt : std::optional<double>(value->toDouble());
+  }
+
   void set_taps(const std::vector<std::string>& names, TapCallback callback) override {
     for (const std::string& name : names) {
       LITHE_CHECK(find_module(name) != nullptr, sdk::Errc::kInvalidConfig,

@@ -33,6 +33,18 @@ std::string export_saved(const std::filesystem::path& saved, const OnnxExportOpt
   return export_onnx(module, options, summary);
 }
 
+// The native int8 model of the quantized model saved at `saved` (the file the job just staged).
+torch::jit::Module convert_saved(const std::filesystem::path& saved, QuantizedEngine engine,
+                                 Int8ConvertReport* report) {
+  torch::jit::Module module = load_torchscript_module(saved);
+  module.eval();
+  Int8ConvertOptions options;
+  options.engine = engine;
+  torch::jit::Module int8 = convert_to_int8(module, options, report);
+  int8.eval();
+  return int8;
+}
+
 // Whether any quantized layer has input or output ranges, which need data to calibrate.
 bool quantizes_activations(const std::vector<QuantLayerReport>& report) {
   for (const QuantLayerReport& layer : report) {
@@ -66,9 +78,11 @@ struct StagedOutputs {
   std::unique_ptr<StagedFile> masks;        // pruners, when asked for
   std::unique_ptr<StagedFile> calibration;  // quantizers
   std::unique_ptr<StagedFile> onnx;         // when asked for
+  std::unique_ptr<StagedFile> int8;         // quantizers, when asked for
 
   void commit() {
-    for (StagedFile* file : {model.get(), masks.get(), calibration.get(), onnx.get()}) {
+    for (StagedFile* file :
+         {model.get(), masks.get(), calibration.get(), onnx.get(), int8.get()}) {
       if (file != nullptr) {
         file->commit();
       }
@@ -90,6 +104,13 @@ void check_request(const CompressionRequest& request, bool quantizer,
   LITHE_CHECK(quantizer || request.calibration_path.empty(), sdk::Errc::kInvalidConfig,
               "--calibration: '", algorithm,
               "' is not a quantizer, so there is no calibration to write");
+  LITHE_CHECK(quantizer || request.int8_path.empty(), sdk::Errc::kInvalidConfig, "--convert: '",
+              algorithm,
+              "' is not a quantizer; an int8 model needs quantized layers (prune, speed up, "
+              "then quantize: lithe pipeline)");
+  LITHE_CHECK(request.recalibrate_bn_batches >= 0, sdk::Errc::kInvalidConfig,
+              "--recalibrate-bn must be >= 0 (0: no re-estimation), got ",
+              request.recalibrate_bn_batches);
   LITHE_CHECK(request.calibration_batches >= 0, sdk::Errc::kInvalidConfig,
               "--calibration-batches must be >= 0 (0: no calibration), got ",
               request.calibration_batches);
@@ -112,7 +133,8 @@ void check_request(const CompressionRequest& request, bool quantizer,
                      {{"--output", request.output_path},
                       {"--masks", request.masks_path},
                       {calibration_role, quantizer ? calibration_path : no_data},
-                      {"--onnx", request.onnx_path}});
+                      {"--onnx", request.onnx_path},
+                      {"--convert", request.int8_path}});
 }
 
 }  // namespace
@@ -152,6 +174,9 @@ CompressionResult run_compression(const CompressionRequest& request,
   }
   if (!request.onnx_path.empty()) {
     out.onnx = std::make_unique<StagedFile>(request.onnx_path, "--onnx");
+  }
+  if (!request.int8_path.empty()) {
+    out.int8 = std::make_unique<StagedFile>(request.int8_path, "--convert");
   }
 
   // 2. Model and session: the whole config is validated here, before any data is read.
@@ -203,12 +228,27 @@ CompressionResult run_compression(const CompressionRequest& request,
   } else {
     pruning->compress();
   }
-  if (out.onnx && quantizer) {
-    // A quantizer the QDQ export cannot express fails now, not after the training; the files
-    // are written again from the result.
+  if ((out.onnx || out.int8) && quantizer) {
+    // A quantizer the QDQ export or the int8 conversion cannot express fails now, not after
+    // the training; the files are written again from the result.
     quantization->store_state_in_model();
     out.model->write(model->serialize());
-    (void)export_saved(out.model->temp_path(), request.onnx, nullptr);
+    if (out.onnx) {
+      (void)export_saved(out.model->temp_path(), request.onnx, nullptr);
+    }
+    if (out.int8) {
+      (void)convert_saved(out.model->temp_path(), request.int8_engine, nullptr);
+    }
+  }
+  const auto recalibrate_bn = [&] {
+    result.batchnorm_recalibration = recalibrate_batchnorm(
+        *model, train_data, request.recalibrate_bn_batches, options.batch_size);
+    if (has_test) {
+      result.after_recalibration = evaluate(*model, test_data, options.eval_batch_size);
+    }
+  };
+  if (request.recalibrate_bn_batches > 0 && quantizer) {
+    recalibrate_bn();  // activation ranges are then observed through the new statistics
   }
   if (request.calibration_batches > 0 && quantizer) {
     // Every rank calibrates on the same batches: the ranges they combine are then the same as
@@ -217,6 +257,9 @@ CompressionResult run_compression(const CompressionRequest& request,
     calibrate(*model, train_data, *quantization, request.calibration_batches, options.batch_size);
   } else if (request.calibration_batches > 0) {
     calibrate(*model, train_data, *pruning, request.calibration_batches, options.batch_size);
+  }
+  if (request.recalibrate_bn_batches > 0 && !quantizer) {
+    recalibrate_bn();  // after the statistics pass that decides data-driven masks
   }
   if (request.fine_tune) {
     options.progress = options.progress && writer;
@@ -273,6 +316,16 @@ CompressionResult run_compression(const CompressionRequest& request,
     }
     if (out.calibration) {
       out.calibration->write(result.calibration_json);
+    }
+    if (out.int8) {
+      Int8ConvertReport report;
+      torch::jit::Module int8 = convert_saved(out.model->temp_path(), request.int8_engine, &report);
+      out.int8->write(serialize_int8_model(int8, report.engine));
+      if (has_test) {
+        const std::unique_ptr<Model> int8_model = make_torchscript_model(int8);
+        result.int8_accuracy = evaluate(*int8_model, test_data, options.eval_batch_size);
+      }
+      result.int8 = std::move(report);
     }
     if (masks_written.valid()) {
       masks_written.get();

@@ -12,6 +12,7 @@
 #include "lithe/host/session/quantization_session.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/graph_trace.h"
+#include "lithe/host/train/distillation.h"
 
 namespace lithe::host {
 namespace {
@@ -110,6 +111,10 @@ void validate_train_options(const TrainOptions& o) {
   LITHE_CHECK(o.lr_step >= 0, sdk::Errc::kInvalidConfig, "lr step must be >= 0, got ", o.lr_step);
   LITHE_CHECK(o.lr_gamma > 0 && o.lr_gamma <= 1, sdk::Errc::kInvalidConfig,
               "lr gamma must be in (0, 1], got ", o.lr_gamma);
+  LITHE_CHECK(std::isfinite(o.kd_temperature) && o.kd_temperature > 0, sdk::Errc::kInvalidConfig,
+              "distillation temperature must be > 0, got ", o.kd_temperature);
+  LITHE_CHECK(o.kd_alpha >= 0 && o.kd_alpha <= 1, sdk::Errc::kInvalidConfig,
+              "distillation alpha must be in [0, 1], got ", o.kd_alpha);
 }
 
 void check_dataset_fits_model(Model& model, const Dataset& data) {
@@ -423,6 +428,24 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
   if (test_data != nullptr) {
     check_dataset_fits_model(model, *test_data);
   }
+  Model* const teacher = options.teacher;
+  if (teacher != nullptr) {
+    check_teacher(*teacher, model, train_data);
+  }
+  // The teacher runs in evaluation mode throughout (its BatchNorm statistics and dropout
+  // fixed), and gets its own mode back.
+  struct TeacherMode {
+    Model* teacher;
+    bool training;
+    ~TeacherMode() {
+      if (teacher != nullptr) {
+        teacher->train(training);
+      }
+    }
+  } teacher_mode{teacher, teacher != nullptr && teacher->is_training()};
+  if (teacher != nullptr) {
+    teacher->train(false);
+  }
   DataParallel parallel(options.process_group, model, session);
   const int64_t n = train_data.size();
   const int64_t global_batch = options.batch_size * parallel.world();
@@ -485,7 +508,19 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
       const at::Tensor images = train_data.images.index_select(0, index);
       const at::Tensor labels = train_data.labels.index_select(0, index);
       optimizer->zero_grad();
-      const at::Tensor loss = torch::nn::functional::cross_entropy(model.forward(images), labels);
+      const at::Tensor logits = model.forward(images);
+      at::Tensor loss;
+      if (teacher != nullptr) {
+        at::Tensor taught;
+        {
+          at::NoGradGuard no_grad;
+          const UnobservedForwards unobserved;
+          taught = teacher->forward(images);
+        }
+        loss = distillation_loss(logits, taught, labels, options.kd_temperature, options.kd_alpha);
+      } else {
+        loss = torch::nn::functional::cross_entropy(logits, labels);
+      }
       loss.backward();
       parallel.average_gradients(trained, count, global,
                                  "epoch " + std::to_string(epoch + 1) + " step " +

@@ -185,6 +185,78 @@ TEST(LsqQuantizerConfigTest, AcceptsEveryQuantTypeAndReadsEveryKey) {
   EXPECT_TRUE(sdk::unread_option_paths(entry).empty());
 }
 
+TEST(LsqPerChannelTest, EachOutputChannelStartsAtItsOwnTwiceMeanAbsOverRootQmax) {
+  const at::Tensor weight = at::tensor({.3f, -.9f, 2.f, -1.f, 0.f, 0.f}).reshape({3, 2});
+  nlohmann::ordered_json entry = test::quant_entry({"weight"}, 3);
+  entry["quant_scheme"] = {{"weight", "per_channel_symmetric"}};
+  auto layer = test::quant_layer(weight, entry);
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {layer.get()});
+  const at::Tensor scale = sdk::tensor_attribute(*layer, "weight_scale");
+  ASSERT_EQ(scale.sizes(), at::IntArrayRef({3}));
+  EXPECT_TRUE(scale.requires_grad());
+  // mean|W| per row: .6, 1.5, 0 (an all-zero channel starts at kMinScale, not 0).
+  EXPECT_NEAR(scale[0].item<float>(), 2 * .6 / std::sqrt(3.0), 1e-6);
+  EXPECT_NEAR(scale[1].item<float>(), 2 * 1.5 / std::sqrt(3.0), 1e-6);
+  EXPECT_EQ(scale[2].item<float>(), kMinScale);
+}
+
+TEST(LsqPerChannelTest, EveryChannelIsQuantizedExactlyAsAPerTensorLsqWithItsStepSize) {
+  // The forward and both gradients of a per-channel weight are those of per-tensor LSQ run on
+  // each output channel alone with that channel's step size (g = 1/√(qmax·numel(channel))).
+  at::manual_seed(4);
+  const at::Tensor w = at::randn({4, 3, 2, 2});
+  const at::Tensor scales = at::tensor({.05f, .2f, .4f, 1.f});
+  const at::Tensor w_all = w.clone().requires_grad_(true);
+  const at::Tensor s_all = scales.clone().requires_grad_(true);
+  const at::Tensor upstream = at::randn({4, 3, 2, 2});
+  const at::Tensor y_all = lsq_quantize(w_all, s_all, 4);
+  (y_all * upstream).sum().backward();
+  for (int64_t c = 0; c < 4; ++c) {
+    const at::Tensor w_c = w[c].clone().requires_grad_(true);
+    const at::Tensor s_c = scales.narrow(0, c, 1).clone().requires_grad_(true);
+    const at::Tensor y_c = lsq_quantize(w_c, s_c, 4);
+    (y_c * upstream[c]).sum().backward();
+    EXPECT_TRUE(bit_equal(y_all[c].detach(), y_c.detach())) << "channel " << c;
+    EXPECT_TRUE(bit_equal(w_all.grad()[c], w_c.grad())) << "channel " << c;
+    EXPECT_NEAR(s_all.grad()[c].item<float>(), s_c.grad().item<float>(), 1e-6) << "channel " << c;
+  }
+  // Four distinct step sizes: the channels really use different grids.
+  EXPECT_FALSE(bit_equal(y_all.detach(), lsq_quantize(w, scales.narrow(0, 0, 1), 4)));
+}
+
+TEST(LsqPerChannelTest, QuantSchemeAcceptsLsqsSymmetricSchemesOnlyNamingThePath) {
+  test::AttachedQuantizer lsq(register_algorithms, "lsq", {});
+  const auto entry_with = [](const nlohmann::ordered_json& scheme) {
+    nlohmann::ordered_json json = {{"quant_types", {"weight", "output"}}, {"quant_bits", 8}};
+    json["quant_scheme"] = scheme;
+    return test::config_entry(json, 2);
+  };
+  const sdk::Options ok = entry_with({{"weight", "per_channel_symmetric"},
+                                      {"output", "per_tensor_symmetric"}});
+  sdk::check_quant_config(ok);
+  EXPECT_NO_THROW(lsq.quantizer->validate_config(ok));
+  EXPECT_TRUE(sdk::unread_option_paths(ok).empty())
+      << testing::PrintToString(sdk::unread_option_paths(ok));
+  EXPECT_NO_THROW(lsq.quantizer->validate_config(entry_with("per_tensor_symmetric")));
+  EXPECT_THAT([&] { lsq.quantizer->validate_config(entry_with("per_channel_symmetric")); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "/config_list/2/quant_scheme must be \"per_tensor_symmetric\" for the output "
+                  "(per-channel step sizes are for the weight only")));
+  EXPECT_THAT([&] { lsq.quantizer->validate_config(entry_with({{"weight", "per_channel_affine"}})); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "/config_list/2/quant_scheme/weight must be \"per_tensor_symmetric\" or "
+                  "\"per_channel_symmetric\" (lsq's grid is signed and symmetric, zero point 0), "
+                  "got \"per_channel_affine\"")));
+  EXPECT_THAT([&] { lsq.quantizer->validate_config(entry_with({{"input", "per_tensor_symmetric"}})); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "/config_list/2/quant_scheme/input: the keys of quant_scheme must be quant "
+                  "types of this entry, got \"input\"")));
+  EXPECT_THAT([&] { lsq.quantizer->validate_config(entry_with(7)); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "/config_list/2/quant_scheme must be a scheme name, or an object giving one "
+                  "per quant type, got 7")));
+}
+
 TEST(LsqQuantizerConfigTest, RejectsOneBitNamingQuantBits) {
   test::AttachedQuantizer lsq(register_algorithms, "lsq", {});
   const sdk::Options entry = test::config_entry(

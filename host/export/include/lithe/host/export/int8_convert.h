@@ -85,4 +85,9 @@ torch::jit::Module convert_to_int8(const torch::jit::Module& model,
                                    const Int8ConvertOptions& options,
                                    Int8ConvertReport* report = nullptr);
 
+/// The TorchScript archive of an int8 model built for `engine`, recording the engine (extra
+/// file kQuantizedEngineRecord) so that Lithe's loader switches to it before loading.
+/// sdk::Error(kIo) when the model cannot be serialised.
+std::string serialize_int8_model(const torch::jit::Module& int8, QuantizedEngine engine);
+
 }  // namespace lithe::host

@@ -82,6 +82,17 @@ class Model {
   /// Switches training / evaluation mode.
   virtual void train(bool on) = 0;
   virtual bool is_training() const = 0;
+  /// Switches one module and its children between training and evaluation mode, whatever the
+  /// rest of the model's mode (BatchNorm re-estimation runs BatchNorm layers in training mode
+  /// inside a model in evaluation mode, so that dropout stays off). The next train() call sets
+  /// every module again. sdk::Error(kInvalidConfig) when the model has no module of that name;
+  /// the default throws kUnsupported.
+  virtual void train_module(const std::string& module, bool on);
+  /// The running-statistics momentum m of BatchNorm layer `module` (new = (1 - m) · old +
+  /// m · batch statistic, PyTorch's convention), or nullopt when it keeps a cumulative average
+  /// (momentum None). sdk::Error(kUnsupported) naming the module when it is not a
+  /// BatchNorm1d/2d/3d (the default throws kUnsupported for every module).
+  virtual std::optional<double> batchnorm_momentum(const std::string& module) const;
   /// Replaces the set of observed modules: after every forward of a module in `modules`,
   /// `callback(name, output)` runs; an empty list removes all taps (the original graph is
   /// restored; saved models never contain taps). Throws sdk::Error(kUnsupported) naming the

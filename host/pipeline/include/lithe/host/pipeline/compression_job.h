@@ -14,12 +14,14 @@
 #include <vector>
 
 #include "lithe/host/dist/process_group.h"
+#include "lithe/host/export/int8_convert.h"
 #include "lithe/host/export/onnx_export.h"
 #include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/session/quantization_session.h"
+#include "lithe/host/train/batchnorm_recalibration.h"
 #include "lithe/host/train/trainer.h"
 
 namespace lithe::host {
@@ -50,6 +52,17 @@ struct CompressionRequest {
   /// the session starts, so output grids are placed after the normalization, where an int8
   /// kernel writes them (`lithe convert`). The written model is the folded one.
   bool fold_batchnorm = false;
+  /// Re-estimate the running statistics of every BatchNorm layer on this many batches of the
+  /// training data (recalibrate_batchnorm) once the algorithm compressed the model: pruners
+  /// after the calibration pass that decides data-driven masks, quantizers before theirs (so
+  /// activation ranges are observed through the new statistics); before any fine-tuning.
+  /// 0 = no re-estimation.
+  int64_t recalibrate_bn_batches = 0;
+  /// Quantizers: also write the native int8 model of the result (convert_to_int8 on the model
+  /// written to output_path) here; "" = none. Checked before any training by converting the
+  /// freshly quantized model.
+  std::filesystem::path int8_path;
+  QuantizedEngine int8_engine = QuantizedEngine::kAuto;  ///< with int8_path
   /// Fine-tune while compressing (quantization-aware training for quantizers) with
   /// train_options; without it only train_options' batch sizes are read.
   bool fine_tune = false;
@@ -58,7 +71,9 @@ struct CompressionRequest {
   ProcessGroup* process_group = nullptr;
 
   /// Whether data is read (fine-tuning or calibration).
-  bool needs_data() const { return fine_tune || calibration_batches > 0; }
+  bool needs_data() const {
+    return fine_tune || calibration_batches > 0 || recalibrate_bn_batches > 0;
+  }
 };
 
 /// What a caller may want to hear while the job runs.
@@ -79,6 +94,12 @@ struct CompressionResult {
   std::optional<EvalResult> after;               ///< and after (fine-tuning included)
   std::vector<EpochResult> epochs;               ///< fine-tuning epochs
   std::optional<OnnxExportSummary> onnx;         ///< when an ONNX file was written
+  /// With recalibrate_bn_batches: the layers re-estimated, and the test accuracy right after
+  /// (before any fine-tuning), when there is test data.
+  std::optional<BatchNormRecalibration> batchnorm_recalibration;
+  std::optional<EvalResult> after_recalibration;
+  std::optional<Int8ConvertReport> int8;         ///< with int8_path: how the model converted
+  std::optional<EvalResult> int8_accuracy;       ///< the int8 model on the test data
   bool wrote_files = false;                      ///< false on ranks other than 0
   double load_seconds = 0;                       ///< staging, model, session, data
   double compress_seconds = 0;                   ///< evaluation, compression, calibration, training

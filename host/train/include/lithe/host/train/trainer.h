@@ -47,6 +47,13 @@ struct TrainOptions {
   /// shards. Only rank 0 prints progress. The session (if any) gets the group for the length
   /// of the call.
   ProcessGroup* process_group = nullptr;
+  /// Knowledge distillation (distillation.h): a teacher model, run in evaluation mode without
+  /// gradients on every training batch, whose softened logits the model learns together with
+  /// the labels; nullptr trains on the labels alone. Its outputs must have the model's shape.
+  /// The caller keeps it alive for the call; train() leaves its mode as it found it.
+  Model* teacher = nullptr;
+  double kd_temperature = 4;  ///< T > 0: both logits are divided by T before the softmax
+  double kd_alpha = 0.9;      ///< [0, 1]: the distillation term's weight, 1 − α the labels'
 };
 
 struct EvalResult {
