@@ -135,9 +135,9 @@ TEST_F(FineTuneCliTest, BadInputsFailBeforeAnyWorkAndWriteNothing) {
       {"--config " + agp_config() + " --epochs 3 --data " + (out / "missing").string(),
        "missing"},
       {"--config " + (source_dir() / "samples/configs/level.json").string() + " --lr 0.1",
-       "--lr has no effect without --epochs or --calibration-batches"},
+       "--lr has no effect without --epochs, --calibration-batches or --recalibrate-bn"},
       {"--config " + (source_dir() / "samples/configs/level.json").string() + data_flags(),
-       "--data has no effect without --epochs or --calibration-batches"},
+       "--data has no effect without --epochs, --calibration-batches or --recalibrate-bn"},
   };
   for (const Case& c : cases) {
     const CliRun run = run_lithe("compress --model " + lenet_model().string() + " " + c.args +
