@@ -28,7 +28,7 @@ const char* algorithm_name(Criterion criterion) {
 const sdk::OptionSchema& option_keys() {
   static const sdk::OptionSchema schema =
       sdk::OptionSchema()
-          .add(sdk::sparsity_keys())
+          .add(sdk::sparsity_or_total_keys())
           .add(sdk::filter_pruner_keys())
           .add(sdk::option("activation", sdk::OptionType::kString,
                            "the activation applied to each Conv2d output before it is counted")
@@ -233,4 +233,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::activation_rank
 
-LITHE_PLUGIN("activation_rank", "1.1.0", lithe::plugins::activation_rank::register_algorithms)
+LITHE_PLUGIN("activation_rank", "1.2.0", lithe::plugins::activation_rank::register_algorithms)

@@ -51,7 +51,7 @@ void register_norm(sdk::Registry& registry, Norm norm, const char* nni_class,
                       });
   registry.add_nni_counterpart({algorithm_name(norm), nni_class, "one_shot"});
   registry.describe_options(algorithm_name(norm), sdk::OptionSchema()
-                                                      .add(sdk::sparsity_keys())
+                                                      .add(sdk::sparsity_or_total_keys())
                                                       .add(sdk::filter_pruner_keys()));
 }
 
@@ -78,4 +78,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::filter_norm
 
-LITHE_PLUGIN("filter_norm", "1.3.0", lithe::plugins::filter_norm::register_algorithms)
+LITHE_PLUGIN("filter_norm", "1.4.0", lithe::plugins::filter_norm::register_algorithms)

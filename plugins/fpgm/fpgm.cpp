@@ -65,9 +65,9 @@ void register_algorithms(sdk::Registry& registry) {
                       });
   registry.add_nni_counterpart({kAlgorithm, "FPGMPruner", "one_shot"});
   registry.describe_options(
-      kAlgorithm, sdk::OptionSchema().add(sdk::sparsity_keys()).add(sdk::filter_pruner_keys()));
+      kAlgorithm, sdk::OptionSchema().add(sdk::sparsity_or_total_keys()).add(sdk::filter_pruner_keys()));
 }
 
 }  // namespace lithe::plugins::fpgm
 
-LITHE_PLUGIN("fpgm", "1.3.0", lithe::plugins::fpgm::register_algorithms)
+LITHE_PLUGIN("fpgm", "1.4.0", lithe::plugins::fpgm::register_algorithms)

@@ -4,6 +4,7 @@
 // (NNI prunes every entry tied with the threshold). Entries already pruned by the current mask
 // rank first (NNI scores them |w · mask| = 0, so they come first too, except against live
 // weights that are exactly 0, which NNI may prefer by position and so revive a pruned one).
+// An entry with total_sparsity ranks the weights of all its layers together (global_sparsity.h).
 #include "level.h"
 
 #include <lithe/kernels/masking.h>
@@ -36,6 +37,23 @@ class LevelMasker final : public sdk::WeightMasker {
   }
 };
 
+// Global sparsity (total_sparsity): every weight of the entry's layers ranked by |w| together,
+// weights pruned before first, as the masker ranks them within a layer.
+sdk::UnitRanking magnitude_ranking() {
+  sdk::UnitRanking ranking;
+  ranking.scores = [](sdk::LayerView& layer) -> std::optional<at::Tensor> {
+    const at::Tensor weight = layer.weight().detach();
+    return at::where(layer.masks().weight.eq(0), at::full({}, -1.0, weight.options()),
+                     weight.abs());
+  };
+  ranking.masks = [](sdk::LayerView& layer, const at::Tensor& pruned) {
+    sdk::Masks masks;
+    masks.weight = pruned.logical_not().to(layer.weight().device(), at::kFloat);
+    return masks;  // bias mask left as it is
+  };
+  return ranking;
+}
+
 }  // namespace
 
 void register_algorithms(sdk::Registry& registry) {
@@ -46,12 +64,13 @@ void register_algorithms(sdk::Registry& registry) {
   registry.add_pruner(
       {"level", "one-shot unstructured pruning of each layer to its configured sparsity"},
       [](const sdk::Options&, const sdk::Registry&) {
-        return sdk::make_one_shot_pruner(std::make_unique<LevelMasker>());
+        return sdk::make_one_shot_pruner_ranked(std::make_unique<LevelMasker>(),
+                                                magnitude_ranking(), "level", {});
       });
   registry.add_nni_counterpart({"level", "LevelPruner", "one_shot"});
-  registry.describe_options("level", sdk::sparsity_keys());
+  registry.describe_options("level", sdk::sparsity_or_total_keys());
 }
 
 }  // namespace lithe::plugins::level
 
-LITHE_PLUGIN("level", "1.1.0", lithe::plugins::level::register_algorithms)
+LITHE_PLUGIN("level", "1.2.0", lithe::plugins::level::register_algorithms)

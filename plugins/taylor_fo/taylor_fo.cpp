@@ -26,7 +26,7 @@ constexpr const char* kAlgorithm = "taylor_fo";
 const sdk::OptionSchema& option_keys() {
   static const sdk::OptionSchema schema =
       sdk::OptionSchema()
-          .add(sdk::sparsity_keys())
+          .add(sdk::sparsity_or_total_keys())
           .add(sdk::filter_pruner_keys())
           .add(sdk::option("statistics_batch_num", sdk::OptionType::kInteger,
                            "optimizer steps whose gradients are summed before filters are ranked")
@@ -166,4 +166,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::taylor_fo
 
-LITHE_PLUGIN("taylor_fo", "1.2.0", lithe::plugins::taylor_fo::register_algorithms)
+LITHE_PLUGIN("taylor_fo", "1.3.0", lithe::plugins::taylor_fo::register_algorithms)

@@ -7,6 +7,7 @@
 // common channels first by rank instead (departure 5) and every selection is exact-k with ties
 // to the lower index (departure 1).
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -14,9 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "filter_selection.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/filter_pruning.h"
+#include "lithe/sdk/global_sparsity.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/option_spec.h"
 
@@ -43,6 +47,37 @@ std::string index_list(const std::vector<bool>& selected) {
   return out + "]";
 }
 
+// Global sparsity over filters: one unit per filter, scored by the criterion; filters pruned
+// before rank first (as make_filter_masker's rule), and the chosen filters are zeroed in a copy
+// of the current masks.
+UnitRanking filter_ranking(std::shared_ptr<FilterScorer> scorer, std::string algorithm) {
+  UnitRanking ranking;
+  ranking.scores = [scorer, algorithm](LayerView& layer) -> std::optional<at::Tensor> {
+    std::optional<at::Tensor> raw = scorer->filter_scores(layer);
+    if (!raw.has_value()) {
+      return std::nullopt;
+    }
+    const int64_t filters = layer.weight().size(0);
+    std::vector<double> scores = detail::checked_scores(*raw, layer, filters, algorithm);
+    const std::vector<bool> pruned_before = detail::fully_pruned_filters(layer);
+    for (int64_t f = 0; f < filters; ++f) {
+      if (pruned_before[static_cast<size_t>(f)]) {
+        scores[static_cast<size_t>(f)] = -std::numeric_limits<double>::infinity();
+      }
+    }
+    return at::tensor(scores, at::kDouble);
+  };
+  ranking.masks = [](LayerView& layer, const at::Tensor& pruned) {
+    const at::Tensor flags = pruned.to(at::kCPU).contiguous();
+    std::vector<bool> chosen(static_cast<size_t>(flags.numel()));
+    for (int64_t f = 0; f < flags.numel(); ++f) {
+      chosen[static_cast<size_t>(f)] = flags.data_ptr<bool>()[f];
+    }
+    return detail::zero_filters(layer, chosen);
+  };
+  return ranking;
+}
+
 class FilterPruner final : public Pruner {
  public:
   FilterPruner(std::vector<std::string> op_types, std::shared_ptr<FilterScorer> scorer,
@@ -51,12 +86,19 @@ class FilterPruner final : public Pruner {
         scorer_(std::move(scorer)),
         algorithm_(std::move(algorithm)),
         dependency_aware_(dependency_aware),
-        one_shot_(make_one_shot_pruner_for(make_filter_masker_for(op_types_, scorer_, algorithm_),
-                                           algorithm_, op_types_)) {}
+        one_shot_(make_one_shot_pruner_ranked(
+            make_filter_masker_for(op_types_, scorer_, algorithm_),
+            filter_ranking(scorer_, algorithm_), algorithm_, op_types_)) {}
 
-  // "sparsity" in [0, 1) and op_types only the accepted types, with the one-shot pruner's
-  // messages.
-  void validate_config(const Options& entry) const override { one_shot_->validate_config(entry); }
+  // "sparsity" in [0, 1) or "total_sparsity" (global_sparsity.h), and op_types only the
+  // accepted types, with the one-shot pruner's messages.
+  void validate_config(const Options& entry) const override {
+    LITHE_CHECK(!dependency_aware_ || !entry.has("total_sparsity"), Errc::kInvalidConfig,
+                entry.path(), "/total_sparsity: ", algorithm_,
+                " with dependency_aware prunes the same channels in coupled layers, set by set, "
+                "at each layer's own \"sparsity\"; global ranking needs dependency_aware off");
+    one_shot_->validate_config(entry);
+  }
 
   void attach(CompressionContext& context) override {
     if (!dependency_aware_) {

@@ -1,13 +1,17 @@
 // NNI's OneshotPruner: each layer's masks are computed once by a masker at the layer's
 // configured sparsity; a masker that cannot decide yet (returns nullopt) is asked again at the
-// next mask update.
+// next mask update. With a UnitRanking, an entry with total_sparsity ranks the units of all its
+// layers together instead (global_sparsity.h).
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/global_sparsity.h"
 #include "lithe/sdk/option_spec.h"
 #include "lithe/sdk/pruner.h"
 
@@ -26,10 +30,11 @@ class OneShotPruner final : public Pruner {
  public:
   // `accepted` empty: any op type.
   OneShotPruner(std::unique_ptr<WeightMasker> masker, std::string algorithm,
-                std::vector<std::string> accepted)
+                std::vector<std::string> accepted, std::optional<UnitRanking> ranking = {})
       : masker_(std::move(masker)),
         algorithm_(std::move(algorithm)),
-        accepted_(std::move(accepted)) {
+        accepted_(std::move(accepted)),
+        ranking_(std::move(ranking)) {
     LITHE_INTERNAL_ASSERT(masker_ != nullptr);
   }
 
@@ -51,14 +56,30 @@ class OneShotPruner final : public Pruner {
                     "\" in ", quoted_list(op_types));
       }
     }
-    (void)sparsity_keys().read<double>(entry, "sparsity");
+    if (ranking_) {
+      (void)read_global_sparsity(entry);
+    } else {
+      (void)sparsity_keys().read<double>(entry, "sparsity");
+    }
   }
 
-  void attach(CompressionContext& context) override { masker_->attach(context); }
+  void attach(CompressionContext& context) override {
+    context_ = &context;
+    masker_->attach(context);
+  }
 
   std::optional<Masks> calc_mask(LayerView& layer) override {
     if (done_.count(layer.index()) != 0) {
       return std::nullopt;
+    }
+    if (auto it = pending_.find(layer.index()); it != pending_.end()) {
+      Masks masks = std::move(it->second);
+      pending_.erase(it);
+      done_.insert(layer.index());
+      return masks;
+    }
+    if (ranking_ && layer.config().has("total_sparsity")) {
+      return global_masks(layer);
     }
     std::optional<Masks> masks =
         masker_->calc_mask(layer, layer.config().require<double>("sparsity"));
@@ -69,10 +90,56 @@ class OneShotPruner final : public Pruner {
   }
 
  private:
+  // The masks of every layer of `layer`'s entry at once, ranked together; `layer`'s returned,
+  // the others' kept for their own calc_mask. nullopt while a member cannot be scored yet.
+  std::optional<Masks> global_masks(LayerView& layer) {
+    LITHE_CHECK(context_ != nullptr, Errc::kInternal, algorithm_,
+                ": calc_mask before attach; this is a bug in lithe, please report it");
+    const GlobalSparsity global = *read_global_sparsity(layer.config());
+    const std::vector<LayerView*> members = layers_of_entry(*context_, layer);
+    std::vector<at::Tensor> scores;
+    std::vector<int64_t> caps;
+    int64_t units = 0;
+    for (LayerView* member : members) {
+      if (!accepted_.empty()) {
+        require_layer_op_type_in(*member, accepted_, algorithm_);
+      }
+      std::optional<at::Tensor> s = ranking_->scores(*member);
+      if (!s.has_value()) {
+        return std::nullopt;  // the criterion has not seen enough yet: the whole entry waits
+      }
+      caps.push_back(prune_count(s->numel(), global.max_per_layer));
+      units += s->numel();
+      scores.push_back(std::move(*s));
+    }
+    std::vector<at::Tensor> pruned;
+    try {
+      pruned = select_global(scores, caps, prune_count(units, global.total));
+    } catch (const Error& e) {
+      throw Error(e.code(), detail::concat(layer.config().path(), ": total_sparsity ",
+                                           global.total, " of ", units, " units (", algorithm_,
+                                           ", ", members.size(), " layers): ", e.what()));
+    }
+    std::optional<Masks> own;
+    for (size_t i = 0; i < members.size(); ++i) {
+      Masks masks = ranking_->masks(*members[i], pruned[i]);
+      if (members[i] == &layer) {
+        own = std::move(masks);
+      } else if (done_.count(members[i]->index()) == 0) {
+        pending_[members[i]->index()] = std::move(masks);
+      }
+    }
+    done_.insert(layer.index());
+    return own;
+  }
+
   std::unique_ptr<WeightMasker> masker_;
   std::string algorithm_;
   std::vector<std::string> accepted_;  // empty: any op type
+  std::optional<UnitRanking> ranking_;  // set: total_sparsity entries are accepted
+  CompressionContext* context_ = nullptr;
   std::set<int64_t> done_;  // layers whose masks are final (NNI's if_calculated)
+  std::map<int64_t, Masks> pending_;  // computed with another member of a global entry
 };
 
 }  // namespace
@@ -96,6 +163,16 @@ std::unique_ptr<Pruner> make_one_shot_pruner_for(std::unique_ptr<WeightMasker> m
               ": make_one_shot_pruner_for needs at least one op type (make_one_shot_pruner "
               "accepts any)");
   return std::make_unique<OneShotPruner>(std::move(masker), algorithm, op_types);
+}
+
+std::unique_ptr<Pruner> make_one_shot_pruner_ranked(std::unique_ptr<WeightMasker> masker,
+                                                    UnitRanking ranking,
+                                                    const std::string& algorithm,
+                                                    const std::vector<std::string>& op_types) {
+  LITHE_CHECK(ranking.scores && ranking.masks, Errc::kUnsupported, algorithm,
+              ": make_one_shot_pruner_ranked needs both functions of its UnitRanking");
+  return std::make_unique<OneShotPruner>(std::move(masker), algorithm, op_types,
+                                         std::move(ranking));
 }
 
 void require_layer_op_type(const LayerView& layer, const std::string& op_type,

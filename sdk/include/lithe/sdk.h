@@ -8,6 +8,7 @@
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/export.h"
 #include "lithe/sdk/filter_pruning.h"
+#include "lithe/sdk/global_sparsity.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/masker.h"

@@ -13,10 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "lithe/host/model/model.h"
 #include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/pruning_session.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
+#include "support/conformance_models.h"
 #include "support/fake_context.h"
 #include "support/plugin_test.h"
 #include "support/paths.h"
@@ -450,6 +454,62 @@ TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
     }
   }
   EXPECT_EQ(checked, 2 * (2 + 3 + 5));
+}
+
+// total_sparsity across the convolutions of the VGG conformance net (16 + 32 + 64 filters):
+// exactly half of all the filters go, no layer beyond its cap, and the L1 norms are cut at one
+// threshold across the layers below their cap. dependency_aware refuses global entries.
+TEST(FilterNormGlobalSparsityTest, HalfOfAllFiltersGoRankedTogetherWithinEveryCap) {
+  torch::jit::Module module = test::load_conformance_model("vgg_bn");
+  const std::unique_ptr<host::Model> model = host::make_torchscript_model(module);
+  std::map<std::string, at::Tensor> norms;
+  for (const char* name : {"conv1", "conv2", "conv3"}) {
+    norms[name] = filter_importance(*model->find_module(name)->weight, Norm::kL1);
+  }
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  const host::CompressionConfig config = host::parse_compression_config(
+      R"({"algorithm": "l1_filter", "config_list": [{"total_sparsity": 0.5,
+          "max_sparsity_per_layer": 0.6, "op_types": ["Conv2d"]}]})",
+      "<test>");
+  host::PruningSession session(*model, registry, config);
+  session.compress();
+  int64_t filters = 0;
+  int64_t pruned = 0;
+  int capped = 0;
+  double worst_pruned = 0;
+  double best_kept = 1e30;
+  for (const auto& [name, masks] : session.masks()) {
+    const at::Tensor gone = test::pruned_filters(masks.weight);
+    const int64_t n = gone.numel();
+    const int64_t count = gone.sum().item<int64_t>();
+    const auto cap = static_cast<int64_t>(0.6 * static_cast<double>(n));
+    filters += n;
+    pruned += count;
+    EXPECT_LE(count, cap) << name;
+    if (count == cap) {
+      ++capped;
+      continue;  // a capped layer keeps filters below the others' threshold
+    }
+    best_kept = std::min(best_kept, norms.at(name).masked_select(gone.logical_not()).min().item<double>());
+    if (count > 0) {
+      worst_pruned = std::max(worst_pruned, norms.at(name).masked_select(gone).max().item<double>());
+    }
+  }
+  EXPECT_EQ(filters, 16 + 32 + 64);
+  EXPECT_EQ(pruned, 56);
+  EXPECT_GE(capped, 1) << "conv1's 27-weight filters have the smallest L1 norms: it hits its cap";
+  EXPECT_GT(worst_pruned, 0.0);
+  EXPECT_LE(worst_pruned, best_kept);
+
+  const host::CompressionConfig coupled = host::parse_compression_config(
+      R"({"algorithm": "l1_filter", "options": {"dependency_aware": true}, "config_list": [
+          {"total_sparsity": 0.5, "op_types": ["Conv2d"]}]})",
+      "<test>");
+  EXPECT_THAT([&] { host::PruningSession refused(*model, registry, coupled); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "/config_list/0/total_sparsity: l1_filter with dependency_aware prunes the same "
+                  "channels in coupled layers")));
 }
 
 }  // namespace

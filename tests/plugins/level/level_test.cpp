@@ -4,10 +4,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
+#include "lithe/host/model/model.h"
 #include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/pruning_session.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
+#include "support/conformance_models.h"
 
 namespace lithe::plugins::level {
 namespace {
@@ -128,6 +135,69 @@ TEST(LevelMaskerTest, AlreadyPrunedWeightsGoFirstEvenAgainstLiveZeros) {
   EXPECT_TRUE(grown->weight.equal(at::tensor({0.f, 1.f, 1.f, 0.f, 1.f, 1.f})));
   const auto more = masker->calc_mask(layer, 0.5);  // k = 3: then the other live zero
   EXPECT_TRUE(more->weight.equal(at::tensor({0.f, 0.f, 1.f, 0.f, 1.f, 1.f})));
+}
+
+// total_sparsity on a real model: one |w| ranking across conv1..conv3 and fc1 of the VGG
+// conformance net (26,032 weights), with conv3's weights shrunk so that it alone would take the
+// whole budget (0.7: 18,222 weights, conv3's cap 16,588): it stops at its cap and the rest is
+// cut at one threshold across the other layers.
+TEST(LevelGlobalSparsityTest, ExactlyTheTotalFractionGoesAndEveryCapHolds) {
+  torch::jit::Module module = test::load_conformance_model("vgg_bn");
+  {
+    at::NoGradGuard no_grad;
+    module.attr("conv3").toModule().attr("weight").toTensor().mul_(1e-4);
+  }
+  const std::unique_ptr<host::Model> model = host::make_torchscript_model(module);
+  std::map<std::string, at::Tensor> magnitude;  // before the session zeroes pruned weights
+  for (const char* name : {"conv1", "conv2", "conv3", "fc1"}) {
+    magnitude[name] = model->find_module(name)->weight->detach().abs().clone();
+  }
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  const host::CompressionConfig config = host::parse_compression_config(
+      R"({"algorithm": "level", "config_list": [{"total_sparsity": 0.7,
+          "max_sparsity_per_layer": 0.9, "op_types": ["Conv2d", "Linear"]}]})",
+      "<test>");
+  host::PruningSession session(*model, registry, config);
+  session.compress();
+  int64_t total = 0;
+  int64_t pruned = 0;
+  double worst_pruned = 0;  // over the layers below their cap
+  double best_kept = 1e30;
+  for (const auto& [name, masks] : session.masks()) {
+    const int64_t n = masks.weight.numel();
+    const int64_t zeros = masks.weight.eq(0).sum().item<int64_t>();
+    const auto cap = static_cast<int64_t>(0.9 * static_cast<double>(n));
+    total += n;
+    pruned += zeros;
+    EXPECT_LE(zeros, cap) << name;
+    const at::Tensor w = magnitude.at(name);
+    if (name == "conv3") {
+      EXPECT_EQ(zeros, cap) << "conv3 holds the smallest weights: pruned to its cap";
+      continue;  // a capped layer keeps weights below the others' threshold
+    }
+    best_kept = std::min(best_kept, w.masked_select(masks.weight.ne(0)).min().item<double>());
+    if (zeros > 0) {
+      worst_pruned = std::max(worst_pruned, w.masked_select(masks.weight.eq(0)).max().item<double>());
+    }
+  }
+  EXPECT_EQ(session.masks().size(), 4u);
+  EXPECT_EQ(total, 26032);
+  EXPECT_EQ(pruned, static_cast<int64_t>(0.7 * static_cast<double>(total)));
+  EXPECT_GT(worst_pruned, 0.0);
+  EXPECT_LE(worst_pruned, best_kept) << "one threshold across the layers below their cap";
+}
+
+TEST(LevelGlobalSparsityTest, EntriesNeedExactlyOneOfSparsityAndTotalSparsity) {
+  host::PluginRegistry registry;
+  register_algorithms(registry);
+  auto pruner = registry.make_pruner("level", sdk::Options());
+  EXPECT_THAT(
+      [&] {
+        pruner->validate_config(sdk::options_from_json(
+            nlohmann::ordered_json{{"sparsity", 0.5}, {"total_sparsity", 0.5}}, "/config_list/1"));
+      },
+      ThrowsMessage<sdk::Error>(HasSubstr("/config_list/1: give either \"sparsity\"")));
 }
 
 }  // namespace
