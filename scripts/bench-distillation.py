@@ -8,13 +8,14 @@ figure from one run of this script, on Fashion-MNIST:
   pruning    l1_filter 0.5 with dependency_aware on every Conv2d but the first (LeNet: conv1 and
              conv2 both, it has no residual), one-shot
   compared   the pruned model fine-tuned for FINETUNE epochs (lr 0.01) by lithe compress, once on
-             the labels alone and once with --teacher DENSE (--kd-temperature 4 --kd-alpha 0.9),
+             the labels alone and once with --teacher DENSE (--kd-temperature T --kd-alpha A,
+             by default Lithe's 4 and 0.9),
              for every seed of SEEDS (the shuffling order); same seeds on both sides
 Accuracies are lithe compress's own evaluation after fine-tuning on the 10,000 test images.
 
 Usage: /usr/bin/python3 scripts/bench-distillation.py [--lithe build/bin/lithe]
            [--work build/bench-distillation] [--epochs 3] [--finetune 1] [--seeds 0,1,2]
-           [--threads 2] [--models lenet,resnet]
+           [--threads 2] [--models lenet,resnet] [--temperature 4] [--alpha 0.9]
 """
 import argparse
 import importlib.util
@@ -45,6 +46,8 @@ def main():
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--models", default="lenet,resnet")
+    parser.add_argument("--temperature", default="4")
+    parser.add_argument("--alpha", default="0.9")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
@@ -79,7 +82,8 @@ def main():
         gains = []
         for seed in seeds:
             results = []
-            for teacher in ([], ["--teacher", dense]):
+            for teacher in ([], ["--teacher", dense, "--kd-temperature", args.temperature,
+                                 "--kd-alpha", args.alpha]):
                 out = lithe(args, "compress", "--model", dense, "--config", config, "--epochs",
                             str(args.finetune), "--lr", "0.01", "--seed", seed, "--json",
                             "--output", w(name + ".finetuned.pt"), *teacher)

@@ -13,8 +13,7 @@ namespace lithe::sdk {
 const OptionSchema& sparsity_or_total_keys() {
   static const OptionSchema schema{
       entry_key("sparsity", OptionType::kNumber,
-                "fraction of each selected layer's weights (or filters) to prune (or give "
-                "total_sparsity)")
+                "fraction of each selected layer's weights (or filters) to prune")
           .at_least(0)
           .below(1),
       entry_key("total_sparsity", OptionType::kNumber,
@@ -33,11 +32,18 @@ const OptionSchema& sparsity_or_total_keys() {
 std::optional<GlobalSparsity> read_global_sparsity(const Options& entry) {
   const bool per_layer = entry.has("sparsity");
   const bool total = entry.has("total_sparsity");
-  LITHE_CHECK(per_layer != total, Errc::kInvalidConfig, entry.path(),
-              per_layer ? ": give either \"sparsity\" (each layer) or \"total_sparsity\" (all the "
-                          "entry's layers ranked together), not both"
-                        : ": needs \"sparsity\" (each layer) or \"total_sparsity\" (all the "
-                          "entry's layers ranked together)");
+  LITHE_CHECK(!(per_layer && total), Errc::kInvalidConfig, entry.path(),
+              ": give either \"sparsity\" (each layer) or \"total_sparsity\" (all the entry's "
+              "layers ranked together), not both");
+  if (!per_layer && !total) {
+    try {
+      (void)entry.require<double>("sparsity");  // its message names a likely misspelling
+    } catch (const Error& e) {
+      throw Error(Errc::kInvalidConfig,
+                  std::string(e.what()) + "; or give \"total_sparsity\" (all the entry's layers "
+                                          "ranked together)");
+    }
+  }
   const OptionSchema& keys = sparsity_or_total_keys();
   if (per_layer) {
     LITHE_CHECK(!entry.has("max_sparsity_per_layer"), Errc::kInvalidConfig, entry.path(),

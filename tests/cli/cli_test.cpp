@@ -22,7 +22,7 @@ using ::testing::Not;
 TEST(CliTest, PluginsFindsTheInTreeLevelPluginWithoutFlags) {
   const CliRun run = run_lithe("plugins");
   EXPECT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_THAT(run.out, HasSubstr("loaded  level 1.1.0"));
+  EXPECT_THAT(run.out, HasSubstr("loaded  level 1.2.0"));
   EXPECT_THAT(run.out, HasSubstr("pruner level"));
   const CliRun json = run_lithe("plugins --json");
   EXPECT_THAT(json.out, HasSubstr("\"status\": \"loaded\""));

@@ -259,7 +259,8 @@ TEST(PruningSessionTest, MisspelledConfigKeyIsRejectedInsteadOfIgnored) {
       ThrowsMessage<sdk::Error>(AllOf(
           HasSubstr("/config_list/0/sparsty: unknown key for pruner 'level'"),
           // level declares its keys (SDK 1.4): the message says what is accepted.
-          HasSubstr("it accepts sparsity, op_types, op_names, exclude in each entry "
+          HasSubstr("it accepts sparsity, total_sparsity, max_sparsity_per_layer, op_types, "
+                    "op_names, exclude in each entry "
                     "(`lithe plugins --describe level`)"))));
 }
 

@@ -645,10 +645,10 @@ TEST(PluginOverrideCliTest, OverridePluginFlagReplacesTheBuiltInAndTheListingSay
                                       ") overrides plugin 'level' of " +
                                       reported(LITHE_PLUGIN_LEVEL)));
   const std::string builtin_block =
-      "  loaded  level 1.1.0  " + reported(LITHE_PLUGIN_LEVEL) + "\n          (overridden by " +
+      "  loaded  level 1.2.0  " + reported(LITHE_PLUGIN_LEVEL) + "\n          (overridden by " +
       reported(copy) + ")\n  loaded  ";
   EXPECT_THAT(replaced.out, HasSubstr(builtin_block)) << replaced.out;
-  EXPECT_THAT(replaced.out, HasSubstr("  loaded  level 1.1.0  " + reported(copy) +
+  EXPECT_THAT(replaced.out, HasSubstr("  loaded  level 1.2.0  " + reported(copy) +
                                       "\n          (overrides plugin 'level' of " +
                                       reported(LITHE_PLUGIN_LEVEL) + ")\n          masker level"))
       << replaced.out;

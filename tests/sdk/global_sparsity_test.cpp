@@ -93,8 +93,11 @@ TEST(ReadGlobalSparsityTest, ExactlyOneOfSparsityAndTotalSparsity) {
   EXPECT_THAT([] { read_global_sparsity(entry({{"sparsity", 0.5}, {"total_sparsity", 0.5}})); },
               ThrowsMessage<Error>(HasSubstr("/config_list/3: give either \"sparsity\"")));
   EXPECT_THAT([] { read_global_sparsity(entry({{"op_types", {"Linear"}}})); },
-              ThrowsMessage<Error>(HasSubstr("/config_list/3: needs \"sparsity\" (each layer) or "
+              ThrowsMessage<Error>(HasSubstr("/config_list/3: missing required key 'sparsity' "
+                                             "(keys present: 'op_types'); or give "
                                              "\"total_sparsity\"")));
+  EXPECT_THAT([] { read_global_sparsity(entry({{"sparsty", 0.5}})); },
+              ThrowsMessage<Error>(HasSubstr("did you mean 'sparsity'?")));
   EXPECT_THAT([] { read_global_sparsity(entry({{"sparsity", 0.5}, {"max_sparsity_per_layer", 1}})); },
               ThrowsMessage<Error>(HasSubstr("/config_list/3/max_sparsity_per_layer: only with "
                                              "\"total_sparsity\"")));
