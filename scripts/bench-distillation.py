@@ -18,44 +18,28 @@ Usage: /usr/bin/python3 scripts/bench-distillation.py [--lithe build/bin/lithe]
            [--threads 2] [--models lenet,resnet] [--temperature 4] [--alpha 0.9]
 """
 import argparse
-import importlib.util
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def lithe(args, *argv):
-    done = subprocess.run([args.lithe, *argv, "--threads", str(args.threads)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit("FAILED: lithe %s\n%s%s" % (" ".join(argv), done.stdout, done.stderr))
-    return done.stdout
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from fashion_bench import accuracy, add_common_arguments, lithe, small_resnet  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lithe", default=os.path.join(ROOT, "build/bin/lithe"))
-    parser.add_argument("--work", default=os.path.join(ROOT, "build/bench-distillation"))
-    parser.add_argument("--epochs", type=int, default=3)
+    add_common_arguments(parser, "bench-distillation")
     parser.add_argument("--finetune", type=int, default=1)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--models", default="lenet,resnet")
     parser.add_argument("--temperature", default="4")
     parser.add_argument("--alpha", default="0.9")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
-    spec = importlib.util.spec_from_file_location(
-        "bench_int8_fashion", os.path.join(ROOT, "scripts/bench-int8-fashion.py"))
-    fashion = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fashion)
-    fashion.small_resnet(w("resnet.pt"))
+    small_resnet(w("resnet.pt"))
     sources = {"lenet": os.path.join(ROOT, "samples/models/lenet.pt"), "resnet": w("resnet.pt")}
     seeds = args.seeds.split(",")
 
@@ -67,8 +51,7 @@ def main():
         dense = w(name + ".dense.pt")
         lithe(args, "train", "--model", sources[name], "--epochs", str(args.epochs), "--output",
               dense)
-        dense_accuracy = float(re.search(r"accuracy ([0-9.]+)",
-                                         lithe(args, "eval", "--model", dense)).group(1))
+        dense_accuracy = accuracy(args, dense)
         convs = [n for n, m in torch.jit.load(dense).named_modules()
                  if m.original_name == "Conv2d" and (name == "lenet" or n != "conv1")]
         config = w(name + ".l1.json")
@@ -77,8 +60,7 @@ def main():
                        "config_list": [{"sparsity": 0.5, "op_names": convs}]}, f)
         lithe(args, "compress", "--model", dense, "--config", config, "--output",
               w(name + ".pruned.pt"))
-        pruned = float(re.search(r"accuracy ([0-9.]+)",
-                                 lithe(args, "eval", "--model", w(name + ".pruned.pt"))).group(1))
+        pruned = accuracy(args, w(name + ".pruned.pt"))
         gains = []
         for seed in seeds:
             results = []

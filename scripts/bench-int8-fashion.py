@@ -22,76 +22,17 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import zoo  # noqa: E402  (int8_config)
-
-
-def small_resnet(path):
-    import torch
-    from torch import nn
-
-    class BasicBlock(nn.Module):  # torchvision's, by name and shape (the int8 config reads it)
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU(inplace=True)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                            nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            identity = self.downsample(x)
-            out = self.relu(self.bn1(self.conv1(x)))
-            out = self.bn2(self.conv2(out))
-            out += identity
-            return self.relu(out)
-
-    class SmallResNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 16, 3, 1, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(16)
-            self.relu = nn.ReLU(inplace=True)
-            self.layer1 = BasicBlock(16, 16, 1)
-            self.layer2 = BasicBlock(16, 32, 2)
-            self.layer3 = BasicBlock(32, 64, 2)
-            self.avgpool = nn.AdaptiveAvgPool2d(1)
-            self.fc = nn.Linear(64, 10)
-
-        def forward(self, x):
-            x = self.relu(self.bn1(self.conv1(x)))
-            x = self.layer3(self.layer2(self.layer1(x)))
-            return self.fc(torch.flatten(self.avgpool(x), 1))
-
-    torch.manual_seed(0)
-    torch.jit.script(SmallResNet().eval()).save(path)
-
-
-def lithe(args, *argv):
-    done = subprocess.run([args.lithe, *argv, "--threads", str(args.threads)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit("FAILED: lithe %s\n%s%s" % (" ".join(argv), done.stdout, done.stderr))
-    return done.stdout
-
-
-def accuracy(args, model):
-    out = lithe(args, "eval", "--model", model)
-    return float(re.search(r"accuracy ([0-9.]+)", out).group(1))
+from fashion_bench import accuracy, add_common_arguments, lithe, small_resnet  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lithe", default=os.path.join(ROOT, "build/bin/lithe"))
-    parser.add_argument("--work", default=os.path.join(ROOT, "build/bench-int8-fashion"))
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
+    add_common_arguments(parser, "bench-int8-fashion")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731

@@ -16,50 +16,29 @@ Usage: /usr/bin/python3 scripts/bench-recalibrate-bn.py [--lithe build/bin/lithe
            [--sparsities 0.3,0.5,0.7] [--batches 5,20]
 """
 import argparse
-import importlib.util
 import json
 import os
-import re
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def bench_int8_fashion():
-    spec = importlib.util.spec_from_file_location(
-        "bench_int8_fashion", os.path.join(ROOT, "scripts/bench-int8-fashion.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def lithe(args, *argv):
-    done = subprocess.run([args.lithe, *argv, "--threads", str(args.threads)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit("FAILED: lithe %s\n%s%s" % (" ".join(argv), done.stdout, done.stderr))
-    return done.stdout
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from fashion_bench import accuracy, add_common_arguments, lithe, small_resnet  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lithe", default=os.path.join(ROOT, "build/bin/lithe"))
-    parser.add_argument("--work", default=os.path.join(ROOT, "build/bench-recalibrate-bn"))
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
+    add_common_arguments(parser, "bench-recalibrate-bn")
     parser.add_argument("--sparsities", default="0.3,0.5,0.7")
     parser.add_argument("--batches", default="5,20")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
 
-    bench_int8_fashion().small_resnet(w("resnet.pt"))
+    small_resnet(w("resnet.pt"))
     dense = w("resnet.dense.pt")
     lithe(args, "train", "--model", w("resnet.pt"), "--epochs", str(args.epochs), "--output",
           dense)
-    out = lithe(args, "eval", "--model", dense)
-    print("dense accuracy %s" % re.search(r"accuracy ([0-9.]+)", out).group(1))
+    print("dense accuracy %.4f" % accuracy(args, dense))
     import torch
     convs = [n for n, m in torch.jit.load(dense).named_modules()
              if m.original_name == "Conv2d" and n != "conv1"]
@@ -87,8 +66,7 @@ def main():
         # of the pruned model.
         lithe(args, "compress", "--model", dense, "--config", config, "--output",
               w("pruned.pt"))
-        as_pruned = float(re.search(r"accuracy ([0-9.]+)",
-                                    lithe(args, "eval", "--model", w("pruned.pt"))).group(1))
+        as_pruned = accuracy(args, w("pruned.pt"))
         row = [sparsity, as_pruned]
         for b in batches:
             row.append(run("--recalibrate-bn", str(b))[0])
