@@ -185,7 +185,8 @@ TEST(ConvertCliTest, RecalibrateBnNeedsAPositiveCountAndBatchNormLayers) {
                   (dir / "level.json").string() + " --output " + (dir / "p.pt").string() +
                   " --recalibrate-bn 2");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_THAT(run.out, HasSubstr("no BatchNorm1d/2d/3d layer with running statistics"));
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--recalibrate-bn 2 on '" + lenet_model().string() + "'"),
+                             HasSubstr("no BatchNorm1d/2d/3d layer with running statistics")));
   EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
   EXPECT_FALSE(fs::exists(dir / "p.pt"));
 }

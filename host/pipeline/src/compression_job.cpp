@@ -241,8 +241,14 @@ CompressionResult run_compression(const CompressionRequest& request,
     }
   }
   const auto recalibrate_bn = [&] {
-    result.batchnorm_recalibration = recalibrate_batchnorm(
-        *model, train_data, request.recalibrate_bn_batches, options.batch_size);
+    try {
+      result.batchnorm_recalibration = recalibrate_batchnorm(
+          *model, train_data, request.recalibrate_bn_batches, options.batch_size);
+    } catch (const sdk::Error& e) {  // say which option and which model
+      throw sdk::Error(e.code(), "--recalibrate-bn " +
+                                     std::to_string(request.recalibrate_bn_batches) + " on '" +
+                                     request.model_path.string() + "': " + e.what());
+    }
     if (has_test) {
       result.after_recalibration = evaluate(*model, test_data, options.eval_batch_size);
     }
