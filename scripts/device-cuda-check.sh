@@ -59,11 +59,13 @@ cmake --build "$build" -j "$(nproc)" -- -k 0 >"$out/build.log" 2>&1 || {
   exit 3; }
 
 step "tests"
+# The test binary itself rather than ctest: CTest 4's reading of gtest_discover_tests' generated
+# files differs from 3.25's (CI's), and the binary's own report is what matters here.
 test_status=0
-OMP_NUM_THREADS=4 ctest --test-dir "$build" -j 8 --output-on-failure --timeout 300 \
-  >"$out/test.log" 2>&1 || test_status=4
-tail -5 "$out/test.log" >>"$out/env.txt"
-if grep -q '\*\*\*Skipped' "$out/test.log"; then
+OMP_NUM_THREADS=4 timeout 300 "$build/tests/lithe_kernels_test" >"$out/test.log" 2>&1 ||
+  test_status=4
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/test.log" >>"$out/env.txt"
+if grep -q '^\[  SKIPPED \]' "$out/test.log"; then
   step "some tests skipped (test.log): on a GPU machine none may"
   test_status=4
 fi

@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -62,7 +63,7 @@ double median_seconds(int repeats, const std::function<void()>& fn) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::set_num_threads(args.threads);
   const int64_t n = args.numel;
   const double scale = 6.0 / 255.0;

@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <cstring>
@@ -110,7 +111,17 @@ TEST(FakeQuantPerTensorTest, AtenOrderReproducesAtenOnNanAndInfinity) {
                                    -0.7f, 0.5f, 1.5f, 2.5f, -2.5f, 100.0f, 3.0f, -3.0f, 0.0f});
   const auto ref = at::fake_quantize_per_tensor_affine_cachemask(x, 0.5, 3, 0, 7);
   const FakeQuantResult got = fake_quantize_per_tensor(x, 0.5, 3, 0, 7, QuantFormula::kAten);
+#if TORCH_VERSION_MAJOR >= 2
+  // kAten is libtorch 1.13's kernel. libtorch 2.x (seen on 2.11) saturates +inf and large
+  // positive values (entries 1 and 3) to qmax instead: everything else, masks included, agrees.
+  at::Tensor expected = std::get<0>(ref).clone();
+  expected[1] = (0 - 3) * 0.5;
+  expected[3] = (0 - 3) * 0.5;
+  EXPECT_EQ(std::get<0>(ref)[1].item<float>(), (7 - 3) * 0.5f);
+  EXPECT_TRUE(same_bytes(got.output, expected)) << got.output << expected;
+#else
   EXPECT_TRUE(same_bytes(got.output, std::get<0>(ref))) << got.output << std::get<0>(ref);
+#endif
   EXPECT_TRUE(at::equal(got.mask, std::get<1>(ref))) << got.mask << std::get<1>(ref);
 }
 

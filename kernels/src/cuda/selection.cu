@@ -162,6 +162,24 @@ __global__ void apply_mask_kernel(float* x, const float* mask, int64_t n) {
   }
 }
 
+__device__ __forceinline__ float keep_or_zero(float m, float v) { return m == 0.0f ? 0.0f : v; }
+
+// The same on 16-byte vectors (both pointers 16-byte aligned): both loads are issued before the
+// select, so a thread does not wait for the mask before it asks for the weight, and each memory
+// transaction carries four elements. The results are the scalar kernel's, bit for bit.
+__global__ void apply_mask_vec4_kernel(float4* x, const float4* mask, int64_t n4) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float4 v = x[i];
+    const float4 m = mask[i];
+    v.x = keep_or_zero(m.x, v.x);
+    v.y = keep_or_zero(m.y, v.y);
+    v.z = keep_or_zero(m.z, v.z);
+    v.w = keep_or_zero(m.w, v.w);
+    x[i] = v;
+  }
+}
+
 int grid_for(int64_t n, int max_blocks) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(blocks, max_blocks)));
@@ -245,7 +263,19 @@ void apply_mask_cuda(float* x, const float* mask, int64_t n, int device) {
     return;
   }
   DeviceScope scope(device);
-  apply_mask_kernel<<<grid_for(n, 4096), kThreads>>>(x, mask, n);
+  const bool aligned =
+      ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(mask)) & 15u) == 0;
+  if (aligned && n >= 4) {
+    const int64_t n4 = n / 4;
+    apply_mask_vec4_kernel<<<grid_for(n4, 8192), kThreads>>>(
+        reinterpret_cast<float4*>(x), reinterpret_cast<const float4*>(mask), n4);
+    LITHE_CUDA_CHECK(cudaGetLastError());
+    if (n % 4 != 0) {
+      apply_mask_kernel<<<1, kThreads>>>(x + 4 * n4, mask + 4 * n4, n % 4);
+    }
+  } else {
+    apply_mask_kernel<<<grid_for(n, 4096), kThreads>>>(x, mask, n);
+  }
   LITHE_CUDA_CHECK(cudaGetLastError());
   LITHE_CUDA_CHECK(cudaDeviceSynchronize());
 }
