@@ -109,10 +109,9 @@ int run_compress(const std::vector<std::string>& args) {
   // Before any work (plugins, config): no output may replace an input, another output or a
   // special file, and options that would be ignored are errors. run_compression checks the
   // request again, with the default calibration file, once the algorithm's kind is known.
-  const std::string no_data;
   host::check_output_paths({{"--model", model_path},
                             {"--config", config_path},
-                            {"--data", request.needs_data() ? data : no_data},
+                            {"--data", data},
                             {"--test-data", test_path},
                             {"--teacher", teacher_path}},
                            {{"--output", output_path},
@@ -142,16 +141,23 @@ int run_compress(const std::vector<std::string>& args) {
               sdk::Errc::kInvalidConfig, "--calibration-batches must be > 0, got ",
               calibration_batches);
   if (!request.fine_tune) {
-    // Calibration reads the data and the batch size only; without it nothing is read.
+    // Calibration reads the data and the batch size only; without it nothing is read. An
+    // algorithm that trains while compressing (SDK 1.7 fine_tune: admm, slim's sparse
+    // training) uses all of them: whether it did is known once it compressed, so the job
+    // fails then, before writing anything, when none of the options given was used.
     static const std::set<std::string> used_by_calibration = {"data", "test-data", "batch-size"};
     for (const std::string& name : training_option_names()) {
       const bool used = request.needs_data() && used_by_calibration.count(name) != 0;
-      LITHE_CHECK(used || given.count(name) == 0 || given[name].defaulted(),
-                  sdk::Errc::kInvalidConfig, "--", name, " has no effect without --epochs",
-                  request.needs_data() ? "" : ", --calibration-batches or --recalibrate-bn");
+      if (!used && given.count(name) != 0 && !given[name].defaulted() &&
+          request.training_options_given_without_use.empty()) {
+        request.training_options_given_without_use =
+            "--" + name + " has no effect without --epochs" +
+            (request.needs_data() ? "" : ", --calibration-batches or --recalibrate-bn");
+      }
     }
-    LITHE_CHECK(train_options.batch_size > 0, sdk::Errc::kInvalidConfig,
-                "batch size must be > 0, got ", train_options.batch_size);
+    host::TrainOptions checked = train_options;
+    checked.epochs = 1;  // what an algorithm's fine-tune would use, epochs aside
+    host::validate_train_options(checked);
   }
   const std::unique_ptr<host::Model> teacher = load_teacher(teacher_path, given, train_options);
   request.config = host::read_compression_config(config_path);

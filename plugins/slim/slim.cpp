@@ -9,6 +9,13 @@
 // all channels). Where no tie straddles the threshold the masks are identical to NNI's.
 //
 // The ranking is computed once, in attach() (NNI: at construction), from |γ × current mask|.
+//
+// Sparse training (NNI v2.2+ SlimPruner's `sparsity_training_epochs` and `scale`; slim 1.2.0):
+// before ranking, the model trains for that many epochs with scale · Σ|γ| over the selected
+// layers added to the loss (an SDK 1.7 loss term, through the host's fine_tune), which drives
+// the γ of unimportant channels toward zero so that removing them costs less. NNI adds
+// scale · sign(γ) to γ's gradient between backward and step: the same gradient, as autograd's
+// derivative of |γ| is sign(γ) (0 at 0).
 #include "slim.h"
 
 #include <lithe/kernels/masking.h>
@@ -43,8 +50,30 @@ void check_batchnorm(const sdk::LayerView& layer) {
               layer.weight().sizes());
 }
 
+const sdk::OptionSchema& slim_keys() {
+  static const sdk::OptionSchema schema = [] {
+    sdk::OptionSchema keys;
+    keys.add(sdk::sparsity_keys());
+    keys.add(sdk::option("sparsity_training_epochs", sdk::OptionType::kInteger,
+                         "epochs of sparse training (the L1 penalty on gamma) before ranking; "
+                         "0 = one-shot, NNI v2.0")
+                 .defaults_to("0")
+                 .at_least(0));
+    keys.add(sdk::option("scale", sdk::OptionType::kNumber,
+                         "weight of the L1 penalty scale * sum|gamma| during sparse training")
+                 .defaults_to("0.0001")
+                 .at_least(0));
+    return keys;
+  }();
+  return schema;
+}
+
 class SlimPruner final : public sdk::Pruner {
  public:
+  explicit SlimPruner(const sdk::Options& options)
+      : training_epochs_(slim_keys().read<int64_t>(options, "sparsity_training_epochs")),
+        scale_(slim_keys().read<double>(options, "scale")) {}
+
   void validate_config(const sdk::Options& entry) const override {
     const double sparsity = sdk::sparsity_keys().read<double>(entry, "sparsity");
     // NNI's schema: 'op_types': ['BatchNorm2d'] is required, nothing else is accepted.
@@ -78,6 +107,9 @@ class SlimPruner final : public sdk::Pruner {
     }
     for (const sdk::LayerView* layer : layers) {
       check_batchnorm(*layer);
+    }
+    if (training_epochs_ > 0) {
+      sparse_training(context, layers);
     }
     // validate_config always runs first in a session; the fallback serves direct use only.
     const double sparsity = first_sparsity_.has_value()
@@ -138,6 +170,31 @@ class SlimPruner final : public sdk::Pruner {
   }
 
  private:
+  // Trains with scale · Σ|γ| added to the loss; the term is removed whatever happens.
+  void sparse_training(sdk::CompressionContext& context,
+                       const std::vector<sdk::LayerView*>& layers) const {
+    const double scale = scale_;
+    const int64_t id = context.add_loss_term([layers, scale] {
+      at::Tensor penalty;
+      for (const sdk::LayerView* layer : layers) {
+        const at::Tensor l1 = layer->weight().abs().sum();
+        penalty = penalty.defined() ? penalty + l1 : l1;
+      }
+      return penalty * scale;
+    });
+    try {
+      LITHE_LOG(kInfo, "slim: sparse training for ", training_epochs_, " epoch(s), scale ",
+                scale);
+      context.fine_tune(training_epochs_);
+    } catch (...) {
+      context.remove_loss_term(id);
+      throw;
+    }
+    context.remove_loss_term(id);
+  }
+
+  int64_t training_epochs_;
+  double scale_;
   mutable std::optional<double> first_sparsity_;  // set by the first validate_config call
   mutable std::string first_path_;
   std::map<int64_t, at::Tensor> keep_;  // layer index -> its slice of the global keep vector
@@ -149,11 +206,13 @@ class SlimPruner final : public sdk::Pruner {
 void register_algorithms(sdk::Registry& registry) {
   registry.add_pruner(
       {"slim", "one-shot BatchNorm2d channel pruning by a global |gamma| ranking (network slimming)"},
-      [](const sdk::Options&, const sdk::Registry&) { return std::make_unique<SlimPruner>(); });
+      [](const sdk::Options& options, const sdk::Registry&) {
+        return std::make_unique<SlimPruner>(options);
+      });
   registry.add_nni_counterpart({"slim", "SlimPruner", "one_shot_global"});
-  registry.describe_options("slim", sdk::sparsity_keys());
+  registry.describe_options("slim", slim_keys());
 }
 
 }  // namespace lithe::plugins::slim
 
-LITHE_PLUGIN("slim", "1.1.0", lithe::plugins::slim::register_algorithms)
+LITHE_PLUGIN("slim", "1.2.0", lithe::plugins::slim::register_algorithms)

@@ -1,6 +1,10 @@
 // Out-of-line destructors and default hooks: they anchor each interface's vtable and typeinfo
 // in liblithe_sdk, so host and plugins agree on one copy.
 #include "lithe/sdk/context.h"
+
+#include <string>
+
+#include "lithe/sdk/error.h"
 #include "lithe/sdk/masker.h"
 #include "lithe/sdk/pruner.h"
 #include "lithe/sdk/quantizer.h"
@@ -16,6 +20,29 @@ void CompressionContext::reduce_over_processes(std::vector<at::Tensor>&, Reducti
 int64_t CompressionContext::add_end_of_data_callback(std::function<void()>) { return 0; }
 void CompressionContext::remove_end_of_data_callback(int64_t) {}
 void CompressionContext::require_epoch_updates() {}
+
+namespace {
+[[noreturn]] void unsupported(const char* what) {
+  throw Error(Errc::kUnsupported,
+              std::string("this host offers no ") + what +
+                  " (SDK 1.7; Lithe's host does, a test double or an older host may not)");
+}
+}  // namespace
+
+int64_t CompressionContext::add_loss_term(std::function<at::Tensor()>) {
+  unsupported("loss terms");
+}
+void CompressionContext::remove_loss_term(int64_t) { unsupported("loss terms"); }
+int64_t CompressionContext::add_before_optimizer_step_callback(std::function<void()>) {
+  unsupported("before-optimizer-step callbacks");
+}
+void CompressionContext::remove_before_optimizer_step_callback(int64_t) {
+  unsupported("before-optimizer-step callbacks");
+}
+bool CompressionContext::can_evaluate() const { return false; }
+double CompressionContext::evaluate() { unsupported("evaluator"); }
+bool CompressionContext::can_fine_tune() const { return false; }
+void CompressionContext::fine_tune(int64_t) { unsupported("fine-tuner"); }
 
 Pruner::~Pruner() = default;
 void Pruner::attach(CompressionContext&) {}

@@ -401,3 +401,45 @@ TEST_F(FineTuneCliTest, ATeacherTeachesThroughScrambledLabels) {
 
 }  // namespace
 }  // namespace lithe::test
+
+namespace lithe::test {
+namespace {
+
+// SDK 1.7: an algorithm that trains while it compresses (admm) gets the training options
+// without --epochs; the same options for one that does not are still an error, and nothing is
+// written.
+TEST_F(FineTuneCliTest, AdmmTrainsWithTheTrainingOptionsWithoutEpochs) {
+  const auto out = scratch_dir("cli_admm");
+  const std::string config = (source_dir() / "samples/configs/admm.json").string();
+  const CliRun run = run_lithe("compress --json --model " + lenet_model().string() +
+                               " --config " + config +
+                               " --optimizer adam --lr 0.001 --weight-decay 5e-5" +
+                               data_only_flags() + " --output " + (out / "admm.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+  for (const auto& layer : summary.at("layers")) {
+    EXPECT_EQ(layer.at("pruned").get<int64_t>(),
+              static_cast<int64_t>(layer.at("params").get<int64_t>() * 0.8))
+        << layer.dump();
+  }
+  EXPECT_EQ(summary.at("algorithm_training_epochs").get<int64_t>(), 4);  // 4 iterations × 1
+  // Measured before the algorithm trained (the data is read on its first use), and trained
+  // (4 epochs over 2000 samples) before the cut: far above the untrained model even at 80%.
+  EXPECT_EQ(summary.at("accuracy_before").at("samples").get<int64_t>(), 500);
+  EXPECT_GT(summary.at("accuracy_after").at("accuracy").get<double>(),
+            summary.at("accuracy_before").at("accuracy").get<double>() + 0.2);
+
+  write_text(out / "existing.pt", "previous output");
+  const CliRun level = run_lithe(
+      "compress --model " + lenet_model().string() + " --config " +
+      (source_dir() / "samples/configs/level.json").string() + " --lr 0.1" + data_only_flags() +
+      " --output " + (out / "existing.pt").string());
+  EXPECT_EQ(level.exit_code, 1) << level.out;
+  EXPECT_THAT(level.out, HasSubstr("has no effect without --epochs, --calibration-batches or "
+                                   "--recalibrate-bn, and 'level' does not train while it "
+                                   "compresses"));
+  EXPECT_EQ(read_text(out / "existing.pt"), "previous output");
+}
+
+}  // namespace
+}  // namespace lithe::test

@@ -202,32 +202,79 @@ CompressionResult run_compression(const CompressionRequest& request,
     (void)export_saved(request.model_path, request.onnx, nullptr);
   }
 
-  // 4. Data, checked against the model.
+  // 4. Data, checked against the model. An algorithm that trains or evaluates while it
+  // compresses (SDK 1.7 fine_tune/evaluate) reads it on first use when nothing else needs it.
   Dataset train_data;
   Dataset test_data;
-  if (request.needs_data()) {
+  bool data_loaded = false;
+  const auto load_data = [&] {
+    if (data_loaded) {
+      return;
+    }
     train_data = load_dataset(request.data_path, "train");
     check_dataset_fits_model(*model, train_data);
     test_data = load_test_dataset(request.data_path, request.test_data_path);
     if (test_data.size() > 0) {
       check_dataset_fits_model(*model, test_data);
     }
+    data_loaded = true;
+  };
+  if (request.needs_data()) {
+    load_data();
   }
-  const bool has_test = test_data.size() > 0;
   result.load_seconds = seconds_since(start);
 
   // 5. Evaluate, compress, calibrate, fine-tune.
   const auto compress_start = Clock::now();
   TrainOptions options = request.train_options;
   options.process_group = request.process_group;
-  if (has_test) {
+  options.progress = options.progress && writer;
+  if (test_data.size() > 0) {
     result.before = evaluate(*model, test_data, options.eval_batch_size);
   }
+  TrainingHooks* hooks = quantizer ? static_cast<TrainingHooks*>(quantization.get())
+                                   : static_cast<TrainingHooks*>(pruning.get());
+  SessionCore& session = quantizer ? static_cast<SessionCore&>(*quantization)
+                                   : static_cast<SessionCore&>(*pruning);
+  // What the algorithm's fine_tune(epochs) and evaluate() run: the training options on the
+  // data, each fine-tune with its own shuffling seed; the top-1 accuracy on the test data.
+  int64_t fine_tunes = 0;
+  // Data read on first use is also the first chance to measure the model as it came.
+  const auto load_data_now = [&] {
+    if (!data_loaded) {
+      load_data();
+      if (test_data.size() > 0) {
+        result.before = evaluate(*model, test_data, options.eval_batch_size);
+      }
+    }
+  };
+  session.set_fine_tuner([&](int64_t epochs) {
+    load_data_now();
+    TrainOptions tune = options;
+    tune.epochs = epochs;
+    tune.seed = options.seed + 1000003ULL * static_cast<uint64_t>(++fine_tunes);
+    result.algorithm_training_epochs += epochs;
+    (void)train(*model, train_data, nullptr, tune, hooks);
+  });
+  session.set_evaluator([&]() -> double {
+    load_data_now();
+    LITHE_CHECK(test_data.size() > 0, sdk::Errc::kUnsupported, session.algorithm(),
+                " asked to evaluate the model, but '", request.data_path.string(),
+                "' has no test split; pass --test-data");
+    return evaluate(*model, test_data, options.eval_batch_size).accuracy;
+  });
   if (quantizer) {
     quantization->compress();
   } else {
     pruning->compress();
   }
+  if (!request.training_options_given_without_use.empty() &&
+      result.algorithm_training_epochs == 0) {
+    throw sdk::Error(sdk::Errc::kInvalidConfig,
+                     request.training_options_given_without_use + ", and '" + config.algorithm +
+                         "' does not train while it compresses (nothing was written)");
+  }
+  const bool has_test = test_data.size() > 0;
   if ((out.onnx || out.int8) && quantizer) {
     // A quantizer the QDQ export or the int8 conversion cannot express fails now, not after
     // the training; the files are written again from the result.
@@ -268,9 +315,6 @@ CompressionResult run_compression(const CompressionRequest& request,
     recalibrate_bn();  // after the statistics pass that decides data-driven masks
   }
   if (request.fine_tune) {
-    options.progress = options.progress && writer;
-    TrainingHooks* hooks = quantizer ? static_cast<TrainingHooks*>(quantization.get())
-                                     : static_cast<TrainingHooks*>(pruning.get());
     result.epochs = train(*model, train_data, has_test ? &test_data : nullptr, options, hooks);
   }
   // Every pass is over: an algorithm that saw fewer batches than it needs fails here, naming

@@ -160,6 +160,9 @@ void PruningSession::check_weights_unchanged_outside(const char* call) const {
 }
 
 void PruningSession::update_epoch(int64_t epoch) {
+  if (in_update_) {
+    return;  // epochs of a fine_tune() the pruner asked for from attach/calc_mask: not its own
+  }
   check_weights_unchanged_outside("update_epoch()");
   note_epoch_update();
   invoke_plugin(owner(), [&] {
@@ -169,6 +172,9 @@ void PruningSession::update_epoch(int64_t epoch) {
 }
 
 void PruningSession::step() {
+  if (in_update_) {
+    return;  // as in update_epoch
+  }
   check_weights_unchanged_outside("step()");
   invoke_plugin(owner(), [&] {
     pruner_->step();
@@ -177,13 +183,25 @@ void PruningSession::step() {
 }
 
 void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
-  check_epoch_updates("optimizer_step");
+  if (!in_update_) {
+    check_epoch_updates("optimizer_step");
+  }
   if (take_optimizer_state_reset()) {
     // A restored model starts over with a fresh optimizer state, as NNI's LotteryTicket
     // restores the optimizer's state saved before any step.
     optimizer.state().clear();
   }
+  run_before_optimizer_step_callbacks();
   optimizer.step();
+  if (in_update_) {
+    // A fine_tune() the pruner asked for from attach or calc_mask (ADMM, Slim's sparse
+    // training): the masks it has so far are held fixed; asking it for new ones would re-enter
+    // the call that is running.
+    apply_masks();
+    mask_optimizer_state(optimizer);
+    run_optimizer_step_callbacks();
+    return;
+  }
   update_masks();
   mask_optimizer_state(optimizer);
   invoke_plugin(owner(), [&] {

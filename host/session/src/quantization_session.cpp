@@ -276,6 +276,7 @@ void QuantizationSession::optimizer_step(torch::optim::Optimizer& optimizer) {
   if (take_optimizer_state_reset()) {
     optimizer.state().clear();  // a restored model starts over, as in PruningSession
   }
+  run_before_optimizer_step_callbacks();
   optimizer.step();
   invoke_plugin(owner(), [&] {
     quantizer_->step();

@@ -1,6 +1,8 @@
 // The part of a compression session that does not depend on the algorithm's kind.
 #include "lithe/host/session/session_core.h"
 
+#include <ATen/ATen.h>
+
 #include "lithe/host/runtime/invoke_plugin.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk_internal/options_json.h"
@@ -21,6 +23,8 @@ SessionCore::SessionCore(Model& model, const PluginRegistry& registry,
       collectors_(std::make_unique<detail::ActivationCollectors>(model)),
       step_callbacks_(std::make_unique<detail::PluginCallbacks>("optimizer_step")),
       end_of_data_callbacks_(std::make_unique<detail::PluginCallbacks>("end_of_data")),
+      before_step_callbacks_(
+          std::make_unique<detail::PluginCallbacks>("before_optimizer_step")),
       saved_states_(std::make_unique<detail::SavedModelStates>()) {}
 
 SessionCore::~SessionCore() = default;
@@ -109,6 +113,79 @@ void SessionCore::drop_plugin_registrations() noexcept {
   collectors_->clear();
   step_callbacks_->clear();
   end_of_data_callbacks_->clear();
+  before_step_callbacks_->clear();
+  loss_terms_.clear();
+}
+
+int64_t SessionCore::add_loss_term(std::function<at::Tensor()> term) {
+  LITHE_CHECK(static_cast<bool>(term), sdk::Errc::kInvalidConfig,
+              "add_loss_term: the term is empty");
+  const int64_t id = next_loss_term_id_++;
+  loss_terms_[id] = std::move(term);
+  return id;
+}
+
+void SessionCore::remove_loss_term(int64_t id) {
+  LITHE_CHECK(loss_terms_.erase(id) == 1, sdk::Errc::kInvalidConfig,
+              "remove_loss_term: no loss term with id ", id);
+}
+
+at::Tensor SessionCore::loss_terms() {
+  if (loss_terms_.empty() || calibrating_) {
+    return {};
+  }
+  at::Tensor total;
+  const std::string context = owner_ + " (loss term)";
+  const auto terms = loss_terms_;  // a term may add or remove terms
+  for (const auto& [id, term] : terms) {
+    const at::Tensor value = detail::invoke_plugin(context, [&] { return term(); });
+    LITHE_CHECK(value.defined() && value.is_floating_point() && value.numel() == 1,
+                sdk::Errc::kInvalidConfig, context, " ", id,
+                ": a loss term must return a defined floating scalar tensor, got ",
+                !value.defined() ? std::string("an undefined tensor")
+                                 : c10::str(value.scalar_type(), " of shape ", value.sizes()));
+    total = total.defined() ? total + value.reshape({}) : value.reshape({});
+  }
+  return total;
+}
+
+int64_t SessionCore::add_before_optimizer_step_callback(std::function<void()> callback) {
+  return before_step_callbacks_->add(std::move(callback));
+}
+
+void SessionCore::remove_before_optimizer_step_callback(int64_t id) {
+  before_step_callbacks_->remove(id);
+}
+
+void SessionCore::run_before_optimizer_step_callbacks() {
+  if (!calibrating_) {
+    before_step_callbacks_->run(owner_);
+  }
+}
+
+double SessionCore::evaluate() {
+  LITHE_CHECK(static_cast<bool>(evaluator_), sdk::Errc::kUnsupported, owner_,
+              " asked to evaluate the model, but this session has no evaluator: `lithe "
+              "compress` needs test data (--data DIR with a test split, or --test-data); an "
+              "embedding program calls session.set_evaluator(...)");
+  return evaluator_();
+}
+
+void SessionCore::fine_tune(int64_t epochs) {
+  LITHE_CHECK(static_cast<bool>(fine_tuner_), sdk::Errc::kUnsupported, owner_,
+              " asked to fine-tune the model for ", epochs,
+              " epoch(s), but this session has no fine-tuner: `lithe compress` needs training "
+              "data (--data DIR); an embedding program calls session.set_fine_tuner(...)");
+  LITHE_CHECK(epochs > 0, sdk::Errc::kInvalidConfig, owner_,
+              ": fine_tune(epochs) needs epochs > 0, got ", epochs);
+  LITHE_CHECK(!fine_tuning_, sdk::Errc::kInvalidConfig, owner_,
+              ": fine_tune() was called while a fine_tune() is running");
+  fine_tuning_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{fine_tuning_};
+  fine_tuner_(epochs);
 }
 
 int64_t SessionCore::save_model_state() { return saved_states_->save(model_); }

@@ -7,6 +7,7 @@ namespace lithe::host {
 TrainingHooks::~TrainingHooks() = default;
 std::vector<at::Tensor> TrainingHooks::extra_parameters() { return {}; }
 void TrainingHooks::end_of_data() {}
+at::Tensor TrainingHooks::loss_terms() { return {}; }
 std::vector<at::Tensor> TrainingHooks::replicated_state() const { return {}; }
 
 void TrainingHooks::reduce_with_group(std::vector<at::Tensor>& tensors,

@@ -521,6 +521,13 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
       } else {
         loss = torch::nn::functional::cross_entropy(logits, labels);
       }
+      if (session != nullptr) {
+        // SDK 1.7 loss terms (Slim's γ penalty, …): their gradients reach the weights here.
+        const at::Tensor extra = session->loss_terms();
+        if (extra.defined()) {
+          loss = loss + extra.to(loss.device(), loss.scalar_type());
+        }
+      }
       loss.backward();
       parallel.average_gradients(trained, count, global,
                                  "epoch " + std::to_string(epoch + 1) + " step " +

@@ -16,6 +16,8 @@
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk_internal/options_json.h"
@@ -283,6 +285,57 @@ TEST(SlimPrunerVggBnTest, DefaultBnInitPrunesExactlyHalfInLayerOrder) {
   const at::Tensor bn3 = masks.at("bn3").weight;
   EXPECT_TRUE(bn3.narrow(0, 0, 8).eq(0).all().item<bool>());
   EXPECT_TRUE(bn3.narrow(0, 8, 56).eq(1).all().item<bool>());
+}
+
+
+// Sparse training (slim 1.2.0, SDK 1.7): the γ penalty trains through the host's fine-tuner
+// before the ranking; γ shrinks far more than the same training without it, and the cut is
+// still exactly k channels.
+TEST(SlimPrunerVggBnTest, SparseTrainingShrinksGammaThroughTheFineTuner) {
+  host::Dataset data;
+  const auto generator = at::detail::createCPUGenerator(11);
+  data.images = at::randn({128, 3, 32, 32}, generator);
+  data.labels = at::randint(10, {128}, generator);
+  data.source = "<random>";
+  std::map<double, double> gamma_l1;
+  for (const double scale : {0.0, 0.2}) {
+    auto model = host::load_torchscript_model(test::nni_data_dir() / "models/vgg_bn.pt");
+    host::PruningSession session(
+        *model, slim_registry(),
+        {"slim", kHalf,
+         R"({"sparsity_training_epochs": 2, "scale": )" + std::to_string(scale) + "}", "t"});
+    int64_t tuned = 0;
+    session.set_fine_tuner([&](int64_t epochs) {
+      tuned += epochs;
+      host::TrainOptions options;
+      options.epochs = epochs;
+      options.batch_size = 16;
+      options.lr = 0.05;
+      options.weight_decay = 0;
+      options.progress = false;
+      host::train(*model, data, nullptr, options, &session);
+    });
+    session.compress();
+    double l1 = 0;
+    EXPECT_EQ(tuned, 2);
+    int64_t pruned = 0;
+    for (const auto& [name, masks] : session.masks()) {
+      pruned += masks.weight.eq(0).sum().item<int64_t>();
+      const at::Tensor gamma = *model->find_module(name)->weight;
+      l1 += gamma.abs().sum().item<double>();  // pruned channels are 0 now
+    }
+    EXPECT_EQ(pruned, 56);
+    gamma_l1[scale] = l1;  // Σ|γ| of the kept channels
+  }
+  EXPECT_LT(gamma_l1[0.2], 0.7 * gamma_l1[0.0]) << gamma_l1[0.2] << " vs " << gamma_l1[0.0];
+}
+
+TEST(SlimPrunerVggBnTest, SparseTrainingWithoutDataSaysSo) {
+  auto model = host::load_torchscript_model(test::nni_data_dir() / "models/vgg_bn.pt");
+  host::PruningSession session(*model, slim_registry(),
+                               {"slim", kHalf, R"({"sparsity_training_epochs": 1})", "t"});
+  EXPECT_THAT([&] { session.compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("pruner 'slim'"), HasSubstr("--data"))));
 }
 
 }  // namespace

@@ -108,6 +108,53 @@ class LITHE_SDK_API CompressionContext {
   /// its first sparsity and the run would end with no word. Call it from attach(). The default
   /// implementation does nothing.
   virtual void require_epoch_updates();
+
+  // --- appended in SDK 1.7: algorithms that shape training itself (NNI's Slim with sparse
+  // training, ADMM) or ask how good a mask is. Not pure; the defaults say the host offers
+  // none of it (kUnsupported), so contexts written for 1.6 keep compiling. ---
+
+  /// Adds `term()` to every training batch's loss, after the task loss (cross-entropy, or the
+  /// distillation loss) was computed and before backward: its gradient reaches the weights
+  /// through autograd, so a term built from LayerView::weight() (e.g. scale · Σ|γ|, Slim's
+  /// penalty) trains them. `term` must return a defined floating scalar tensor on the loss's
+  /// device; anything else fails the step naming the plugin. Terms run in registration order,
+  /// in Lithe's trainer (fine_tune(), `lithe compress --epochs`, `lithe train`) and in an
+  /// embedder's loop that adds session.loss_terms() to its loss. Not during calibration
+  /// passes (they do not train). Returns an id (ids start at 1).
+  virtual int64_t add_loss_term(std::function<at::Tensor()> term);
+  /// Removes a loss term; throws sdk::Error(kInvalidConfig) for an unknown id.
+  virtual void remove_loss_term(int64_t id);
+
+  /// Registers `callback` to run on every training step between backward (gradients averaged
+  /// over processes) and the optimizer's step, in registration order: NNI's trainer
+  /// `callback()` (ADMM's proximal update `W -= row · (W − Z + U)`, written into the weight's
+  /// data without autograd; the masks are re-applied after the step). Not run during
+  /// calibration passes. Returns an id (ids start at 1).
+  virtual int64_t add_before_optimizer_step_callback(std::function<void()> callback);
+  /// Removes it; throws sdk::Error(kInvalidConfig) for an unknown id.
+  virtual void remove_before_optimizer_step_callback(int64_t id);
+
+  /// Whether evaluate() can run: the CLI has test data (`--data DIR` with a test split, or
+  /// `--test-data`), an embedder called session.set_evaluator.
+  virtual bool can_evaluate() const;
+  /// The host's metric of the model as it is now (masks applied), higher is better: Lithe's
+  /// top-1 accuracy on the test data in the CLI, the embedder's callback in C++. Evaluation
+  /// forwards are not seen by activation collectors. Throws sdk::Error(kUnsupported) when
+  /// can_evaluate() is false, naming what would provide one.
+  virtual double evaluate();
+
+  /// Whether fine_tune() can run: the CLI has training data (`--data DIR`), an embedder called
+  /// session.set_fine_tuner.
+  virtual bool can_fine_tune() const;
+  /// Trains the model for `epochs` (> 0) epochs now, with the session's training options (the
+  /// CLI's `--optimizer`, `--lr`, … on `--data`; the embedder's callback in C++), loss terms
+  /// and before-step callbacks included; each call shuffles with its own seed, derived from
+  /// `--seed` and the call's ordinal. Called from attach() or calc_mask() (an algorithm that
+  /// trains before it decides, like ADMM), the current masks are held fixed and re-applied
+  /// after every step, and the algorithm's own update_epoch/step/after_optimizer_step are not
+  /// called for these epochs. Throws sdk::Error(kUnsupported) when can_fine_tune() is false,
+  /// kInvalidConfig for epochs <= 0.
+  virtual void fine_tune(int64_t epochs);
 };
 
 }  // namespace lithe::sdk

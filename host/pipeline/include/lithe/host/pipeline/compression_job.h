@@ -69,6 +69,11 @@ struct CompressionRequest {
   TrainOptions train_options;  ///< process_group is taken from `process_group` below
   /// Data parallel: every rank runs the job on the same request; only rank 0 writes the files.
   ProcessGroup* process_group = nullptr;
+  /// Why a training option given explicitly has no use (e.g. "--lr has no effect without
+  /// --epochs"), "" when all are used: an error, unless the algorithm itself trains while
+  /// compressing (SDK 1.7 fine_tune, as ADMM and Slim's sparse training do), which is known
+  /// only once compress() ran; the job then fails before writing anything.
+  std::string training_options_given_without_use;
 
   /// Whether data is read (fine-tuning or calibration).
   bool needs_data() const {
@@ -93,6 +98,9 @@ struct CompressionResult {
   std::optional<EvalResult> before;              ///< test accuracy before compression
   std::optional<EvalResult> after;               ///< and after (fine-tuning included)
   std::vector<EpochResult> epochs;               ///< fine-tuning epochs
+  /// Epochs the algorithm trained for while compressing (SDK 1.7 fine_tune: ADMM, Slim's
+  /// sparse training), with the request's training options on its data.
+  int64_t algorithm_training_epochs = 0;
   std::optional<OnnxExportSummary> onnx;         ///< when an ONNX file was written
   /// With recalibrate_bn_batches: the layers re-estimated, and the test accuracy right after
   /// (before any fine-tuning), when there is test data.

@@ -74,6 +74,31 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   /// unpruned. `lithe compress` calls it after its last pass; an embedder's own loop calls it
   /// once after its last batch. Throws the plugin's sdk::Error.
   void end_of_data() override;
+  // SDK 1.7: training-time algorithms
+  int64_t add_loss_term(std::function<at::Tensor()> term) override;
+  void remove_loss_term(int64_t id) override;
+  int64_t add_before_optimizer_step_callback(std::function<void()> callback) override;
+  void remove_before_optimizer_step_callback(int64_t id) override;
+  bool can_evaluate() const override { return static_cast<bool>(evaluator_); }
+  /// The evaluator's metric; kUnsupported naming set_evaluator / --data when there is none.
+  double evaluate() override;
+  bool can_fine_tune() const override { return static_cast<bool>(fine_tuner_); }
+  /// Runs the fine-tuner (see the SDK); refuses a fine_tune() inside another one.
+  void fine_tune(int64_t epochs) override;
+  /// The metric plugins get from evaluate() (higher is better), e.g. test accuracy. `lithe
+  /// compress` sets Lithe's evaluation on the test data; an embedder sets its own. An empty
+  /// function removes it.
+  void set_evaluator(std::function<double()> evaluator) { evaluator_ = std::move(evaluator); }
+  /// What fine_tune(epochs) runs: train the model for `epochs` epochs with this session as its
+  /// hooks (optimizer_step, step, update_epoch, loss_terms), as `lithe compress` does with its
+  /// training options on --data. An empty function removes it.
+  void set_fine_tuner(std::function<void(int64_t epochs)> fine_tuner) {
+    fine_tuner_ = std::move(fine_tuner);
+  }
+  /// TrainingHooks: the sum of the plugin's loss terms, each checked (a defined floating scalar;
+  /// errors name the plugin); undefined when none is registered or while calibrating.
+  at::Tensor loss_terms() override;
+
   /// While on, the batches are a calibration pass, not training: quantizers are told
   /// `training` on every forward even in evaluation mode (range calibration without changing
   /// BatchNorm statistics), and a schedule does not yet require update_epoch().
@@ -113,6 +138,10 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
 
   /// Runs every optimizer-step callback a plugin registered (errors name the plugin).
   void run_optimizer_step_callbacks();
+  /// Runs every before-optimizer-step callback (not while calibrating: no training happens).
+  void run_before_optimizer_step_callbacks();
+  /// True while fine_tune() runs (the sessions then hold their masks fixed).
+  bool fine_tuning() const { return fine_tuning_; }
   /// Records that update_epoch was called (each session's update_epoch calls it).
   void note_epoch_update() { epoch_updated_ = true; }
   /// Throws sdk::Error(kInvalidConfig) naming session.update_epoch(epoch) when the algorithm
@@ -138,6 +167,12 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   std::unique_ptr<detail::ActivationCollectors> collectors_;
   std::unique_ptr<detail::PluginCallbacks> step_callbacks_;
   std::unique_ptr<detail::PluginCallbacks> end_of_data_callbacks_;
+  std::unique_ptr<detail::PluginCallbacks> before_step_callbacks_;
+  std::map<int64_t, std::function<at::Tensor()>> loss_terms_;
+  int64_t next_loss_term_id_ = 1;
+  std::function<double()> evaluator_;
+  std::function<void(int64_t)> fine_tuner_;
+  bool fine_tuning_ = false;
   std::unique_ptr<detail::SavedModelStates> saved_states_;
   std::optional<LayerDependencies> dependencies_;  // analysed on first use
   bool reset_optimizer_state_ = false;

@@ -34,6 +34,11 @@ class TrainingHooks {
   /// After the last batch of the last pass (calibration, training): lets the algorithm check
   /// it saw enough data. Defaults to nothing.
   virtual void end_of_data();
+  /// What the algorithm adds to a training batch's loss (SDK 1.7 loss terms): a scalar tensor
+  /// to add to the task loss before backward, or an undefined tensor when there is none (the
+  /// default). Lithe's trainer adds it; an embedder's own loop does `loss = loss +
+  /// session.loss_terms()` when it is defined.
+  virtual at::Tensor loss_terms();
 
   /// Data-parallel runs: the group whose ranks run this session together (nullptr: a single
   /// process, the default). The algorithm's reduce_over_processes calls combine over it. The
