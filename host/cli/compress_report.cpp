@@ -135,6 +135,7 @@ Json result_json(const host::CompressionRequest& request, const host::Compressio
   }
   out["seconds"] = {{"load", result.load_seconds},
                     {"compress", result.compress_seconds},
+                    {"algorithm", result.algorithm_seconds},
                     {"save", result.save_seconds}};
   return out;
 }

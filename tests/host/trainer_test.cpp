@@ -6,6 +6,7 @@
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
+#include "support/fashion_data.h"
 #include "support/paths.h"
 #include "support/registry.h"
 
@@ -15,23 +16,16 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-Dataset head(const Dataset& data, int64_t n) {
-  Dataset out = data;
-  out.images = data.images.narrow(0, 0, n);
-  out.labels = data.labels.narrow(0, 0, n);
-  return out;
-}
+using test::head;
 
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::is_directory(kDefaultDataDir)) {
+    if (!test::fashion_installed()) {
       GTEST_SKIP() << "dataset-fashion-mnist is not installed";
     }
-    static const Dataset train_split = load_mnist_directory(kDefaultDataDir, "train");
-    static const Dataset test_split = load_mnist_directory(kDefaultDataDir, "test");
-    train_ = head(train_split, 6000);
-    test_ = head(test_split, 1000);
+    train_ = test::fashion("train", 6000);
+    test_ = test::fashion("test", 1000);
     options_.progress = false;
     options_.batch_size = 32;  // ~190 steps per epoch: enough to learn, fast enough for a test
     options_.lr = 0.05;

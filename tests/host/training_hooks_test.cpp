@@ -15,6 +15,7 @@
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/pruner.h"
+#include "support/fashion_data.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -64,23 +65,14 @@ PluginRegistry& probe_registry() {
   return *registry;
 }
 
-Dataset head(const Dataset& data, int64_t n) {
-  Dataset out = data;
-  out.images = data.images.narrow(0, 0, n);
-  out.labels = data.labels.narrow(0, 0, n);
-  return out;
-}
-
 class TrainingHooksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::is_directory(kDefaultDataDir)) {
+    if (!test::fashion_installed()) {
       GTEST_SKIP() << "dataset-fashion-mnist is not installed";
     }
-    static const Dataset train_split = load_mnist_directory(kDefaultDataDir, "train");
-    static const Dataset test_split = load_mnist_directory(kDefaultDataDir, "test");
-    train_ = head(train_split, 640);
-    test_ = head(test_split, 500);
+    train_ = test::fashion("train", 640);
+    test_ = test::fashion("test", 500);
     options_.progress = false;
     options_.batch_size = 64;  // 10 steps per epoch
     options_.lr = 0.05;

@@ -124,6 +124,7 @@ void PruningSession::update_masks() {
         layer->set_masks(std::move(*masks));
         return 0;
       });
+      masks_may_prune_ = true;
     }
   }
   apply_masks();
@@ -196,9 +197,12 @@ void PruningSession::optimizer_step(torch::optim::Optimizer& optimizer) {
   if (in_update_) {
     // A fine_tune() the pruner asked for from attach or calc_mask (ADMM, Slim's sparse
     // training): the masks it has so far are held fixed; asking it for new ones would re-enter
-    // the call that is running.
-    apply_masks();
-    mask_optimizer_state(optimizer);
+    // the call that is running. Before the first mask update every mask is all ones (nothing
+    // to re-apply), which is when such algorithms train.
+    if (masks_may_prune_) {
+      apply_masks();
+      mask_optimizer_state(optimizer);
+    }
     run_optimizer_step_callbacks();
     return;
   }

@@ -16,6 +16,7 @@
 #include "lithe/sdk/error.h"
 #include "plugins/filter_norm/filter_norm.h"
 #include "plugins/level/level.h"
+#include "support/fashion_data.h"
 #include "support/paths.h"
 
 namespace lithe::plugins::admm {
@@ -36,21 +37,13 @@ host::PluginRegistry& admm_registry() {
   return *registry;
 }
 
-host::Dataset head(const host::Dataset& data, int64_t n) {
-  host::Dataset out = data;
-  out.images = data.images.narrow(0, 0, n);
-  out.labels = data.labels.narrow(0, 0, n);
-  return out;
-}
-
 class AdmmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::is_directory(host::kDefaultDataDir)) {
+    if (!test::fashion_installed()) {
       GTEST_SKIP() << "dataset-fashion-mnist is not installed";
     }
-    static const host::Dataset split = host::load_mnist_directory(host::kDefaultDataDir, "train");
-    train_ = head(split, 1280);
+    train_ = test::fashion("train", 1280);
     options_.progress = false;
     options_.batch_size = 64;
     options_.optimizer = "adam";  // NNI's choice

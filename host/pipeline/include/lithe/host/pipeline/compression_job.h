@@ -111,6 +111,9 @@ struct CompressionResult {
   bool wrote_files = false;                      ///< false on ranks other than 0
   double load_seconds = 0;                       ///< staging, model, session, data
   double compress_seconds = 0;                   ///< evaluation, compression, calibration, training
+  /// The algorithm's compress() alone: its mask computation and any training it does while
+  /// compressing (ADMM), without reading the data or evaluating (part of compress_seconds).
+  double algorithm_seconds = 0;
   double save_seconds = 0;                       ///< writing and committing the files
 };
 

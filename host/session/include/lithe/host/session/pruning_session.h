@@ -93,6 +93,9 @@ class PruningSession final : public SessionCore {
   std::string attach_failure_;  // why the pruner's attach threw; the session is then unusable
   bool in_update_ = false;      // inside attach/calc_mask: update_masks_now would recurse
   std::vector<double> weight_fingerprints_;  // per layer, as the session last left the weight
+  // False until the pruner returned masks for the first time: until then every mask is all
+  // ones (a pruner that trains before deciding, e.g. ADMM, trains then without re-masking).
+  bool masks_may_prune_ = false;
 };
 
 }  // namespace lithe::host
