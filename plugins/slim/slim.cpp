@@ -59,6 +59,12 @@ const sdk::OptionSchema& slim_keys() {
                          "0 = one-shot, NNI v2.0")
                  .defaults_to("0")
                  .at_least(0));
+    keys.add(sdk::option("max_sparsity_per_layer", sdk::OptionType::kNumber,
+                         "the most of one layer's channels the global cut may take "
+                         "(int(max * C)); 1 = no cap, NNI")
+                 .defaults_to("1")
+                 .above(0)
+                 .at_most(1));
     keys.add(sdk::option("scale", sdk::OptionType::kNumber,
                          "weight of the L1 penalty scale * sum|gamma| during sparse training")
                  .defaults_to("0.0001")
@@ -72,7 +78,8 @@ class SlimPruner final : public sdk::Pruner {
  public:
   explicit SlimPruner(const sdk::Options& options)
       : training_epochs_(slim_keys().read<int64_t>(options, "sparsity_training_epochs")),
-        scale_(slim_keys().read<double>(options, "scale")) {}
+        scale_(slim_keys().read<double>(options, "scale")),
+        max_per_layer_(slim_keys().read<double>(options, "max_sparsity_per_layer")) {}
 
   void validate_config(const sdk::Options& entry) const override {
     const double sparsity = sdk::sparsity_keys().read<double>(entry, "sparsity");
@@ -126,8 +133,22 @@ class SlimPruner final : public sdk::Pruner {
     }
     const at::Tensor all = at::cat(scores);
     const int64_t k = sdk::prune_count(all.numel(), sparsity);
-    // Exactly k channels, smallest |γ| first, ties by lower global index (departure 1).
-    const at::Tensor keep = kernels::exact_k_keep_mask(all, k, /*by_magnitude=*/true);
+    // Exactly k channels, smallest |γ| first, ties by lower global index (departure 1); with
+    // max_sparsity_per_layer < 1, no layer loses more than int(max · C) of its channels.
+    at::Tensor keep;
+    if (max_per_layer_ < 1.0) {
+      std::vector<int64_t> caps;
+      for (const at::Tensor& layer_scores : scores) {
+        caps.push_back(sdk::prune_count(layer_scores.numel(), max_per_layer_));
+      }
+      std::vector<at::Tensor> pruned = sdk::select_global(scores, caps, k);
+      for (at::Tensor& p : pruned) {
+        p = p.logical_not().to(at::kFloat).reshape({-1});
+      }
+      keep = at::cat(pruned);
+    } else {
+      keep = kernels::exact_k_keep_mask(all, k, /*by_magnitude=*/true);
+    }
     int64_t offset = 0;
     for (size_t i = 0; i < layers.size(); ++i) {
       const int64_t channels = scores[i].numel();
@@ -195,6 +216,7 @@ class SlimPruner final : public sdk::Pruner {
 
   int64_t training_epochs_;
   double scale_;
+  double max_per_layer_;
   mutable std::optional<double> first_sparsity_;  // set by the first validate_config call
   mutable std::string first_path_;
   std::map<int64_t, at::Tensor> keep_;  // layer index -> its slice of the global keep vector

@@ -338,5 +338,35 @@ TEST(SlimPrunerVggBnTest, SparseTrainingWithoutDataSaysSo) {
               ThrowsMessage<sdk::Error>(AllOf(HasSubstr("pruner 'slim'"), HasSubstr("--data"))));
 }
 
+
+TEST(SlimPrunerVggBnTest, MaxSparsityPerLayerCapsEveryLayerAndKeepsTheGlobalCount) {
+  auto model = host::load_torchscript_model(test::nni_data_dir() / "models/vgg_bn.pt");
+  {
+    // bn1's γ far below the others: uncapped, the cut of 78 (0.7 of 112) would take all 16.
+    at::NoGradGuard no_grad;
+    model->find_module("bn1")->weight->fill_(0.01);
+  }
+  host::PruningSession session(
+      *model, slim_registry(),
+      {"slim", R"([{"sparsity": 0.7, "op_types": ["BatchNorm2d"]}])",
+       R"({"max_sparsity_per_layer": 0.75})", "t"});
+  session.compress();
+  int64_t pruned = 0;
+  for (const auto& [name, masks] : session.masks()) {
+    const int64_t layer_pruned = masks.weight.eq(0).sum().item<int64_t>();
+    EXPECT_LE(layer_pruned, static_cast<int64_t>(masks.weight.numel() * 0.75)) << name;
+    pruned += layer_pruned;
+  }
+  EXPECT_EQ(pruned, 78);
+  EXPECT_EQ(session.masks().front().second.weight.eq(0).sum().item<int64_t>(), 12);  // 0.75 · 16
+
+  host::PruningSession too_tight(
+      *model, slim_registry(),
+      {"slim", R"([{"sparsity": 0.7, "op_types": ["BatchNorm2d"]}])",
+       R"({"max_sparsity_per_layer": 0.5})", "t"});
+  EXPECT_THAT([&] { too_tight.compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("78"), HasSubstr("56"))));
+}
+
 }  // namespace
 }  // namespace lithe::plugins::slim
