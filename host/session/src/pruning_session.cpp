@@ -95,11 +95,7 @@ void PruningSession::update_masks() {
   LITHE_CHECK(!in_update_, sdk::Errc::kInternal, owner(),
               ": update_masks_now() was called from attach or calc_mask, which would recurse; "
               "this is a bug in the plugin");
-  in_update_ = true;
-  struct Reset {
-    bool& flag;
-    ~Reset() { flag = false; }
-  } reset{in_update_};
+  const detail::FlagScope updating(in_update_);
   if (!attached_) {
     attached_ = true;  // never twice: a second attach would register collectors twice
     try {

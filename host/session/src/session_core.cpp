@@ -180,11 +180,7 @@ void SessionCore::fine_tune(int64_t epochs) {
               ": fine_tune(epochs) needs epochs > 0, got ", epochs);
   LITHE_CHECK(!fine_tuning_, sdk::Errc::kInvalidConfig, owner_,
               ": fine_tune() was called while a fine_tune() is running");
-  fine_tuning_ = true;
-  struct Reset {
-    bool& flag;
-    ~Reset() { flag = false; }
-  } reset{fine_tuning_};
+  const detail::FlagScope tuning(fine_tuning_);
   fine_tuner_(epochs);
 }
 

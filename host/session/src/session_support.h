@@ -106,4 +106,17 @@ class SavedModelStates {
   std::map<int64_t, std::vector<at::Tensor>> states_;
 };
 
+/// Sets a flag for the length of a scope (a call that must not re-enter itself) and clears it
+/// on the way out, also when the scope is left by an exception.
+class FlagScope {
+ public:
+  explicit FlagScope(bool& flag) : flag_(flag) { flag_ = true; }
+  ~FlagScope() { flag_ = false; }
+  FlagScope(const FlagScope&) = delete;
+  FlagScope& operator=(const FlagScope&) = delete;
+
+ private:
+  bool& flag_;
+};
+
 }  // namespace lithe::host::detail
