@@ -136,8 +136,19 @@ at::Tensor SessionCore::loss_terms() {
   }
   at::Tensor total;
   const std::string context = owner_ + " (loss term)";
-  const auto terms = loss_terms_;  // a term may add or remove terms
-  for (const auto& [id, term] : terms) {
+  // Runs every training step: the ids are copied (a term may add or remove terms), not the
+  // functions.
+  std::vector<int64_t> ids;
+  ids.reserve(loss_terms_.size());
+  for (const auto& entry : loss_terms_) {
+    ids.push_back(entry.first);
+  }
+  for (const int64_t id : ids) {
+    const auto it = loss_terms_.find(id);
+    if (it == loss_terms_.end()) {
+      continue;  // removed by an earlier term of this step
+    }
+    const std::function<at::Tensor()> term = it->second;  // survives its own removal
     const at::Tensor value = detail::invoke_plugin(context, [&] { return term(); });
     LITHE_CHECK(value.defined() && value.is_floating_point() && value.numel() == 1,
                 sdk::Errc::kInvalidConfig, context, " ", id,

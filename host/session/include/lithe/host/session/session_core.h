@@ -140,8 +140,6 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   void run_optimizer_step_callbacks();
   /// Runs every before-optimizer-step callback (not while calibrating: no training happens).
   void run_before_optimizer_step_callbacks();
-  /// True while fine_tune() runs (the sessions then hold their masks fixed).
-  bool fine_tuning() const { return fine_tuning_; }
   /// Records that update_epoch was called (each session's update_epoch calls it).
   void note_epoch_update() { epoch_updated_ = true; }
   /// Throws sdk::Error(kInvalidConfig) naming session.update_epoch(epoch) when the algorithm
@@ -172,7 +170,7 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   int64_t next_loss_term_id_ = 1;
   std::function<double()> evaluator_;
   std::function<void(int64_t)> fine_tuner_;
-  bool fine_tuning_ = false;
+  bool fine_tuning_ = false;  // fine_tune() is running: a nested call is refused
   std::unique_ptr<detail::SavedModelStates> saved_states_;
   std::optional<LayerDependencies> dependencies_;  // analysed on first use
   bool reset_optimizer_state_ = false;
