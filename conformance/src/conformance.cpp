@@ -1,7 +1,7 @@
 // NNI golden-case runner: finds the cases, dispatches each to its replay, and replays the
 // one-shot pruning cases (compress(), dependency-aware included; optional export_model and
 // apply_compression_results) and the expected-error cases itself. Schedules (AGP, Lottery
-// Ticket), data-driven pruners, quantizers, FLOPs counting and speedup have their own files.
+// Ticket), pruners that train (ADMM), data-driven pruners, quantizers, FLOPs counting and speedup have their own files.
 #include "lithe/conformance/conformance.h"
 #include "lithe/host/io/json_document.h"
 
@@ -245,6 +245,9 @@ Verdict replay_case(const CaseContext& c, const PluginRegistry& registry) {
   }
   if (!quantizer && replay == "epoch_schedule") {
     return replay_agp(c, registry, algorithm);
+  }
+  if (!quantizer && replay == "training_batches") {
+    return replay_training(c, registry, algorithm);
   }
   if (!quantizer && replay == "rewind_rounds") {
     return replay_lottery_ticket(c, registry, algorithm);

@@ -139,6 +139,10 @@ Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& regist
 /// "activation_statistics" / "gradient_statistics" (conformance_data_driven.cpp).
 Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
                            const std::string& algorithm, bool gradients);
+/// "training_batches" (conformance_training.cpp): a pruner that trains while it compresses
+/// (ADMM), over the case's recorded batches with NNI's optimizer; trained weights and masks.
+Verdict replay_training(const CaseContext& c, const PluginRegistry& registry,
+                        const std::string& algorithm);
 /// "eval_forwards" (conformance_quantizers.cpp): quantized weights and outputs of eval forwards.
 Verdict replay_eval_forwards(const CaseContext& c, const PluginRegistry& registry,
                              const std::string& algorithm);

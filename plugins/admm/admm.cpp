@@ -168,9 +168,11 @@ void register_algorithms(sdk::Registry& registry) {
                       [](const sdk::Options& options, const sdk::Registry& algorithms) {
                         return std::make_unique<AdmmPruner>(options, algorithms);
                       });
+  // NNI golden cases of ADMMPruner replay by training over the case's recorded batches.
+  registry.add_nni_counterpart({kAlgorithm, "ADMMPruner", "training_batches"});
   registry.describe_options(kAlgorithm, admm_keys());
 }
 
 }  // namespace lithe::plugins::admm
 
-LITHE_PLUGIN("admm", "1.0.0", lithe::plugins::admm::register_algorithms)
+LITHE_PLUGIN("admm", "1.1.0", lithe::plugins::admm::register_algorithms)

@@ -25,7 +25,7 @@ namespace {
 [[noreturn]] void unsupported(const char* what) {
   throw Error(Errc::kUnsupported,
               std::string("this host offers no ") + what +
-                  " (SDK 1.7; Lithe's host does, a test double or an older host may not)");
+                  " (SDK 1.7+; Lithe's host does, a test double or an older host may not)");
 }
 }  // namespace
 
@@ -43,6 +43,9 @@ bool CompressionContext::can_evaluate() const { return false; }
 double CompressionContext::evaluate() { unsupported("evaluator"); }
 bool CompressionContext::can_fine_tune() const { return false; }
 void CompressionContext::fine_tune(int64_t) { unsupported("fine-tuner"); }
+int64_t CompressionContext::save_snapshot() { unsupported("snapshots"); }
+void CompressionContext::restore_snapshot(int64_t) { unsupported("snapshots"); }
+void CompressionContext::release_snapshot(int64_t) { unsupported("snapshots"); }
 
 Pruner::~Pruner() = default;
 void Pruner::attach(CompressionContext&) {}

@@ -443,3 +443,31 @@ TEST_F(FineTuneCliTest, AdmmTrainsWithTheTrainingOptionsWithoutEpochs) {
 
 }  // namespace
 }  // namespace lithe::test
+
+namespace lithe::test {
+namespace {
+
+// NNI's LinearPruner: the rounds fine-tune with the training options on --data and log the
+// test metric of each round; the last round's sparsity is exact.
+TEST_F(FineTuneCliTest, LinearPrunesInRoundsFineTunedOnTheData) {
+  const auto out = scratch_dir("cli_linear");
+  const std::string config = (source_dir() / "samples/configs/linear.json").string();
+  const CliRun run =
+      run_lithe("compress --json --log-level info --model " + lenet_model().string() +
+                " --config " + config + " --optimizer adam --lr 0.001" + data_only_flags() +
+                " --output " + (out / "linear.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find("{\n")));
+  for (const auto& layer : summary.at("layers")) {
+    EXPECT_EQ(layer.at("pruned").get<int64_t>(),
+              static_cast<int64_t>(layer.at("params").get<int64_t>() * 0.8))
+        << layer.dump();
+  }
+  EXPECT_EQ(summary.at("algorithm_training_epochs").get<int64_t>(), 4);  // 4 rounds × 1
+  EXPECT_THAT(run.out, HasSubstr("linear: round 4 of 4 (100% of the target sparsity): metric"));
+  EXPECT_GT(summary.at("accuracy_after").at("accuracy").get<double>(),
+            summary.at("accuracy_before").at("accuracy").get<double>() + 0.2);
+}
+
+}  // namespace
+}  // namespace lithe::test

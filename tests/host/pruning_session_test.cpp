@@ -540,5 +540,48 @@ TEST(PruningSessionTest, ContextCallbackAndStateErrorsNameTheIdOrHandle) {
   EXPECT_EQ(session.save_model_state(), 1);
 }
 
+// SDK 1.8 snapshots put back weights *and* masks: a search tries a mask, then goes back.
+TEST(PruningSessionTest, SnapshotRestoresWeightsAndMasksAndReleasedHandlesAreRefused) {
+  auto model = load_torchscript_model(test::lenet_model());
+  const auto dense = test::snapshot_weights(*model);
+  PruningSession session(*model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])"));
+  const int64_t before = session.save_snapshot();  // all-ones masks, dense weights
+  session.compress();
+  const auto pruned = test::snapshot_weights(*model);
+  std::vector<at::Tensor> pruned_masks;
+  for (const auto& [name, masks] : session.masks()) {
+    EXPECT_EQ(masks.weight.eq(0).sum().item<int64_t>(), masks.weight.numel() / 2) << name;
+    pruned_masks.push_back(masks.weight.clone());
+  }
+  const int64_t after = session.save_snapshot();
+  EXPECT_NE(before, after);
+
+  session.restore_snapshot(before);
+  for (const auto& [name, weight] : test::snapshot_weights(*model)) {
+    EXPECT_TRUE(weight.equal(dense.at(name))) << name << ": the dense weights are back";
+  }
+  for (const auto& [name, masks] : session.masks()) {
+    EXPECT_EQ(masks.weight.eq(0).sum().item<int64_t>(), 0) << name << ": all-ones masks are back";
+  }
+  session.restore_snapshot(after);
+  size_t i = 0;
+  for (const auto& [name, masks] : session.masks()) {
+    EXPECT_TRUE(masks.weight.equal(pruned_masks.at(i++))) << name;
+  }
+  for (const auto& [name, weight] : test::snapshot_weights(*model)) {
+    EXPECT_TRUE(weight.equal(pruned.at(name))) << name;
+  }
+  // Restoring is not consuming: the same snapshot restores twice; a released one is gone.
+  session.restore_snapshot(before);
+  session.release_snapshot(before);
+  EXPECT_THAT([&] { session.restore_snapshot(before); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("restore_snapshot"),
+                                              HasSubstr("handle 1 (released)"))));
+  EXPECT_THAT([&] { session.release_snapshot(9); },
+              ThrowsMessage<sdk::Error>(HasSubstr("release_snapshot: no snapshot with handle 9")));
+  EXPECT_EQ(session.save_snapshot(), 3) << "handles are never reused";
+}
+
 }  // namespace
 }  // namespace lithe::host

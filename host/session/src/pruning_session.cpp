@@ -93,7 +93,7 @@ void PruningSession::update_masks() {
   LITHE_CHECK(attach_failure_.empty(), sdk::Errc::kInvalidConfig,
               "this pruning session cannot continue: ", attach_failure_);
   LITHE_CHECK(!in_update_, sdk::Errc::kInternal, owner(),
-              ": update_masks_now() was called from attach or calc_mask, which would recurse; "
+              ": update_masks() was called from attach or calc_mask, which would recurse; "
               "this is a bug in the plugin");
   const detail::FlagScope updating(in_update_);
   if (!attached_) {
@@ -111,6 +111,11 @@ void PruningSession::update_masks() {
       throw;
     }
   }
+  run_mask_pass();
+}
+
+void PruningSession::run_mask_pass() {
+  const detail::FlagScope in_pass(in_calc_mask_);
   for (const auto& layer : views()) {
     const std::string context = owner() + " on layer '" + layer->name() + "'";
     std::optional<sdk::Masks> masks =
@@ -265,6 +270,50 @@ std::vector<LayerReport> PruningSession::report() const {
   return out;
 }
 
-void PruningSession::update_masks_now() { update_masks(); }
+void PruningSession::update_masks_now() {
+  LITHE_CHECK(!in_calc_mask_, sdk::Errc::kInternal, owner(),
+              ": update_masks_now() was called from calc_mask, which would recurse; this is a "
+              "bug in the plugin");
+  if (in_update_) {
+    run_mask_pass();  // from attach(): the pass alone (attach is running, not to be re-run)
+    return;
+  }
+  update_masks();
+}
+
+void PruningSession::restore_snapshot(int64_t handle) {
+  LITHE_CHECK(!in_calc_mask_, sdk::Errc::kInternal, owner(),
+              ": restore_snapshot() was called from calc_mask, in the middle of a mask pass; "
+              "this is a bug in the plugin");
+  SessionCore::restore_snapshot(handle);
+}
+
+std::vector<sdk::Masks> PruningSession::capture_masks() const {
+  std::vector<sdk::Masks> out;
+  for (const auto& layer : views()) {
+    const sdk::Masks& masks = layer->masks();
+    sdk::Masks copy;
+    copy.weight = masks.weight.clone();
+    if (masks.bias.has_value()) {
+      copy.bias = masks.bias->clone();
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+void PruningSession::restore_masks(const std::vector<sdk::Masks>& masks) {
+  LITHE_CHECK(masks.size() == views().size(), sdk::Errc::kInternal, owner(), ": the snapshot "
+              "holds ", masks.size(), " layers' masks, the session has ", views().size());
+  for (size_t i = 0; i < masks.size(); ++i) {
+    sdk::Masks copy;
+    copy.weight = masks[i].weight.clone();
+    if (masks[i].bias.has_value()) {
+      copy.bias = masks[i].bias->clone();
+    }
+    views()[i]->set_masks(std::move(copy));
+  }
+  masks_may_prune_ = true;
+}
 
 }  // namespace lithe::host

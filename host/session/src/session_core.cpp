@@ -25,7 +25,8 @@ SessionCore::SessionCore(Model& model, const PluginRegistry& registry,
       end_of_data_callbacks_(std::make_unique<detail::PluginCallbacks>("end_of_data")),
       before_step_callbacks_(
           std::make_unique<detail::PluginCallbacks>("before_optimizer_step")),
-      saved_states_(std::make_unique<detail::SavedModelStates>()) {}
+      saved_states_(std::make_unique<detail::SavedModelStates>("restore_model_state")),
+      snapshots_(std::make_unique<detail::SavedModelStates>("restore_snapshot")) {}
 
 SessionCore::~SessionCore() = default;
 
@@ -201,6 +202,24 @@ void SessionCore::restore_model_state(int64_t handle) {
   saved_states_->restore(model_, handle);
   after_model_state_restored();
   reset_optimizer_state_ = true;
+}
+
+int64_t SessionCore::save_snapshot() {
+  const int64_t handle = snapshots_->save(model_);
+  snapshot_masks_[handle] = capture_masks();
+  return handle;
+}
+
+void SessionCore::restore_snapshot(int64_t handle) {
+  snapshots_->restore(model_, handle);  // throws for an unknown handle before anything changes
+  restore_masks(snapshot_masks_.at(handle));
+  after_model_state_restored();
+  reset_optimizer_state_ = true;
+}
+
+void SessionCore::release_snapshot(int64_t handle) {
+  snapshots_->release(handle);
+  snapshot_masks_.erase(handle);
 }
 
 bool SessionCore::take_optimizer_state_reset() {

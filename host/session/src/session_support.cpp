@@ -202,23 +202,29 @@ int64_t SavedModelStates::save(const Model& model) {
   for (const at::Tensor& t : model.state_tensors()) {
     copies.push_back(t.detach().clone());
   }
-  const int64_t handle = static_cast<int64_t>(states_.size()) + 1;
+  const int64_t handle = next_handle_++;
   states_[handle] = std::move(copies);
   return handle;
 }
 
 void SavedModelStates::restore(Model& model, int64_t handle) const {
   const auto it = states_.find(handle);
-  LITHE_CHECK(it != states_.end(), sdk::Errc::kInvalidConfig,
-              "restore_model_state: no saved model state with handle ", handle);
+  LITHE_CHECK(it != states_.end(), sdk::Errc::kInvalidConfig, call_, ": no saved model state "
+              "with handle ", handle, handle > 0 && handle < next_handle_ ? " (released)" : "");
   const std::vector<at::Tensor> live = model.state_tensors();
-  LITHE_CHECK(live.size() == it->second.size(), sdk::Errc::kInternal,
-              "restore_model_state: the model has ", live.size(), " state tensors, the saved "
-              "state ", it->second.size());
+  LITHE_CHECK(live.size() == it->second.size(), sdk::Errc::kInternal, call_, ": the model has ",
+              live.size(), " state tensors, the saved state ", it->second.size());
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < live.size(); ++i) {
     live[i].copy_(it->second[i]);
   }
+}
+
+void SavedModelStates::release(int64_t handle) {
+  const auto it = states_.find(handle);
+  LITHE_CHECK(it != states_.end(), sdk::Errc::kInvalidConfig, "release_snapshot: no snapshot "
+              "with handle ", handle, handle > 0 && handle < next_handle_ ? " (released)" : "");
+  states_.erase(it);
 }
 
 }  // namespace lithe::host::detail

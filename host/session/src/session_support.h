@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lithe/host/model/model.h"
@@ -93,17 +94,23 @@ class PluginCallbacks {
   int64_t next_id_ = 1;
 };
 
-/// Copies of every parameter and buffer of a model (sdk::CompressionContext::save_model_state).
+/// Copies of every parameter and buffer of a model (sdk::CompressionContext::save_model_state
+/// and the weights of save_snapshot). `call` names the SDK call in messages.
 class SavedModelStates {
  public:
-  /// Copies the model's state; returns its handle (handles start at 1).
+  explicit SavedModelStates(std::string call) : call_(std::move(call)) {}
+  /// Copies the model's state; returns its handle (handles start at 1, never reused).
   int64_t save(const Model& model);
   /// Copies saved state `handle` back into the model; sdk::Error(kInvalidConfig) for an
-  /// unknown handle.
+  /// unknown or released handle.
   void restore(Model& model, int64_t handle) const;
+  /// Frees saved state `handle`; sdk::Error(kInvalidConfig) for an unknown or released one.
+  void release(int64_t handle);
 
  private:
+  std::string call_;  // "restore_model_state", for messages
   std::map<int64_t, std::vector<at::Tensor>> states_;
+  int64_t next_handle_ = 1;
 };
 
 /// Sets a flag for the length of a scope (a call that must not re-enter itself) and clears it

@@ -155,6 +155,24 @@ class LITHE_SDK_API CompressionContext {
   /// called for these epochs. Throws sdk::Error(kUnsupported) when can_fine_tune() is false,
   /// kInvalidConfig for epochs <= 0.
   virtual void fine_tune(int64_t epochs);
+
+  // --- appended in SDK 1.8: snapshots for algorithms that try a mask and go back (search,
+  // schedules that keep the best of several rounds). Not pure; the defaults refuse
+  // (kUnsupported), so contexts written for 1.7 keep compiling. ---
+
+  /// Copies every parameter and buffer of the model and every compressed layer's masks (a
+  /// quantization session has none); returns a handle (handles start at 1 and are never
+  /// reused). The copies stay on the model's device; release_snapshot frees them.
+  virtual int64_t save_snapshot();
+  /// Puts a snapshot back: weights and buffers, and the masks exactly as they were saved
+  /// (applied to the weights), whatever the pruner computed since; the pruner's own state is
+  /// its own to restore. The next optimizer step starts from a fresh optimizer state (as
+  /// restore_model_state). Unlike restore_model_state, which keeps the current masks (NNI's
+  /// LotteryTicket rewinds weights under new masks), the model is as it was at save_snapshot.
+  /// Throws sdk::Error(kInvalidConfig) for an unknown or released handle. Not from calc_mask.
+  virtual void restore_snapshot(int64_t handle);
+  /// Frees a snapshot; throws sdk::Error(kInvalidConfig) for an unknown or released handle.
+  virtual void release_snapshot(int64_t handle);
 };
 
 }  // namespace lithe::sdk

@@ -36,6 +36,9 @@ struct AlgorithmInfo {
 ///   "gradient_statistics"   masks computed from weight gradients collected over training steps
 ///   "eval_forwards"         quantizer: quantized weights and outputs of evaluation forwards
 ///   "training_steps"        quantizer: weights, scales and outputs over training steps
+///   "training_batches"      a pruner that trains while it compresses (fine_tune, SDK 1.7;
+///                           ADMM): NNI's trainer over the recorded batches; trained weights
+///                           and final masks (since SDK 1.8)
 /// A harness reports a case whose replay it does not know as unsupported, never as passed.
 struct NniCounterpart {
   std::string algorithm;  ///< a pruner or quantizer this plugin registered, e.g. "agp"

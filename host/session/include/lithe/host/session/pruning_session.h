@@ -74,14 +74,22 @@ class PruningSession final : public SessionCore {
   std::vector<LayerReport> report() const;
 
   // sdk::CompressionContext, besides what SessionCore provides
-  /// Recomputes and applies the masks now (e.g. after a plugin changed its criterion).
+  /// Recomputes and applies the masks now (e.g. after a plugin changed its criterion). From
+  /// attach() it runs the mask pass alone (a schedule that prunes in rounds while it attaches);
+  /// from calc_mask it is refused.
   void update_masks_now() override;
+  /// Refused from calc_mask (the pass in flight would mix masks of two states).
+  void restore_snapshot(int64_t handle) override;
   /// TrainingHooks: the masks (weight and bias) of every layer.
   std::vector<at::Tensor> replicated_state() const override;
 
  private:
   void register_gradient_hooks();
   void after_model_state_restored() override { apply_masks(); }
+  std::vector<sdk::Masks> capture_masks() const override;
+  void restore_masks(const std::vector<sdk::Masks>& masks) override;
+  /// Pruner::calc_mask for every layer, then the masks applied (the body of update_masks).
+  void run_mask_pass();
   /// Remembers a fingerprint of every selected weight, as the session leaves it.
   void record_weight_fingerprints();
   /// Throws when a weight's fingerprint moved since record_weight_fingerprints (see step()).
@@ -91,7 +99,8 @@ class PruningSession final : public SessionCore {
   std::vector<std::pair<at::Tensor, unsigned>> gradient_hooks_;  // (tensor, hook index)
   bool attached_ = false;
   std::string attach_failure_;  // why the pruner's attach threw; the session is then unusable
-  bool in_update_ = false;      // inside attach/calc_mask: update_masks_now would recurse
+  bool in_update_ = false;      // inside attach/calc_mask (a fine_tune there holds masks)
+  bool in_calc_mask_ = false;   // inside the calc_mask pass: update_masks_now would recurse
   std::vector<double> weight_fingerprints_;  // per layer, as the session last left the weight
   // False until the pruner returned masks for the first time: until then every mask is all
   // ones (a pruner that trains before deciding, e.g. ADMM, trains then without re-masking).

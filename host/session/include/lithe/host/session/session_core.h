@@ -56,6 +56,12 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   /// session re-applies its masks), and makes the next optimizer step start from a fresh
   /// optimizer state, as NNI's LotteryTicket restores the state saved before any step.
   void restore_model_state(int64_t handle) override;
+  /// SDK 1.8: weights, buffers and masks (capture_masks) in memory; restore puts back all
+  /// three (restore_masks, then after_model_state_restored) and resets the optimizer's state
+  /// before its next step, as restore_model_state does.
+  int64_t save_snapshot() override;
+  void restore_snapshot(int64_t handle) override;
+  void release_snapshot(int64_t handle) override;
   /// The model's channel dependency sets (analysed on first use, then kept).
   std::vector<std::vector<std::string>> channel_dependency_sets() override;
   std::map<std::string, int64_t> group_dependencies() override;
@@ -130,8 +136,15 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   /// The layer views, in the model's module order (owned here).
   const std::vector<std::unique_ptr<sdk::LayerView>>& views() const { return views_; }
 
-  /// Called by restore_model_state once the saved state is back in the model.
+  /// Called by restore_model_state and restore_snapshot once the saved state is back in the
+  /// model.
   virtual void after_model_state_restored() {}
+  /// A copy of every layer's masks for save_snapshot, in views() order (none by default: a
+  /// quantization session has no masks).
+  virtual std::vector<sdk::Masks> capture_masks() const { return {}; }
+  /// Sets the masks capture_masks returned (restore_snapshot; they are applied afterwards by
+  /// after_model_state_restored).
+  virtual void restore_masks(const std::vector<sdk::Masks>& /*masks*/) {}
   /// True once after each restore_model_state: the caller clears the optimizer's state
   /// before its next step.
   bool take_optimizer_state_reset();
@@ -172,6 +185,8 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   std::function<void(int64_t)> fine_tuner_;
   bool fine_tuning_ = false;  // fine_tune() is running: a nested call is refused
   std::unique_ptr<detail::SavedModelStates> saved_states_;
+  std::unique_ptr<detail::SavedModelStates> snapshots_;  // weights and buffers of snapshots
+  std::map<int64_t, std::vector<sdk::Masks>> snapshot_masks_;  // their masks, by handle
   std::optional<LayerDependencies> dependencies_;  // analysed on first use
   bool reset_optimizer_state_ = false;
   bool epoch_updates_required_ = false;
