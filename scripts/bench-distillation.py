@@ -11,11 +11,15 @@ figure from one run of this script, on Fashion-MNIST:
              the labels alone and once with --teacher DENSE (--kd-temperature T --kd-alpha A,
              by default Lithe's 4 and 0.9),
              for every seed of SEEDS (the shuffling order); same seeds on both sides
+  labels     with --train-samples N, both fine-tunings see only the first N training images
+             (a seeded random subset of the 60,000, written as a tensor file): the teacher, trained
+             on all of them, is what a user has when labelled data for fine-tuning is scarce
 Accuracies are lithe compress's own evaluation after fine-tuning on the 10,000 test images.
 
 Usage: /usr/bin/python3 scripts/bench-distillation.py [--lithe build/bin/lithe]
            [--work build/bench-distillation] [--epochs 3] [--finetune 1] [--seeds 0,1,2]
            [--threads 2] [--models lenet,resnet] [--temperature 4] [--alpha 0.9]
+           [--train-samples N] [--lr 0.01]
 """
 import argparse
 import json
@@ -28,6 +32,33 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from fashion_bench import accuracy, add_common_arguments, lithe, small_resnet  # noqa: E402
 
 
+def subset_data(n, train_file, test_file):
+    """Writes N seeded-random training images and every test image as lithe tensor files
+    ({"images", "labels"}, normalised as lithe normalises Fashion-MNIST); returns the flags."""
+    import gzip
+    import numpy as np
+    import torch
+    folder = "/usr/share/datasets/fashion-mnist"
+
+    def idx(name, images):
+        path = os.path.join(folder, name)
+        opener = gzip.open if not os.path.exists(path) else open
+        with opener(path if os.path.exists(path) else path + ".gz", "rb") as f:
+            raw = f.read()
+        if images:
+            x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)
+            return (torch.from_numpy(x.copy()).float() / 255 - 0.2860) / 0.3530
+        return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=8).copy()).long()
+
+    images, labels = idx("train-images-idx3-ubyte", True), idx("train-labels-idx1-ubyte", False)
+    pick = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(5))[:n]
+    torch.save({"images": images[pick].contiguous(), "labels": labels[pick].contiguous()},
+               train_file)
+    torch.save({"images": idx("t10k-images-idx3-ubyte", True),
+                "labels": idx("t10k-labels-idx1-ubyte", False)}, test_file)
+    return ["--data", train_file, "--test-data", test_file]
+
+
 def main():
     parser = argparse.ArgumentParser()
     add_common_arguments(parser, "bench-distillation")
@@ -36,9 +67,14 @@ def main():
     parser.add_argument("--models", default="lenet,resnet")
     parser.add_argument("--temperature", default="4")
     parser.add_argument("--alpha", default="0.9")
+    parser.add_argument("--train-samples", type=int, default=0)
+    parser.add_argument("--lr", default="0.01")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
+    data = []  # the fine-tuning data flags: all of --data's default, or a labelled subset
+    if args.train_samples > 0:
+        data = subset_data(args.train_samples, w("train-subset.pt"), w("test.pt"))
     small_resnet(w("resnet.pt"))
     sources = {"lenet": os.path.join(ROOT, "samples/models/lenet.pt"), "resnet": w("resnet.pt")}
     seeds = args.seeds.split(",")
@@ -67,8 +103,8 @@ def main():
             for teacher in ([], ["--teacher", dense, "--kd-temperature", args.temperature,
                                  "--kd-alpha", args.alpha]):
                 out = lithe(args, "compress", "--model", dense, "--config", config, "--epochs",
-                            str(args.finetune), "--lr", "0.01", "--seed", seed, "--json",
-                            "--output", w(name + ".finetuned.pt"), *teacher)
+                            str(args.finetune), "--lr", args.lr, "--seed", seed, "--json",
+                            "--output", w(name + ".finetuned.pt"), *data, *teacher)
                 results.append(json.loads(out[out.index("{"):])["accuracy_after"]["accuracy"])
             gains.append(results[1] - results[0])
             print("| %s | %.4f | %.4f | %s | %.4f | %.4f | %+.2f pt |" % (

@@ -13,7 +13,8 @@ dependency order. Fails (exit 1, one line per violation: file:line, the rule, wh
      may know plugins by name: the names come from `lithe plugins --json`, and the conformance
      runner learns which algorithm reproduces an NNI class from the plugin's registration). A
      line whose comment says `nni-name` quotes NNI's own vocabulary (an NNI option value that
-     happens to equal a plugin name) and is not checked.
+     happens to equal a plugin name), one whose comment says `op-name` quotes PyTorch's or
+     ONNX's (an interpolation mode "linear"); neither is checked.
 """
 import json
 import pathlib
@@ -98,7 +99,7 @@ def main():
         for number, line in enumerate(path.read_text().splitlines(), 1):
             code, _, comment = line.partition("//")
             m = literal.search(code)
-            if m and "nni-name" not in comment:
+            if m and "nni-name" not in comment and "op-name" not in comment:
                 who = "the host" if path.is_relative_to(host) else "the conformance runner"
                 problems.append(f"{path.relative_to(root)}:{number}: {who} names the plugin "
                                 f"algorithm \"{m.group(1)}\"")

@@ -19,6 +19,7 @@ namespace lithe::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class FineTuneCliTest : public ::testing::Test {
  protected:
@@ -467,6 +468,17 @@ TEST_F(FineTuneCliTest, LinearPrunesInRoundsFineTunedOnTheData) {
   EXPECT_THAT(run.out, HasSubstr("linear: round 4 of 4 (100% of the target sparsity): metric"));
   EXPECT_GT(summary.at("accuracy_after").at("accuracy").get<double>(),
             summary.at("accuracy_before").at("accuracy").get<double>() + 0.2);
+
+  // A --data file without --test-data has nothing to evaluate on: the host offers no
+  // evaluator (can_evaluate() is false), and linear prunes and fine-tunes without a metric.
+  const CliRun no_test =
+      run_lithe("compress --json --log-level info --model " + lenet_model().string() +
+                " --config " + config + " --optimizer adam --lr 0.001 --data " +
+                (*dir_ / "train.pt").string() + " --output " + (out / "no_test.pt").string());
+  ASSERT_EQ(no_test.exit_code, 0) << no_test.out;
+  EXPECT_THAT(no_test.out, HasSubstr("linear: round 4 of 4 done (100% of the target sparsity)"));
+  EXPECT_THAT(no_test.out, Not(HasSubstr("metric")));
+  EXPECT_TRUE(std::filesystem::exists(out / "no_test.pt"));
 }
 
 }  // namespace

@@ -350,7 +350,8 @@ Counted count_call(const jit::Module& module, const std::string& op_type,
     const std::optional<c10::IValue> mode = constant_or_attr(module, "mode");
     const std::string name = mode && mode->isString() ? mode->toStringRef() : std::string();
     static const std::map<std::string, int64_t> kPerOutput = {
-        {"linear", 5}, {"bilinear", 11}, {"bicubic", 224 + 35}, {"trilinear", 13 * 2 + 5}};
+        {"linear", 5},  // op-name: nn.Upsample's mode, not the plugin
+        {"bilinear", 11}, {"bicubic", 224 + 35}, {"trilinear", 13 * 2 + 5}};
     const auto factor = kPerOutput.find(name);
     out.flops = factor == kPerOutput.end() ? 0 : factor->second * product(y, 0);
   } else {

@@ -1,6 +1,7 @@
 #include "lithe/host/pipeline/compression_job.h"
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <utility>
@@ -259,13 +260,19 @@ CompressionResult run_compression(const CompressionRequest& request,
     result.algorithm_training_epochs += epochs;
     (void)train(*model, train_data, nullptr, tune, hooks);
   });
-  session.set_evaluator([&]() -> double {
-    load_data_now();
-    LITHE_CHECK(test_data.size() > 0, sdk::Errc::kUnsupported, session.algorithm(),
-                " asked to evaluate the model, but '", request.data_path.string(),
-                "' has no test split; pass --test-data");
-    return evaluate(*model, test_data, options.eval_batch_size).accuracy;
-  });
+  // Only where test data will exist (--test-data, or a --data folder, whose test split is
+  // required), so that can_evaluate() is false for a --data file alone and an algorithm that
+  // evaluates when it can (linear) runs without a metric instead of failing.
+  std::error_code ec;
+  if (!request.test_data_path.empty() || std::filesystem::is_directory(request.data_path, ec)) {
+    session.set_evaluator([&]() -> double {
+      load_data_now();
+      LITHE_CHECK(test_data.size() > 0, sdk::Errc::kUnsupported, session.algorithm(),
+                  " asked to evaluate the model, but '", request.data_path.string(),
+                  "' has no test split; pass --test-data");
+      return evaluate(*model, test_data, options.eval_batch_size).accuracy;
+    });
+  }
   const auto algorithm_start = Clock::now();
   if (quantizer) {
     quantization->compress();

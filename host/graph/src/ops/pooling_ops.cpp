@@ -99,7 +99,7 @@ void emit_resize(OnnxWriter& w, const jit::Node* n) {
   std::vector<OnnxAttribute> attributes;
   if (bilinear) {
     const bool corners = w.constant(n, 2).toBool();
-    attributes = {{"mode", std::string("linear")},
+    attributes = {{"mode", std::string("linear")},  // op-name: ONNX Resize's mode
                   {"coordinate_transformation_mode",
                    std::string(corners ? "align_corners" : "pytorch_half_pixel")}};
   } else {
