@@ -217,6 +217,9 @@ Verdict replay_case(const CaseContext& c, const PluginRegistry& registry) {
   if (c.config.value("api", json()).dump().find("ModelSpeedup") != std::string::npos) {
     return replay_speedup(c);
   }
+  if (c.config.value("api", json()) == "SensitivityAnalysis") {
+    return replay_sensitivity(c, registry);
+  }
   if (c.config.contains("api") && !c.config["api"].is_null()) {
     const std::string api = c.config["api"].is_string() ? c.config["api"].get<std::string>()
                                                         : c.config["api"].dump();

@@ -152,6 +152,9 @@ Verdict replay_qat(const CaseContext& c, const PluginRegistry& registry,
 /// count_flops_params cases (conformance_flops.cpp): per-layer counts in both modes, with the
 /// case's recorded masks for the masked ones.
 Verdict replay_flops(const CaseContext& c, const PluginRegistry& registry);
+/// SensitivityAnalysis cases (conformance_sensitivity.cpp): the metric of every (layer,
+/// sparsity) NNI reached, with its early stop.
+Verdict replay_sensitivity(const CaseContext& c, const PluginRegistry& registry);
 /// ModelSpeedup cases (conformance_speedup.cpp): the smaller model's state and output against
 /// NNI's, from the case's own mask.pth.
 Verdict replay_speedup(const CaseContext& c);

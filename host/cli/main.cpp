@@ -96,6 +96,8 @@ void print_usage() {
                "  train        train a TorchScript model on Fashion-MNIST or a tensor file\n"
                "  eval         top-1 accuracy and loss of a model on a dataset\n"
                "  flops        FLOPs and parameters per layer (NNI count_flops_params)\n"
+               "  sensitivity  accuracy per layer and sparsity, one layer pruned at a time (NNI "
+               "SensitivityAnalysis)\n"
                "  speedup      rebuild a masked model with fewer channels, checked and timed\n"
                "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n"
                "  convert      turn a quantized model into a native int8 model, with a certificate\n"
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
       {"convert", &lithe::cli::run_convert},
       {"pipeline", &lithe::cli::run_pipeline},
       {"launch", &lithe::cli::run_launch},
+      {"sensitivity", &lithe::cli::run_sensitivity},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {

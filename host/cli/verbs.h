@@ -51,5 +51,6 @@ int run_export_onnx(const std::vector<std::string>& args);
 int run_convert(const std::vector<std::string>& args);
 int run_pipeline(const std::vector<std::string>& args);
 int run_launch(const std::vector<std::string>& args);
+int run_sensitivity(const std::vector<std::string>& args);
 
 }  // namespace lithe::cli

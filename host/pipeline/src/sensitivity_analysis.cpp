@@ -1,0 +1,159 @@
+#include "lithe/host/pipeline/sensitivity_analysis.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/sdk/error.h"
+
+namespace lithe::host {
+namespace {
+
+// The shortest decimal that reads back as the same double (Python's repr of a float).
+std::string shortest(double value) {
+  std::array<char, 32> buffer{};
+  const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  std::string text(buffer.data(), ec == std::errc() ? end : buffer.data());
+  // Python prints integral floats with ".0" (1.0, not 1).
+  if (text.find_first_of(".eEn") == std::string::npos) {
+    text += ".0";
+  }
+  return text;
+}
+
+std::vector<double> rounded_sparsities(const std::vector<double>& given) {
+  std::vector<double> out;
+  if (given.empty()) {
+    for (int i = 1; i <= 9; ++i) {
+      out.push_back(i / 10.0);  // np.arange(0.1, 1.0, 0.1) rounded to 2 decimals
+    }
+    return out;
+  }
+  for (const double s : given) {
+    LITHE_CHECK(std::isfinite(s) && s > 0.0 && s < 1.0, sdk::Errc::kInvalidConfig,
+                "--sparsities: every sparsity must be in (0, 1), got ", s);
+    out.push_back(std::round(s * 100.0) / 100.0);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (const double s : out) {
+    LITHE_CHECK(s > 0.0 && s < 1.0, sdk::Errc::kInvalidConfig, "--sparsities: ", s,
+                " rounds to 2 decimals as 0 or 1 (NNI rounds the list to 2 decimals)");
+  }
+  return out;
+}
+
+bool must_stop(SensitivityStop stop, double value, double original, double current) {
+  switch (stop) {
+    case SensitivityStop::kNone: return false;
+    case SensitivityStop::kMinimize: return current < value;
+    case SensitivityStop::kMaximize: return current > value;
+    case SensitivityStop::kDropped: return current < original - value;
+    case SensitivityStop::kRaised: return current > original + value;
+  }
+  return false;
+}
+
+}  // namespace
+
+SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& registry,
+                                      const SensitivityOptions& options,
+                                      const std::function<double()>& metric) {
+  SensitivityResult result;
+  result.sparsities = rounded_sparsities(options.sparsities);
+  const std::set<std::string> types(options.op_types.begin(), options.op_types.end());
+  std::vector<const ModuleRecord*> targets;
+  for (const ModuleRecord& m : model.modules()) {
+    if ((types.count(m.op_type) != 0 || types.count(m.class_name) != 0) && m.weight.has_value()) {
+      targets.push_back(&m);
+    }
+  }
+  if (!options.layers.empty()) {
+    std::vector<const ModuleRecord*> chosen;
+    for (const std::string& name : options.layers) {
+      const auto it = std::find_if(targets.begin(), targets.end(),
+                                   [&](const ModuleRecord* m) { return m->name == name; });
+      if (it == targets.end()) {
+        const ModuleRecord* record = model.find_module(name);
+        LITHE_CHECK(record != nullptr, sdk::Errc::kInvalidConfig, "--layers: the model has no "
+                    "module '", name, "'");
+        throw sdk::Error(sdk::Errc::kInvalidConfig,
+                         "--layers: module '" + name + "' is a " + record->op_type +
+                             ", not one of the analysed types (--op-types)");
+      }
+      chosen.push_back(*it);
+    }
+    targets = chosen;
+  }
+  LITHE_CHECK(!targets.empty(), sdk::Errc::kInvalidConfig,
+              "the model has no module of the analysed types (--op-types)");
+
+  result.original = metric();
+  ++result.evaluations;
+  at::NoGradGuard no_grad;
+  for (const ModuleRecord* target : targets) {
+    // Every trial starts from the layer's own weights: copies put back after each one.
+    const at::Tensor weight = target->weight->detach().clone();
+    const std::optional<at::Tensor> bias =
+        target->bias.has_value() ? std::optional<at::Tensor>(target->bias->detach().clone())
+                                 : std::nullopt;
+    SensitivityRow row;
+    row.layer = target->name;
+    for (const double sparsity : result.sparsities) {
+      const nlohmann::json entry = {{"sparsity", sparsity}, {"op_names", {target->name}}};
+      double value = 0.0;
+      try {
+        PruningSession session(model, registry,
+                               make_compression_config(
+                                   options.algorithm, nlohmann::json::array({entry}).dump(),
+                                   options.algorithm_options_json, "<sensitivity analysis>"));
+        session.compress();
+        value = metric();
+      } catch (...) {
+        target->weight->detach().copy_(weight);
+        if (bias) {
+          target->bias->detach().copy_(*bias);
+        }
+        throw;
+      }
+      ++result.evaluations;
+      target->weight->detach().copy_(weight);
+      if (bias) {
+        target->bias->detach().copy_(*bias);
+      }
+      row.metrics.emplace_back(sparsity, value);
+      if (must_stop(options.stop, options.stop_value, result.original, value)) {
+        break;
+      }
+    }
+    result.rows.push_back(std::move(row));
+  }
+  return result;
+}
+
+std::string sensitivity_csv(const SensitivityResult& result) {
+  std::string out = "layername";
+  for (const double s : result.sparsities) {
+    out += "," + shortest(s);
+  }
+  out += "\n";
+  for (const SensitivityRow& row : result.rows) {
+    out += row.layer;
+    for (const auto& [sparsity, value] : row.metrics) {
+      out += "," + shortest(value);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace lithe::host

@@ -1,0 +1,95 @@
+// End-to-end tests of `lithe sensitivity`: the table, --json and --csv on the bundled LeNet with
+// Fashion-MNIST's test images, and hostile arguments (one line, non-zero exit, nothing written).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "lithe/host/train/dataset.h"
+#include "support/cli_run.h"
+#include "support/paths.h"
+
+namespace lithe::test {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+class SensitivityCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(host::kDefaultDataDir, ec)) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+  }
+  static std::string lenet_args() {
+    return "sensitivity --model " + lenet_model().string() + " --eval-samples 300 --threads 2";
+  }
+};
+
+TEST_F(SensitivityCliTest, PrintsTheTableAndWritesNnisCsv) {
+  const auto out = scratch_dir("cli_sensitivity");
+  const CliRun run = run_lithe(lenet_args() + " --algorithm l1_filter --sparsities 0.75,0.25,0.5" +
+                               " --csv " + (out / "s.csv").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("on 300 samples"));
+  EXPECT_THAT(run.out, HasSubstr("layer \\ sparsity            0.25    0.50    0.75"));
+  const std::string csv = read_text(out / "s.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "layername,0.25,0.5,0.75");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);  // header, conv1, conv2
+
+  const CliRun json = run_lithe(lenet_args() + " --algorithm level --op-types Conv2d,Linear" +
+                                " --layers fc1,conv2 --sparsities 0.5,0.9 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const auto summary = nlohmann::json::parse(json.out.substr(json.out.find('{')));
+  EXPECT_EQ(summary.at("samples").get<int64_t>(), 300);
+  EXPECT_EQ(summary.at("evaluations").get<int64_t>(), 5);
+  ASSERT_EQ(summary.at("layers").size(), 2U);
+  EXPECT_EQ(summary.at("layers")[0].at("name"), "fc1");
+  for (const auto& layer : summary.at("layers")) {
+    for (const auto& [sparsity, accuracy] : layer.at("metrics").items()) {
+      EXPECT_GE(accuracy.get<double>(), 0.0) << sparsity;
+      EXPECT_LE(accuracy.get<double>(), 1.0) << sparsity;
+    }
+  }
+}
+
+TEST_F(SensitivityCliTest, HostileArgumentsFailInOneLineAndWriteNothing) {
+  const auto out = scratch_dir("cli_sensitivity_hostile");
+  write_text(out / "existing.csv", "previous");
+  const std::string csv = " --csv " + (out / "existing.csv").string();
+  const struct {
+    std::string args;
+    std::string message;
+  } cases[] = {
+      {" --algorithm level --sparsities 0.5,abc", "--sparsities: 'abc' is not a number"},
+      {" --algorithm level --sparsities 0.5,1.5", "every sparsity must be in (0, 1), got 1.5"},
+      {" --algorithm level --early-stop dropping:0.1", "--early-stop: the mode must be"},
+      {" --algorithm level --early-stop dropped:", "needs a number after the colon"},
+      {" --algorithm level --layers fc9", "the model has no module 'fc9'"},
+      {" --algorithm level --options '{bad'", "--options is not valid JSON"},
+      {" --algorithm no_such_pruner", "no_such_pruner"},
+  };
+  for (const auto& c : cases) {
+    const CliRun run = run_lithe(lenet_args() + c.args + csv);
+    EXPECT_NE(run.exit_code, 0) << c.args;
+    EXPECT_THAT(run.out, HasSubstr(c.message)) << c.args;
+    EXPECT_EQ(read_text(out / "existing.csv"), "previous") << c.args;
+  }
+  const CliRun negative = run_lithe("sensitivity --model " + lenet_model().string() +
+                                    " --algorithm level --eval-samples -3" + csv);
+  EXPECT_NE(negative.exit_code, 0);
+  EXPECT_THAT(negative.out, HasSubstr("--eval-samples must be >= 0, got -3"));
+  EXPECT_EQ(read_text(out / "existing.csv"), "previous");
+  // The CSV may not be the model itself.
+  const CliRun onto_model = run_lithe(lenet_args() + " --algorithm level --csv " +
+                                      lenet_model().string());
+  EXPECT_NE(onto_model.exit_code, 0);
+  EXPECT_THAT(onto_model.out, AllOf(HasSubstr("--csv"), HasSubstr("--model")));
+}
+
+}  // namespace
+}  // namespace lithe::test

@@ -1,0 +1,146 @@
+// Sensitivity analysis (NNI's SensitivityAnalysis) on the bundled LeNet with the level pruner:
+// every trial measures one layer pruned alone from its own weights, the model comes back bit
+// for bit, early stops cut a row where NNI's modes say, and the CSV has NNI's layout. (Parity
+// with NNI's numbers is the conformance cases' job: tests/data/nni/golden/sensitivity_*.)
+#include "lithe/host/pipeline/sensitivity_analysis.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "lithe/host/session/compression_config.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/sdk/error.h"
+#include "support/model_snapshot.h"
+#include "support/paths.h"
+#include "support/registry.h"
+
+namespace lithe::host {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+class SensitivityAnalysisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = load_torchscript_model(test::lenet_model());
+    input_ = at::randn({8, 1, 28, 28}, at::TensorOptions().dtype(at::kFloat));
+  }
+  double output_sum(Model& model) {
+    model.train(false);
+    at::NoGradGuard no_grad;
+    return model.forward(input_).sum().item<double>();
+  }
+  SensitivityOptions level() {
+    SensitivityOptions o;
+    o.algorithm = "level";
+    return o;
+  }
+
+  std::unique_ptr<Model> model_;
+  at::Tensor input_;
+};
+
+TEST_F(SensitivityAnalysisTest, EachTrialIsOneLayerPrunedAloneAndTheModelComesBack) {
+  const auto before = test::snapshot_weights(*model_);
+  const SensitivityResult result = analyse_sensitivity(
+      *model_, test::level_registry(), level(), [&] { return output_sum(*model_); });
+  EXPECT_EQ(result.sparsities,
+            (std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}));
+  ASSERT_EQ(result.rows.size(), 2U);  // conv1, conv2: NNI analyses Conv2d
+  EXPECT_EQ(result.rows[0].layer, "conv1");
+  EXPECT_EQ(result.rows[1].layer, "conv2");
+  EXPECT_EQ(result.evaluations, 1 + 2 * 9);
+  EXPECT_DOUBLE_EQ(result.original, output_sum(*model_));
+  for (const auto& [name, weight] : test::snapshot_weights(*model_)) {
+    EXPECT_TRUE(weight.equal(before.at(name))) << name << " was left changed";
+  }
+  // Every figure is what a fresh one-shot pruning of that layer alone gives.
+  for (const SensitivityRow& row : result.rows) {
+    ASSERT_EQ(row.metrics.size(), 9U);
+    for (const auto& [sparsity, value] : row.metrics) {
+      auto fresh = load_torchscript_model(test::lenet_model());
+      PruningSession session(
+          *fresh, test::level_registry(),
+          make_compression_config("level",
+                                  "[{\"sparsity\": " + std::to_string(sparsity) +
+                                      ", \"op_names\": [\"" + row.layer + "\"]}]",
+                                  "{}", "t"));
+      session.compress();
+      EXPECT_DOUBLE_EQ(value, output_sum(*fresh)) << row.layer << " at " << sparsity;
+    }
+  }
+}
+
+TEST_F(SensitivityAnalysisTest, EarlyStopRecordsTheSparsityThatTriggeredItAndNoMore) {
+  // A scripted metric: 1.0 originally; conv1 falls fast, conv2 slowly.
+  std::vector<double> script = {1.0, 0.99, 0.97, 0.90, 0.99, 0.98, 0.97, 0.96};
+  size_t call = 0;
+  SensitivityOptions o = level();
+  o.sparsities = {0.5, 0.25, 0.75, 0.9};  // sorted by the analysis
+  o.stop = SensitivityStop::kDropped;
+  o.stop_value = 0.05;
+  const SensitivityResult result = analyse_sensitivity(
+      *model_, test::level_registry(), o, [&] { return script.at(call++); });
+  EXPECT_EQ(result.sparsities, (std::vector<double>{0.25, 0.5, 0.75, 0.9}));
+  ASSERT_EQ(result.rows.size(), 2U);
+  ASSERT_EQ(result.rows[0].metrics.size(), 3U);  // 0.90 < 1.0 − 0.05 at 0.75: stop
+  EXPECT_DOUBLE_EQ(result.rows[0].metrics[2].first, 0.75);
+  EXPECT_DOUBLE_EQ(result.rows[0].metrics[2].second, 0.90);
+  EXPECT_EQ(result.rows[1].metrics.size(), 4U);  // never more than 0.05 below
+  EXPECT_EQ(sensitivity_csv(result),
+            "layername,0.25,0.5,0.75,0.9\n"
+            "conv1,0.99,0.97,0.9\n"
+            "conv2,0.99,0.98,0.97,0.96\n");
+}
+
+TEST_F(SensitivityAnalysisTest, ChosenLayersOtherTypesAndRoundedSparsities) {
+  SensitivityOptions o = level();
+  o.op_types = {"Linear"};
+  o.layers = {"fc3", "fc1"};
+  o.sparsities = {0.333, 0.5};
+  const SensitivityResult result =
+      analyse_sensitivity(*model_, test::level_registry(), o, [&] { return 0.0; });
+  EXPECT_EQ(result.sparsities, (std::vector<double>{0.33, 0.5}));
+  ASSERT_EQ(result.rows.size(), 2U);
+  EXPECT_EQ(result.rows[0].layer, "fc3");  // in the order asked for
+  EXPECT_EQ(result.rows[1].layer, "fc1");
+}
+
+TEST_F(SensitivityAnalysisTest, BadSelectionsAndSparsitiesNameTheOptionAndTheValue) {
+  const auto metric = [] { return 0.0; };
+  SensitivityOptions o = level();
+  o.sparsities = {0.5, 1.0};
+  EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("--sparsities"), HasSubstr("got 1"))));
+  o.sparsities = {0.001};
+  EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
+              ThrowsMessage<sdk::Error>(HasSubstr("rounds to 2 decimals as 0 or 1")));
+  o = level();
+  o.layers = {"fc1"};
+  EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
+              ThrowsMessage<sdk::Error>(
+                  AllOf(HasSubstr("--layers"), HasSubstr("'fc1' is a Linear"))));
+  o.layers = {"conv9"};
+  EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
+              ThrowsMessage<sdk::Error>(HasSubstr("the model has no module 'conv9'")));
+  o = level();
+  o.op_types = {"Conv3d"};
+  EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
+              ThrowsMessage<sdk::Error>(HasSubstr("no module of the analysed types")));
+  o = level();
+  o.algorithm = "no_such_pruner";
+  const auto before = test::snapshot_weights(*model_);
+  EXPECT_THROW(analyse_sensitivity(*model_, test::level_registry(), o, metric), sdk::Error);
+  for (const auto& [name, weight] : test::snapshot_weights(*model_)) {
+    EXPECT_TRUE(weight.equal(before.at(name))) << name;
+  }
+}
+
+}  // namespace
+}  // namespace lithe::host
