@@ -72,6 +72,9 @@ TEST_F(SensitivityCliTest, HostileArgumentsFailInOneLineAndWriteNothing) {
       {" --algorithm level --layers fc9", "the model has no module 'fc9'"},
       {" --algorithm level --options '{bad'", "--options is not valid JSON"},
       {" --algorithm no_such_pruner", "no_such_pruner"},
+      {" --algorithm level --op-types ,", "--op-types: no module type in ','"},
+      {" --algorithm level --sparsities ,", "--sparsities: no sparsity in ','"},
+      {" --algorithm level --layers fc1", "--layers: module 'fc1' is a Linear"},
   };
   for (const auto& c : cases) {
     const CliRun run = run_lithe(lenet_args() + c.args + csv);

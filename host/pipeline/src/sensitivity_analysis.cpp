@@ -106,6 +106,12 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
     const std::optional<at::Tensor> bias =
         target->bias.has_value() ? std::optional<at::Tensor>(target->bias->detach().clone())
                                  : std::nullopt;
+    const auto put_back = [&] {
+      target->weight->detach().copy_(weight);
+      if (bias) {
+        target->bias->detach().copy_(*bias);
+      }
+    };
     SensitivityRow row;
     row.layer = target->name;
     for (const double sparsity : result.sparsities) {
@@ -119,17 +125,11 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
         session.compress();
         value = metric();
       } catch (...) {
-        target->weight->detach().copy_(weight);
-        if (bias) {
-          target->bias->detach().copy_(*bias);
-        }
+        put_back();
         throw;
       }
       ++result.evaluations;
-      target->weight->detach().copy_(weight);
-      if (bias) {
-        target->bias->detach().copy_(*bias);
-      }
+      put_back();
       row.metrics.emplace_back(sparsity, value);
       if (must_stop(options.stop, options.stop_value, result.original, value)) {
         break;

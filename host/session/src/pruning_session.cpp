@@ -291,13 +291,7 @@ void PruningSession::restore_snapshot(int64_t handle) {
 std::vector<sdk::Masks> PruningSession::capture_masks() const {
   std::vector<sdk::Masks> out;
   for (const auto& layer : views()) {
-    const sdk::Masks& masks = layer->masks();
-    sdk::Masks copy;
-    copy.weight = masks.weight.clone();
-    if (masks.bias.has_value()) {
-      copy.bias = masks.bias->clone();
-    }
-    out.push_back(std::move(copy));
+    out.push_back(layer->masks().clone());
   }
   return out;
 }
@@ -306,12 +300,7 @@ void PruningSession::restore_masks(const std::vector<sdk::Masks>& masks) {
   LITHE_CHECK(masks.size() == views().size(), sdk::Errc::kInternal, owner(), ": the snapshot "
               "holds ", masks.size(), " layers' masks, the session has ", views().size());
   for (size_t i = 0; i < masks.size(); ++i) {
-    sdk::Masks copy;
-    copy.weight = masks[i].weight.clone();
-    if (masks[i].bias.has_value()) {
-      copy.bias = masks[i].bias->clone();
-    }
-    views()[i]->set_masks(std::move(copy));
+    views()[i]->set_masks(masks[i].clone());  // the snapshot stays restorable
   }
   masks_may_prune_ = true;
 }

@@ -26,24 +26,12 @@ import sys
 import torch
 import torch.nn as nn
 
+from golden_common import NNI, stats, write_json  # noqa: E402
+
 torch.set_num_threads(2)
 root = pathlib.Path(sys.argv[1])
-NNI = {"tag": "v2.0", "commit": "649ee5975b5206ac2b801fb92874f826eeb7a33c"}
 
 
-def stats(t):
-    t = t.detach()
-    flat = t.reshape(-1).double()
-    index = torch.arange(1, flat.numel() + 1, dtype=torch.float64)
-    return {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
-            "numel": t.numel(), "zeros": int((flat == 0).sum()), "sum": float(flat.sum()),
-            "abs_sum": float(flat.abs().sum()), "wsum": float((flat * index).sum()),
-            "min": float(flat.min()) if flat.numel() else 0.0,
-            "max": float(flat.max()) if flat.numel() else 0.0}
-
-
-def write_json(path, value):
-    path.write_text(json.dumps(value, indent=1) + "\n")
 
 
 class SeqNet(nn.Module):
