@@ -3,6 +3,7 @@
 #include <iostream>
 #include <map>
 
+#include "lithe/host/io/allocator.h"
 #include "lithe/host/io/threads.h"
 #include "lithe/host/runtime/crash_report.h"
 #include "lithe/sdk/error.h"
@@ -110,6 +111,7 @@ void print_usage() {
 
 int main(int argc, char** argv) {
   using lithe::cli::po::error;
+  lithe::host::keep_freed_memory_for_reuse();
   const std::map<std::string, int (*)(const std::vector<std::string>&)> verbs = {
       {"plugins", &lithe::cli::run_plugins},         {"inspect", &lithe::cli::run_inspect},
       {"compress", &lithe::cli::run_compress},       {"apply", &lithe::cli::run_apply},
