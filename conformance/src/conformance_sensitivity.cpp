@@ -68,7 +68,7 @@ Verdict replay_sensitivity(const CaseContext& c, const PluginRegistry& registry)
   const at::Tensor& batch = tensor(c, "batch.0");
   const at::Tensor& labels = tensor(c, "labels.0");
   const auto weights_before = snapshot_weights(*model);
-  const auto metric = [&] {
+  const auto metric = [&](const std::string& /*layer*/) {
     model->train(false);
     at::NoGradGuard no_grad;
     return -torch::nn::functional::cross_entropy(model->forward(batch), labels).item<double>();

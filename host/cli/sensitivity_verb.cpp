@@ -18,8 +18,10 @@
 #include "lithe/host/model/model.h"
 #include "lithe/host/pipeline/sensitivity_analysis.h"
 #include "lithe/host/train/dataset.h"
+#include "lithe/host/train/layer_cached_evaluation.h"
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/log.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -165,7 +167,16 @@ int run_sensitivity(const std::vector<std::string>& args) {
     test.images = test.images.narrow(0, 0, eval_samples);
     test.labels = test.labels.narrow(0, 0, eval_samples);
   }
-  const auto metric = [&] { return host::evaluate(*model, test).accuracy; };
+  // Each layer's trials reuse what the forward computes before that layer.
+  host::LayerCachedEvaluation evaluation(*model, test);
+  const auto metric = [&](const std::string& layer) {
+    const double accuracy = evaluation.evaluate(layer).accuracy;
+    if (!layer.empty()) {
+      LITHE_LOG(kDebug, "sensitivity: '", layer, "' evaluated: ",
+                evaluation.last_mode());
+    }
+    return accuracy;
+  };
   const auto start = std::chrono::steady_clock::now();
   const host::SensitivityResult result =
       host::analyse_sensitivity(*model, registry, options, metric);

@@ -49,7 +49,7 @@ class SensitivityAnalysisTest : public ::testing::Test {
 TEST_F(SensitivityAnalysisTest, EachTrialIsOneLayerPrunedAloneAndTheModelComesBack) {
   const auto before = test::snapshot_weights(*model_);
   const SensitivityResult result = analyse_sensitivity(
-      *model_, test::level_registry(), level(), [&] { return output_sum(*model_); });
+      *model_, test::level_registry(), level(), [&](const std::string&) { return output_sum(*model_); });
   EXPECT_EQ(result.sparsities,
             (std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}));
   ASSERT_EQ(result.rows.size(), 2U);  // conv1, conv2: NNI analyses Conv2d
@@ -86,7 +86,7 @@ TEST_F(SensitivityAnalysisTest, EarlyStopRecordsTheSparsityThatTriggeredItAndNoM
   o.stop = SensitivityStop::kDropped;
   o.stop_value = 0.05;
   const SensitivityResult result = analyse_sensitivity(
-      *model_, test::level_registry(), o, [&] { return script.at(call++); });
+      *model_, test::level_registry(), o, [&](const std::string&) { return script.at(call++); });
   EXPECT_EQ(result.sparsities, (std::vector<double>{0.25, 0.5, 0.75, 0.9}));
   ASSERT_EQ(result.rows.size(), 2U);
   ASSERT_EQ(result.rows[0].metrics.size(), 3U);  // 0.90 < 1.0 − 0.05 at 0.75: stop
@@ -105,7 +105,7 @@ TEST_F(SensitivityAnalysisTest, ChosenLayersOtherTypesAndRoundedSparsities) {
   o.layers = {"fc3", "fc1"};
   o.sparsities = {0.333, 0.5};
   const SensitivityResult result =
-      analyse_sensitivity(*model_, test::level_registry(), o, [&] { return 0.0; });
+      analyse_sensitivity(*model_, test::level_registry(), o, [&](const std::string&) { return 0.0; });
   EXPECT_EQ(result.sparsities, (std::vector<double>{0.33, 0.5}));
   ASSERT_EQ(result.rows.size(), 2U);
   EXPECT_EQ(result.rows[0].layer, "fc3");  // in the order asked for
@@ -113,7 +113,7 @@ TEST_F(SensitivityAnalysisTest, ChosenLayersOtherTypesAndRoundedSparsities) {
 }
 
 TEST_F(SensitivityAnalysisTest, BadSelectionsAndSparsitiesNameTheOptionAndTheValue) {
-  const auto metric = [] { return 0.0; };
+  const auto metric = [](const std::string&) { return 0.0; };
   SensitivityOptions o = level();
   o.sparsities = {0.5, 1.0};
   EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },

@@ -7,6 +7,13 @@
 namespace lithe::host {
 
 Model::~Model() = default;
+ForwardCut::~ForwardCut() = default;
+
+std::unique_ptr<ForwardCut> Model::cut_forward(const std::string& /*layer*/,
+                                               std::string* why_not) {
+  *why_not = kind() + " models expose no graph to cut";
+  return nullptr;
+}
 
 namespace {
 thread_local int unobserved_depth = 0;

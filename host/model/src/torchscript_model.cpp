@@ -30,6 +30,7 @@
 #include "lithe/host/model/quantized_engine.h"
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/convolution_type.h"
+#include "lithe/host/graph/forward_cut.h"
 #include "lithe/host/graph/submodule.h"
 #include "tap_dispatch.h"
 
@@ -259,6 +260,40 @@ std::optional<at::Tensor> tensor_attribute(const jit::Module& module, const std:
   return value.toTensor();
 }
 
+// The forward cut of a TorchScript model: its module (sharing the model's parameters, in eval
+// mode, without taps) passed as `self` to the two graphs.
+class TorchScriptForwardCut final : public ForwardCut {
+ public:
+  TorchScriptForwardCut(jit::Module module, ForwardCutGraphs graphs)
+      : module_(std::move(module)),
+        written_(std::move(graphs.written)),
+        prefix_("lithe_cut_prefix", std::move(graphs.prefix), nullptr),
+        suffix_("lithe_cut_suffix", std::move(graphs.suffix), nullptr) {}
+
+  c10::IValue prefix(const at::Tensor& input) override {
+    jit::Stack stack = {module_._ivalue(), input};
+    prefix_.run(stack);
+    return stack.back();
+  }
+
+  at::Tensor suffix(const c10::IValue& cached) override {
+    const auto& boundary = cached.toTupleRef().elements();
+    jit::Stack stack = {module_._ivalue()};
+    for (size_t i = 0; i < boundary.size(); ++i) {
+      // A value the suffix writes in place is copied, so that `cached` serves the next run too.
+      stack.push_back(written_[i] ? c10::IValue(boundary[i].toTensor().clone()) : boundary[i]);
+    }
+    suffix_.run(stack);
+    return main_output(stack.back());
+  }
+
+ private:
+  jit::Module module_;
+  std::vector<bool> written_;
+  jit::GraphFunction prefix_;
+  jit::GraphFunction suffix_;
+};
+
 class TorchScriptModel final : public Model {
  public:
   explicit TorchScriptModel(const jit::Module& module)
@@ -349,6 +384,22 @@ class TorchScriptModel final : public Model {
       throw;
     }
     return main_output(output);
+  }
+
+  std::unique_ptr<ForwardCut> cut_forward(const std::string& layer,
+                                          std::string* why_not) override {
+    if (!quant_sites_.empty()) {
+      *why_not = "the model is being quantized (its forward changes with the quantizer's state)";
+      return nullptr;
+    }
+    // Shares the parameters (inplace clone); its own training flags, set to eval.
+    jit::Module module = original_.clone(/*inplace=*/true);
+    module.eval();
+    std::optional<ForwardCutGraphs> graphs = cut_forward_graph(module, layer, why_not);
+    if (!graphs) {
+      return nullptr;
+    }
+    return std::make_unique<TorchScriptForwardCut>(std::move(module), std::move(*graphs));
   }
 
   void train(bool on) override {

@@ -67,7 +67,7 @@ bool must_stop(SensitivityStop stop, double value, double original, double curre
 
 SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& registry,
                                       const SensitivityOptions& options,
-                                      const std::function<double()>& metric) {
+                                      const SensitivityMetric& metric) {
   SensitivityResult result;
   result.sparsities = rounded_sparsities(options.sparsities);
   const std::set<std::string> types(options.op_types.begin(), options.op_types.end());
@@ -97,7 +97,7 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
   LITHE_CHECK(!targets.empty(), sdk::Errc::kInvalidConfig,
               "the model has no module of the analysed types (--op-types)");
 
-  result.original = metric();
+  result.original = metric("");
   ++result.evaluations;
   at::NoGradGuard no_grad;
   for (const ModuleRecord* target : targets) {
@@ -123,7 +123,7 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
                                    options.algorithm, nlohmann::json::array({entry}).dump(),
                                    options.algorithm_options_json, "<sensitivity analysis>"));
         session.compress();
-        value = metric();
+        value = metric(target->name);
       } catch (...) {
         put_back();
         throw;

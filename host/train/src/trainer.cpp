@@ -13,6 +13,7 @@
 #include "lithe/sdk/error.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/train/distillation.h"
+#include "evaluation_tally.h"
 
 namespace lithe::host {
 namespace {
@@ -190,36 +191,45 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, Proce
   const bool was_training = model.is_training();
   model.train(false);
   at::NoGradGuard no_grad;
-  EvalResult r;
-  double loss_sum = 0;
-  int64_t correct = 0;
+  detail::EvalTally tally;
   // This rank's contiguous share [first, last) of the samples.
   const bool shared = group != nullptr && group->world_size() > 1;
   const int64_t first = shared ? data.size() * group->rank() / group->world_size() : 0;
   const int64_t last = shared ? data.size() * (group->rank() + 1) / group->world_size() : data.size();
   for (int64_t start = first; start < last; start += batch_size) {
     const int64_t n = std::min(batch_size, last - start);
-    const at::Tensor logits = model.forward(data.images.narrow(0, start, n));
-    const at::Tensor labels = data.labels.narrow(0, start, n);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, labels,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
-    correct += logits.argmax(1).eq(labels).sum().item<int64_t>();
+    tally.add(model.forward(data.images.narrow(0, start, n)), data.labels.narrow(0, start, n));
   }
   if (shared) {
-    std::vector<at::Tensor> totals = {at::tensor({loss_sum}, at::kDouble),
-                                      at::tensor({correct}, at::kLong)};
+    std::vector<at::Tensor> totals = {at::tensor({tally.loss_sum}, at::kDouble),
+                                      at::tensor({tally.correct}, at::kLong)};
     group->all_reduce(totals, sdk::Reduction::kSum, "evaluation results");
-    loss_sum = totals[0].item<double>();
-    correct = totals[1].item<int64_t>();
+    tally.loss_sum = totals[0].item<double>();
+    tally.correct = totals[1].item<int64_t>();
   }
-  r.samples = data.size();
-  r.accuracy = r.samples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(r.samples);
-  r.loss = r.samples == 0 ? 0.0 : loss_sum / static_cast<double>(r.samples);
   model.train(was_training);
+  return tally.result(data.size());
+}
+
+namespace detail {
+
+void EvalTally::add(const at::Tensor& logits, const at::Tensor& labels) {
+  loss_sum += torch::nn::functional::cross_entropy(
+                  logits, labels,
+                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                  .item<double>();
+  correct += logits.argmax(1).eq(labels).sum().item<int64_t>();
+}
+
+EvalResult EvalTally::result(int64_t samples) const {
+  EvalResult r;
+  r.samples = samples;
+  r.accuracy = samples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(samples);
+  r.loss = samples == 0 ? 0.0 : loss_sum / static_cast<double>(samples);
   return r;
 }
+
+}  // namespace detail
 
 namespace {
 

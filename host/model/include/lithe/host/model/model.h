@@ -5,6 +5,7 @@
 /// in named_modules order, the root excluded; op type = class name ("Conv2d", "Linear", ...).
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <filesystem>
 #include <functional>
@@ -57,6 +58,20 @@ struct QuantSite {
 using QuantCallback =
     std::function<at::Tensor(const std::string& module, sdk::QuantType type, const at::Tensor& x)>;
 
+/// A model's forward cut in two at one layer (Model::cut_forward), for evaluations repeated
+/// while only that layer's parameters change. Runs in eval mode, without taps; parameters are
+/// read when it runs, so the layer's weights may change between suffix runs (nothing else may:
+/// that invalidates prefix results).
+class ForwardCut {
+ public:
+  virtual ~ForwardCut();
+  /// What the layer and everything after it read from `input` and from the layers before it.
+  virtual c10::IValue prefix(const at::Tensor& input) = 0;
+  /// The model's output from a prefix() result, with the layer's weights as they are now.
+  /// `cached` is left unchanged, so it serves any number of runs.
+  virtual at::Tensor suffix(const c10::IValue& cached) = 0;
+};
+
 class Model {
  public:
   virtual ~Model();
@@ -79,6 +94,12 @@ class Model {
   /// GoogLeNet and Inception return the logits first, their auxiliary heads after) or the "out"
   /// entry of a dict (torchvision's segmentation models). Anything else: sdk::Error(kUnsupported).
   virtual at::Tensor forward(const at::Tensor& input) = 0;
+  /// The forward cut at module `layer` (see ForwardCut). nullptr, with the reason in
+  /// `*why_not`, where the model cannot be cut: C++-frontend models (no graph), models being
+  /// quantized, forwards that assign attributes or write in place across the cut, or a layer
+  /// that reads only the model's input (nothing to keep).
+  virtual std::unique_ptr<ForwardCut> cut_forward(const std::string& layer,
+                                                  std::string* why_not);
   /// Switches training / evaluation mode.
   virtual void train(bool on) = 0;
   virtual bool is_training() const = 0;

@@ -57,13 +57,18 @@ struct SensitivityResult {
   int64_t evaluations = 0;         ///< calls of the metric, the original one included
 };
 
-/// Runs the analysis. `metric` measures the model as it is now (higher or lower is better, as
-/// the stop mode says). Throws sdk::Error(kInvalidConfig) naming the option for a sparsity
+/// Measures the model as it is now (higher or lower is better, as the stop mode says). Called
+/// with the layer analysed, whose weights alone differ from the model as it came (empty for the
+/// original model), so that it may keep what the forward computes before that layer
+/// (LayerCachedEvaluation does).
+using SensitivityMetric = std::function<double(const std::string& layer)>;
+
+/// Runs the analysis, layer after layer (all trials of one layer in a row). Throws sdk::Error(kInvalidConfig) naming the option for a sparsity
 /// outside (0, 1), a layer that does not exist or is not of op_types, or a selection without
 /// layers; the algorithm's own errors name the plugin and the layer.
 SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& registry,
                                       const SensitivityOptions& options,
-                                      const std::function<double()>& metric);
+                                      const SensitivityMetric& metric);
 
 /// NNI's export layout: a header `layername,<sparsity>...` (sparsities as Python prints
 /// them), then one row per layer with the metrics of the sparsities it reached (a row stops

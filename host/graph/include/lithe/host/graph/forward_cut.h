@@ -1,0 +1,45 @@
+#pragma once
+// Internal to the host: a module's forward cut in two at one layer, for evaluations repeated
+// while only that layer's parameters change (sensitivity analysis: one layer, many masks, the
+// same data). The part that does not depend on the layer runs once per input; each evaluation
+// runs the rest.
+//
+// The cut is made on the inlined forward graph by dependence, not by position: a node belongs
+// to the suffix when it reads the layer's attributes or a value the suffix computes, or may read
+// memory the suffix writes in place, or (once the layer's first read is passed) writes in place
+// or has side effects at all. Everything else is the prefix. The values the prefix hands over
+// are the boundary; those the suffix writes in place are cloned before each run, so one cached
+// prefix result serves any number of suffix runs.
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lithe::host {
+
+struct ForwardCutGraphs {
+  /// (self, the forward's inputs...) -> a tuple of the boundary values.
+  std::shared_ptr<torch::jit::Graph> prefix;
+  /// (self, the boundary values...) -> what forward returns.
+  std::shared_ptr<torch::jit::Graph> suffix;
+  /// Per boundary value: whether the suffix writes to it in place (a tensor; clone it before
+  /// each suffix run).
+  std::vector<bool> written;
+};
+
+/// Cuts `module`'s forward at submodule `layer` (dotted name). nullopt, with the reason in
+/// `*why_not`, when the forward never reads the layer, assigns module attributes
+/// (`prim::SetAttr`), still calls methods after inlining, writes in place to a boundary value
+/// that is not a tensor or that may alias another boundary value, or when the layer is read
+/// before anything else happens (nothing to cache). `module`'s parameters are read when the
+/// graphs run (the module is passed as `self`), so changing the layer's weights in place between
+/// suffix runs is what the cut is for; changing any other parameter invalidates prefix results.
+std::optional<ForwardCutGraphs> cut_forward_graph(const torch::jit::Module& module,
+                                                  const std::string& layer,
+                                                  std::string* why_not);
+
+}  // namespace lithe::host
