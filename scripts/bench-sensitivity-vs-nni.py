@@ -8,7 +8,11 @@ search). One run of this script makes every figure:
              10,000 Fashion-MNIST test images (batches of 1000, eval mode, no gradients)
   NNI        SensitivityAnalysis(model, val, prune_type='l1').analysis(), val reading the test
              images from tensors prepared beforehand (no DataLoader: the fairest val_func)
-  Lithe      lithe sensitivity --algorithm l1_filter --json (its own evaluation)
+  NNI+pad    the same with MALLOC_TOP_PAD_=256 MiB: the allocator setting Lithe makes for
+             itself (keep_freed_memory_for_reuse), given to NNI's process too, to show how much
+             of the difference is the allocator and how much the analysis
+  Lithe      lithe sensitivity --algorithm l1_filter --json (its own evaluation: each layer's
+             trials run only the forward after that layer, from kept values)
   time       the analysis alone on both sides (NNI: analysis(); Lithe: `seconds` of --json),
              and each side's whole process; ROUNDS rounds alternating which side goes first,
              medians; 2 torch threads, OPENBLAS_NUM_THREADS=1
@@ -58,11 +62,14 @@ def main():
            "2", "--seed", "0", "--threads", "2", "--output", str(trained)])
     script = WORK / "nni_sensitivity.py"
     script.write_text(NNI_SCRIPT)
-    runs = {"nni": [], "lithe": []}
+    sides = ("nni", "nni+pad", "lithe")
+    runs = {side: [] for side in sides}
     for r in range(rounds):
-        for side in (("nni", "lithe") if r % 2 == 0 else ("lithe", "nni")):
-            if side == "nni":
-                wall, out = timed(["/usr/bin/python3", str(script), str(trained)], nni=True)
+        for side in (sides if r % 2 == 0 else tuple(reversed(sides))):
+            if side.startswith("nni"):
+                pad = {"MALLOC_TOP_PAD_": str(256 << 20)} if side == "nni+pad" else None
+                wall, out = timed(["/usr/bin/python3", str(script), str(trained)], nni=True,
+                                  extra_env=pad)
                 result = json.loads(out.strip().splitlines()[-1])
                 table = result["table"]
             else:
@@ -84,11 +91,14 @@ def main():
               for side in runs}
     print("| side | analysis (median) | whole process (median) |")
     print("|---|---|---|")
-    for side in ("nni", "lithe"):
+    for side in sides:
         print(f"| {side} | {median[side]['seconds']:.2f} s | {median[side]['wall']:.2f} s |")
-    print(f"Lithe / NNI: analysis {median['lithe']['seconds'] / median['nni']['seconds']:.2f}x, "
-          f"process {median['lithe']['wall'] / median['nni']['wall']:.2f}x; largest |accuracy "
-          f"difference| over every cell and round: {worst:.4f}")
+    for peer in ("nni", "nni+pad"):
+        print(f"{peer} / Lithe: analysis "
+              f"{median[peer]['seconds'] / median['lithe']['seconds']:.2f}x, process "
+              f"{median[peer]['wall'] / median['lithe']['wall']:.2f}x")
+    print(f"largest |accuracy difference| between NNI and Lithe over every cell and round: "
+          f"{worst:.4f}")
     return 0
 
 

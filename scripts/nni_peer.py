@@ -25,10 +25,10 @@ def ready():
     return None
 
 
-def timed(command, nni=False):
-    """Runs `command` (OpenBLAS at one thread; NNI's import path when `nni`); returns
-    (wall seconds, stdout)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+def timed(command, nni=False, extra_env=None):
+    """Runs `command` (OpenBLAS at one thread; NNI's import path when `nni`; `extra_env` added);
+    returns (wall seconds, stdout)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **(extra_env or {}))
     if nni:
         env.update(PYTHONPATH=f"{NNI}:{NNI / 'deps'}:{NNI / 'stubs'}", PYTHONHASHSEED="0")
     start = time.perf_counter()
