@@ -252,6 +252,9 @@ Verdict replay_case(const CaseContext& c, const PluginRegistry& registry) {
   if (!quantizer && replay == "training_batches") {
     return replay_training(c, registry, algorithm);
   }
+  if (!quantizer && replay == "evaluator_search") {
+    return replay_evaluator_search(c, registry, algorithm);
+  }
   if (!quantizer && replay == "rewind_rounds") {
     return replay_lottery_ticket(c, registry, algorithm);
   }

@@ -143,6 +143,11 @@ Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
 /// (ADMM), over the case's recorded batches with NNI's optimizer; trained weights and masks.
 Verdict replay_training(const CaseContext& c, const PluginRegistry& registry,
                         const std::string& algorithm);
+/// "evaluator_search" (conformance_search.cpp): a search over candidates scored by an
+/// evaluator (SimulatedAnnealing), seeded with NumPy's seed: every candidate's metric in order,
+/// then the best candidate's masks.
+Verdict replay_evaluator_search(const CaseContext& c, const PluginRegistry& registry,
+                                const std::string& algorithm);
 /// "eval_forwards" (conformance_quantizers.cpp): quantized weights and outputs of eval forwards.
 Verdict replay_eval_forwards(const CaseContext& c, const PluginRegistry& registry,
                              const std::string& algorithm);
