@@ -99,9 +99,11 @@ Json result_json(const host::CompressionRequest& request, const host::Compressio
            {"target", r.sparsity_target < 0 ? Json() : Json(r.sparsity_target)}});
     }
   }
-  if (request.needs_data() || result.algorithm_training_epochs > 0) {
+  if (request.needs_data() || result.algorithm_training_epochs > 0 ||
+      result.algorithm_evaluations > 0) {
     const bool has_test = result.before.has_value();
     out["algorithm_training_epochs"] = result.algorithm_training_epochs;
+    out["algorithm_evaluations"] = result.algorithm_evaluations;
     out["accuracy_before"] = result.before ? eval_json(*result.before) : Json();
     out["accuracy_after"] = result.after ? eval_json(*result.after) : Json();
     out["epochs"] = Json::array();
@@ -177,6 +179,13 @@ void print_compress_result(const host::CompressionRequest& request,
       std::printf("\n%s trained %lld epoch%s while compressing\n", request.config.algorithm.c_str(),
                   static_cast<long long>(result.algorithm_training_epochs),
                   result.algorithm_training_epochs == 1 ? "" : "s");
+    }
+    if (result.algorithm_evaluations > 0) {
+      std::printf("%s%s evaluated the model %lld time%s while compressing\n",
+                  result.algorithm_training_epochs > 0 ? "" : "\n",
+                  request.config.algorithm.c_str(),
+                  static_cast<long long>(result.algorithm_evaluations),
+                  result.algorithm_evaluations == 1 ? "" : "s");
     }
     if (result.before && result.after && epochs == 0) {
       std::printf("\ntest accuracy: %.4f before, %.4f after pruning (no fine-tuning)\n",

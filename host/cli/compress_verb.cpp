@@ -143,16 +143,13 @@ int run_compress(const std::vector<std::string>& args) {
   if (!request.fine_tune) {
     // Calibration reads the data and the batch size only; without it nothing is read. An
     // algorithm that trains while compressing (SDK 1.7 fine_tune: admm, slim's sparse
-    // training) uses all of them: whether it did is known once it compressed, so the job
-    // fails then, before writing anything, when none of the options given was used.
+    // training) uses all of them, one that evaluates the data: whether it did is known once
+    // it compressed, so the job fails then, before writing anything, for an option unused.
     static const std::set<std::string> used_by_calibration = {"data", "test-data", "batch-size"};
     for (const std::string& name : training_option_names()) {
       const bool used = request.needs_data() && used_by_calibration.count(name) != 0;
-      if (!used && given.count(name) != 0 && !given[name].defaulted() &&
-          request.training_options_given_without_use.empty()) {
-        request.training_options_given_without_use =
-            "--" + name + " has no effect without --epochs" +
-            (request.needs_data() ? "" : ", --calibration-batches or --recalibrate-bn");
+      if (!used && given.count(name) != 0 && !given[name].defaulted()) {
+        request.training_options_given_without_use.push_back(name);
       }
     }
     host::TrainOptions checked = train_options;

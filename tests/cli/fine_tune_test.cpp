@@ -481,5 +481,51 @@ TEST_F(FineTuneCliTest, LinearPrunesInRoundsFineTunedOnTheData) {
   EXPECT_TRUE(std::filesystem::exists(out / "no_test.pt"));
 }
 
+TEST_F(FineTuneCliTest, SimulatedAnnealingSearchesSparsitiesOnTheTestData) {
+  const auto out = scratch_dir("cli_simulated_annealing");
+  // A trained model: an untrained one scores every candidate alike.
+  const CliRun trained = run_lithe("train --model " + lenet_model().string() + " --epochs 1" +
+                                   data_flags() + " --output " + (out / "trained.pt").string());
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  const std::string config = (source_dir() / "samples/configs/simulated_annealing.json").string();
+  const std::string command = "compress --json --log-level info --model " +
+                              (out / "trained.pt").string() + " --config " + config +
+                              data_only_flags() + " --output ";
+  const CliRun run = run_lithe(command + (out / "sa.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find("{\n")));
+  const int64_t evaluations = summary.at("algorithm_evaluations").get<int64_t>();
+  // 0.05 · 0.8^k > 0.005: 11 temperatures, one accepted candidate each at least.
+  EXPECT_GE(evaluations, 11);
+  EXPECT_THAT(run.out, HasSubstr("simulated_annealing: best of " + std::to_string(evaluations) +
+                                 " candidates"));
+  // Half of the convolutions' weights overall, whole filters, within NNI's rescaling.
+  int64_t pruned = 0;
+  int64_t params = 0;
+  for (const auto& layer : summary.at("layers")) {
+    pruned += layer.at("pruned").get<int64_t>();
+    params += layer.at("params").get<int64_t>();
+  }
+  EXPECT_NEAR(static_cast<double>(pruned) / static_cast<double>(params), 0.5, 0.06);
+  // "Before" is the model as it came, measured before the search's first masks.
+  const CliRun dense = run_lithe("eval --json --model " + (out / "trained.pt").string() +
+                                 " --data " + (*dir_ / "test.pt").string());
+  ASSERT_EQ(dense.exit_code, 0) << dense.out;
+  EXPECT_DOUBLE_EQ(summary.at("accuracy_before").at("accuracy").get<double>(),
+                   nlohmann::json::parse(dense.out.substr(dense.out.find('{')))
+                       .at("accuracy").get<double>());
+  // The same seed gives the same masks.
+  const CliRun again = run_lithe(command + (out / "sa_again.pt").string());
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(nlohmann::json::parse(again.out.substr(again.out.find("{\n"))).at("layers"),
+            summary.at("layers"));
+  // An option the search does not read is still an error.
+  const CliRun lr = run_lithe(command + (out / "sa_lr.pt").string() + " --lr 0.1");
+  EXPECT_NE(lr.exit_code, 0);
+  EXPECT_THAT(lr.out, HasSubstr("--lr has no effect without --epochs"));
+  EXPECT_THAT(lr.out, HasSubstr("'simulated_annealing' does not train (it only evaluates)"));
+  EXPECT_FALSE(std::filesystem::exists(out / "sa_lr.pt"));
+}
+
 }  // namespace
 }  // namespace lithe::test

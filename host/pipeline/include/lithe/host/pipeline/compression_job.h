@@ -69,11 +69,13 @@ struct CompressionRequest {
   TrainOptions train_options;  ///< process_group is taken from `process_group` below
   /// Data parallel: every rank runs the job on the same request; only rank 0 writes the files.
   ProcessGroup* process_group = nullptr;
-  /// Why a training option given explicitly has no use (e.g. "--lr has no effect without
-  /// --epochs"), "" when all are used: an error, unless the algorithm itself trains while
-  /// compressing (SDK 1.7 fine_tune, as ADMM and Slim's sparse training do), which is known
-  /// only once compress() ran; the job then fails before writing anything.
-  std::string training_options_given_without_use;
+  /// Training options given explicitly that neither fine-tuning nor calibration reads (CLI
+  /// names without "--", e.g. "lr"). An error, unless the algorithm itself uses them while it
+  /// compresses: training (SDK 1.7 fine_tune, as ADMM and Slim's sparse training do) uses
+  /// them all, evaluating (SDK 1.7 evaluate, as the searches do) uses "data" and
+  /// "test-data". Which is known only once compress() ran; the job then fails before writing
+  /// anything, naming the first one left unused.
+  std::vector<std::string> training_options_given_without_use;
 
   /// Whether data is read (fine-tuning or calibration).
   bool needs_data() const {
@@ -101,6 +103,8 @@ struct CompressionResult {
   /// Epochs the algorithm trained for while compressing (SDK 1.7 fine_tune: ADMM, Slim's
   /// sparse training), with the request's training options on its data.
   int64_t algorithm_training_epochs = 0;
+  /// Evaluations the algorithm asked for while it compressed (SDK 1.7 evaluate).
+  int64_t algorithm_evaluations = 0;
   std::optional<OnnxExportSummary> onnx;         ///< when an ONNX file was written
   /// With recalibrate_bn_batches: the layers re-estimated, and the test accuracy right after
   /// (before any fine-tuning), when there is test data.
