@@ -17,6 +17,7 @@
 #include "lithe/host/io/threads.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/pipeline/sensitivity_analysis.h"
+#include "lithe/host/pipeline/sensitivity_report.h"
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/train/layer_cached_evaluation.h"
 #include "lithe/host/train/trainer.h"
@@ -98,6 +99,7 @@ int run_sensitivity(const std::vector<std::string>& args) {
   std::string data = host::kDefaultDataDir;
   std::string test_path;
   std::string csv_path;
+  std::string report_path;
   std::string sparsities;
   std::string op_types = "Conv2d";
   std::string layers;
@@ -127,11 +129,14 @@ int run_sensitivity(const std::vector<std::string>& args) {
        "MODE:VALUE, stop a layer's sweep when the accuracy is below VALUE (minimize), above "
        "it (maximize), more than VALUE below the original (dropped) or above it (raised)")
       ("csv", po::value(&csv_path), "write NNI's CSV layout (layername,<sparsities>) here")
+      ("report", po::value(&report_path),
+       "write an HTML report here: each layer's curve (inline SVG) and the table")
       ("json", po::bool_switch(&json), "print the result as JSON");
   add_common_options(desc, common);
   if (!parse_verb_args("sensitivity",
                        "--model M.pt --algorithm l1_filter [--data DIR] [--sparsities "
-                       "0.1,0.5,0.9] [--early-stop dropped:0.05] [--csv OUT.csv] [--json]",
+                       "0.1,0.5,0.9] [--early-stop dropped:0.05] [--csv OUT.csv] [--report "
+                       "OUT.html] [--json]",
                        args, desc)) {
     return 0;
   }
@@ -149,10 +154,14 @@ int run_sensitivity(const std::vector<std::string>& args) {
               sdk::Errc::kInvalidConfig, "--options is not valid JSON: '",
               options.algorithm_options_json, "'");
   host::check_output_paths({{"--model", model_path}, {"--data", data}, {"--test-data", test_path}},
-                           {{"--csv", csv_path}});
+                           {{"--csv", csv_path}, {"--report", report_path}});
   std::optional<host::StagedFile> csv;
   if (!csv_path.empty()) {
     csv.emplace(csv_path, "--csv");  // checks the directory before any work
+  }
+  std::optional<host::StagedFile> report;
+  if (!report_path.empty()) {
+    report.emplace(report_path, "--report");
   }
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
@@ -184,7 +193,17 @@ int run_sensitivity(const std::vector<std::string>& args) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (csv) {
     csv->write(host::sensitivity_csv(result));
+  }
+  if (report) {
+    report->write(host::sensitivity_html(
+        result, {model_path, options.algorithm, "top-1 accuracy", test.size(), seconds}));
+  }
+  // Both staged before either replaces its target: a failing write leaves both untouched.
+  if (csv) {
     csv->commit();
+  }
+  if (report) {
+    report->commit();
   }
   if (json) {
     nlohmann::ordered_json out;
@@ -226,6 +245,9 @@ int run_sensitivity(const std::vector<std::string>& args) {
   }
   if (csv) {
     std::printf("wrote %s\n", csv_path.c_str());
+  }
+  if (report) {
+    std::printf("wrote %s\n", report_path.c_str());
   }
   return 0;
 }

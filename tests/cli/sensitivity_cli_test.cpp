@@ -41,6 +41,20 @@ TEST_F(SensitivityCliTest, PrintsTheTableAndWritesNnisCsv) {
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "layername,0.25,0.5,0.75");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);  // header, conv1, conv2
 
+  // The HTML report: one point per trial (the report's own test checks the values).
+  const CliRun report = run_lithe(lenet_args() + " --algorithm l1_filter --sparsities 0.5,0.9" +
+                                  " --report " + (out / "s.html").string());
+  ASSERT_EQ(report.exit_code, 0) << report.out;
+  EXPECT_THAT(report.out, HasSubstr("wrote " + (out / "s.html").string()));
+  const std::string html = read_text(out / "s.html");
+  size_t circles = 0;
+  for (size_t at = html.find("<circle"); at != std::string::npos;
+       at = html.find("<circle", at + 1)) {
+    ++circles;
+  }
+  EXPECT_EQ(circles, 4U);  // conv1 and conv2 at 0.5 and 0.9
+  EXPECT_THAT(html, HasSubstr("data-series=\"conv2\" data-x=\"0.9\""));
+
   const CliRun json = run_lithe(lenet_args() + " --algorithm level --op-types Conv2d,Linear" +
                                 " --layers fc1,conv2 --sparsities 0.5,0.9 --json");
   ASSERT_EQ(json.exit_code, 0) << json.out;
@@ -86,6 +100,15 @@ TEST_F(SensitivityCliTest, HostileArgumentsFailInOneLineAndWriteNothing) {
                                     " --algorithm level --eval-samples -3" + csv);
   EXPECT_NE(negative.exit_code, 0);
   EXPECT_THAT(negative.out, HasSubstr("--eval-samples must be >= 0, got -3"));
+  EXPECT_EQ(read_text(out / "existing.csv"), "previous");
+  // A report into a directory, or onto the CSV, is refused before any work.
+  const CliRun into_dir = run_lithe(lenet_args() + " --algorithm level --report " + out.string());
+  EXPECT_NE(into_dir.exit_code, 0);
+  EXPECT_THAT(into_dir.out, HasSubstr("--report"));
+  const CliRun same = run_lithe(lenet_args() + " --algorithm level" + csv + " --report " +
+                                (out / "existing.csv").string());
+  EXPECT_NE(same.exit_code, 0);
+  EXPECT_THAT(same.out, AllOf(HasSubstr("--report"), HasSubstr("--csv")));
   EXPECT_EQ(read_text(out / "existing.csv"), "previous");
   // The CSV may not be the model itself.
   const CliRun onto_model = run_lithe(lenet_args() + " --algorithm level --csv " +

@@ -3,32 +3,19 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <array>
-#include <charconv>
 #include <cmath>
 #include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "lithe/host/pipeline/svg_chart.h"
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
 namespace {
-
-// The shortest decimal that reads back as the same double (Python's repr of a float).
-std::string shortest(double value) {
-  std::array<char, 32> buffer{};
-  const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
-  std::string text(buffer.data(), ec == std::errc() ? end : buffer.data());
-  // Python prints integral floats with ".0" (1.0, not 1).
-  if (text.find_first_of(".eEn") == std::string::npos) {
-    text += ".0";
-  }
-  return text;
-}
 
 std::vector<double> rounded_sparsities(const std::vector<double>& given) {
   std::vector<double> out;
@@ -143,13 +130,13 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
 std::string sensitivity_csv(const SensitivityResult& result) {
   std::string out = "layername";
   for (const double s : result.sparsities) {
-    out += "," + shortest(s);
+    out += "," + shortest_decimal(s);
   }
   out += "\n";
   for (const SensitivityRow& row : result.rows) {
     out += row.layer;
     for (const auto& [sparsity, value] : row.metrics) {
-      out += "," + shortest(value);
+      out += "," + shortest_decimal(value);
     }
     out += "\n";
   }
