@@ -24,6 +24,10 @@
 #include "lithe/sdk/layer.h"
 #include "lithe/sdk/quantizer.h"
 
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
 namespace lithe::host::conformance_detail {
 
 namespace fs = std::filesystem;
@@ -139,13 +143,17 @@ Verdict replay_lottery_ticket(const CaseContext& c, const PluginRegistry& regist
 /// "activation_statistics" / "gradient_statistics" (conformance_data_driven.cpp).
 Verdict replay_data_driven(const CaseContext& c, const PluginRegistry& registry,
                            const std::string& algorithm, bool gradients);
+/// NNI's optimizer as a case's `trainer` spells it ("Adam" or "SGD" with lr, momentum,
+/// weight_decay), over `params` (conformance_training.cpp).
+std::unique_ptr<torch::optim::Optimizer> case_optimizer(const json& trainer,
+                                                        std::vector<at::Tensor> params);
 /// "training_batches" (conformance_training.cpp): a pruner that trains while it compresses
 /// (ADMM), over the case's recorded batches with NNI's optimizer; trained weights and masks.
 Verdict replay_training(const CaseContext& c, const PluginRegistry& registry,
                         const std::string& algorithm);
 /// "evaluator_search" (conformance_search.cpp): a search over candidates scored by an
-/// evaluator (SimulatedAnnealing), seeded with NumPy's seed: every candidate's metric in order,
-/// then the best candidate's masks.
+/// evaluator (SimulatedAnnealing seeded with NumPy's seed; NetAdapt fine-tuning each candidate
+/// with the case's trainer): every candidate's metric in order, then the final masks.
 Verdict replay_evaluator_search(const CaseContext& c, const PluginRegistry& registry,
                                 const std::string& algorithm);
 /// "eval_forwards" (conformance_quantizers.cpp): quantized weights and outputs of eval forwards.

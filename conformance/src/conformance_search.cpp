@@ -1,12 +1,15 @@
 // Replays of NNI's search pruners that score candidates with an evaluator
-// (SimulatedAnnealingPruner). The case records NumPy's seed, the evaluator's batch, every
-// candidate's metric in order (the search's whole path) and the best candidate's masks. The
-// session's evaluator computes NNI's metric on the recorded batch; the plugin gets the seed as
-// its `seed` option, so it draws NumPy's numbers. Checked: the same number of candidates with
-// the same metrics in the same order, then the final masks (exact) and the pruned output.
+// (SimulatedAnnealingPruner, NetAdaptPruner). The case records the evaluator's batch, every
+// candidate's metric in order (the search's whole path) and the final masks; a random search
+// also NumPy's seed (the plugin's `seed` option: it draws NumPy's numbers), one that fine-tunes
+// candidates its trainer (`trainer`: NNI's optimizer, fresh for every call when
+// `optimizer_per_call`, over the recorded batches). The session's evaluator computes NNI's
+// metric on the recorded batch. Checked: the same number of candidates with the same metrics
+// in the same order, then the final masks (exact) and the pruned output.
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,12 +23,11 @@ Verdict replay_evaluator_search(const CaseContext& c, const PluginRegistry& regi
     unsupported("the case's metric '" + c.config.value("metric", "") +
                 "' is not negative_cross_entropy");
   }
-  if (!c.config.contains("seed")) {
-    unsupported("the case records no NumPy `seed`");
-  }
   json options = c.config.value("kwargs", json::object());
   options.erase("experiment_data_dir");  // NNI's output folder: Lithe logs instead
-  options["seed"] = c.config.at("seed");
+  if (c.config.contains("seed")) {
+    options["seed"] = c.config.at("seed");
+  }
   torch::jit::Module module = load_case_model(c);
   auto model = make_torchscript_model(module);
   const auto weights_before = snapshot_weights(*model);
@@ -33,6 +35,30 @@ Verdict replay_evaluator_search(const CaseContext& c, const PluginRegistry& regi
                          make_compression_config(algorithm, c.config.at("config_list").dump(),
                                                  options.dump(),
                                                  (c.case_dir / "config.json").string()));
+  if (c.config.contains("trainer")) {
+    const json& trainer = c.config.at("trainer");
+    if (trainer.value("loss", "") != "cross_entropy" ||
+        !trainer.value("optimizer_per_call", false)) {
+      unsupported("the case's trainer is not a fresh optimizer per call with cross_entropy");
+    }
+    session.set_fine_tuner([&, trainer](int64_t epochs) {
+      const std::unique_ptr<torch::optim::Optimizer> optimizer =
+          case_optimizer(trainer, model->parameters());
+      model->train(trainer.value("mode", "train") == "train");
+      const int64_t batches = trainer.at("batches_per_epoch").get<int64_t>();
+      for (int64_t e = 0; e < epochs; ++e) {
+        for (int64_t s = 0; s < batches; ++s) {
+          optimizer->zero_grad();
+          const std::string index = "." + std::to_string(s);
+          torch::nn::functional::cross_entropy(
+              model->forward(tensor(c, trainer.at("batch").get<std::string>() + index)),
+              tensor(c, trainer.at("labels").get<std::string>() + index))
+              .backward();
+          session.optimizer_step(*optimizer);
+        }
+      }
+    });
+  }
   std::vector<double> metrics;
   session.set_evaluator([&] {
     model->train(false);

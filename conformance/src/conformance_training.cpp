@@ -15,8 +15,6 @@
 #include "conformance_case.h"
 
 namespace lithe::host::conformance_detail {
-namespace {
-
 // NNI's optimizer as the case spells it; only what the recorded cases use.
 std::unique_ptr<torch::optim::Optimizer> case_optimizer(const json& trainer,
                                                         std::vector<at::Tensor> params) {
@@ -34,8 +32,6 @@ std::unique_ptr<torch::optim::Optimizer> case_optimizer(const json& trainer,
   }
   unsupported("the case trains with optimizer '" + name + "', which this replay does not know");
 }
-
-}  // namespace
 
 Verdict replay_training(const CaseContext& c, const PluginRegistry& registry,
                         const std::string& algorithm) {

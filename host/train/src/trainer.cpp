@@ -198,7 +198,8 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, Proce
   const int64_t last = shared ? data.size() * (group->rank() + 1) / group->world_size() : data.size();
   for (int64_t start = first; start < last; start += batch_size) {
     const int64_t n = std::min(batch_size, last - start);
-    tally.add(model.forward(data.images.narrow(0, start, n)), data.labels.narrow(0, start, n));
+    tally.add(model.forward(data.images.narrow(0, start, n)),
+              data.labels.narrow(0, start, n));
   }
   if (shared) {
     std::vector<at::Tensor> totals = {at::tensor({tally.loss_sum}, at::kDouble),

@@ -170,8 +170,8 @@ TEST_F(SimulatedAnnealingTest, ErrorsNameTheRuleAndTheValue) {
               ThrowsMessage<sdk::Error>(
                   AllOf(HasSubstr("start_temperature must exceed stop_temperature (20)"),
                         HasSubstr("got 10"))));
-  auto mixed = session(
-      "{}", R"([{"sparsity": 0.5, "op_names": ["conv1"]}, {"sparsity": 0.7, "op_names": ["fc1"]}])");
+  auto mixed = session("{}", R"([{"sparsity": 0.5, "op_names": ["conv1"]},
+                                 {"sparsity": 0.7, "op_names": ["fc1"]}])");
   mixed->set_evaluator([] { return 0.0; });
   EXPECT_THAT([&] { mixed->compress(); },
               ThrowsMessage<sdk::Error>(AllOf(HasSubstr("layer 'fc1'"),

@@ -1,0 +1,144 @@
+// NNI's NetAdaptPruner through a real PruningSession on the bundled LeNet: steps until the
+// overall sparsity, the evaluator's best candidate chosen at each step (in either mode), every
+// candidate fine-tuned from the state the last step left, and the errors. (The path against
+// NNI's, fine-tuning included, is the golden case's job: golden/net_adapt_lenet_level_s0.3.)
+#include "plugins/net_adapt/net_adapt.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/session/pruning_session.h"
+#include "lithe/sdk/error.h"
+#include "plugins/filter_norm/filter_norm.h"
+#include "plugins/level/level.h"
+#include "support/paths.h"
+
+namespace lithe::plugins::net_adapt {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+host::PluginRegistry& net_adapt_registry() {
+  static host::PluginRegistry* registry = [] {
+    auto* r = new host::PluginRegistry();
+    level::register_algorithms(*r);
+    filter_norm::register_algorithms(*r);
+    register_algorithms(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+class NetAdaptTest : public ::testing::Test {
+ protected:
+  void SetUp() override { model_ = host::load_torchscript_model(test::lenet_model()); }
+
+  std::unique_ptr<host::PruningSession> session(const std::string& options_json,
+                                                const std::string& config_list) {
+    return std::make_unique<host::PruningSession>(
+        *model_, net_adapt_registry(),
+        host::CompressionConfig{"net_adapt", config_list, options_json, "t"});
+  }
+
+  // Zero weights per layer now (masks are applied to the weights).
+  std::map<std::string, int64_t> zeros() const {
+    std::map<std::string, int64_t> out;
+    for (const host::ModuleRecord& m : model_->modules()) {
+      if (m.weight.has_value()) {
+        out[m.name] = m.weight->eq(0).sum().item<int64_t>();
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<host::Model> model_;
+};
+
+const char* kLevelAll = R"([{"sparsity": 0.3, "op_types": ["default"]}])";
+
+TEST_F(NetAdaptTest, EachStepKeepsTheBestCandidateUntilTheOverallSparsity) {
+  for (const std::string mode : {"maximize", "minimize"}) {
+    SCOPED_TRACE(mode);
+    model_ = host::load_torchscript_model(test::lenet_model());
+    auto pruning = session(R"({"base_algo": "level", "sparsity_per_iteration": 0.1,
+                               "optimize_mode": ")" + mode + "\"}",
+                           kLevelAll);
+    // The metric: how many weights fc1 lost. Maximizing picks fc1 whenever it can take a
+    // step; minimizing never does.
+    std::vector<int64_t> candidates;
+    int64_t fine_tunes = 0;
+    std::vector<std::map<std::string, int64_t>> at_fine_tune;
+    pruning->set_fine_tuner([&](int64_t epochs) {
+      EXPECT_EQ(epochs, 1);
+      ++fine_tunes;
+      at_fine_tune.push_back(zeros());
+    });
+    pruning->set_evaluator([&] {
+      candidates.push_back(zeros().at("fc1"));
+      return static_cast<double>(candidates.back());
+    });
+    pruning->compress();
+    // 0.1 + 0.1 + 0.1 reaches 0.3 after 3 steps; conv1 (150 weights) and fc3 (840) can never
+    // take a step of int(44190 · 0.1) weights, so 3 candidates per step.
+    EXPECT_EQ(candidates.size(), 9U);
+    EXPECT_EQ(fine_tunes, 9);
+    // Maximizing fc1's losses picks fc1 at every step, minimizing picks conv2 (the first
+    // candidate with none). The chosen layer's sparsity grows by delta / related each step,
+    // related being its weights plus the weights the next layer keeps (NNI's chain estimate:
+    // conv2 → fc1, fc1 → fc2).
+    const std::string chosen = mode == "maximize" ? "fc1" : "conv2";
+    const double numel = mode == "maximize" ? 30720 : 2400;
+    const double related = numel + (mode == "maximize" ? 10080 : 30720);
+    const double delta = static_cast<double>(static_cast<int64_t>(44190 * 0.1));
+    std::vector<int64_t> expected_zeros;  // after each step
+    int64_t z = 0;
+    for (int step = 0; step < 3; ++step) {
+      z = static_cast<int64_t>(numel * (static_cast<double>(z) / numel + delta / related));
+      expected_zeros.push_back(z);
+    }
+    const std::map<std::string, int64_t> final_zeros = zeros();
+    for (const auto& [name, zeros_now] : final_zeros) {
+      EXPECT_EQ(zeros_now, name == chosen ? expected_zeros.back() : 0) << name;
+    }
+    // Every candidate starts from the last step's state: the chosen layer keeps what it lost.
+    for (size_t k = 3; k < at_fine_tune.size(); ++k) {
+      EXPECT_GE(at_fine_tune[k].at(chosen), expected_zeros[k / 3 - 1]) << "candidate " << k;
+    }
+  }
+}
+
+TEST_F(NetAdaptTest, ErrorsNameTheRuleAndTheValue) {
+  auto no_evaluator = session("{}", kLevelAll);
+  EXPECT_THAT([&] { no_evaluator->compress(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("net_adapt scores every candidate")));
+  auto no_trainer = session(R"({"base_algo": "level"})", kLevelAll);
+  no_trainer->set_evaluator([] { return 0.0; });
+  EXPECT_THAT([&] { no_trainer->compress(); },
+              ThrowsMessage<sdk::Error>(
+                  AllOf(HasSubstr("short_term_fine_tune_epochs (1)"),
+                        HasSubstr("the host cannot fine-tune"))));
+  auto mixed = session(R"({"base_algo": "level", "short_term_fine_tune_epochs": 0})",
+                       R"([{"sparsity": 0.5, "op_names": ["conv1"]},
+                           {"sparsity": 0.7, "op_names": ["fc1"]}])");
+  mixed->set_evaluator([] { return 0.0; });
+  EXPECT_THAT([&] { mixed->compress(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("conv1' has 0.5, this one 0.7")));
+  auto nan = session(R"({"base_algo": "level", "short_term_fine_tune_epochs": 0})", kLevelAll);
+  nan->set_evaluator([] { return std::nan(""); });
+  EXPECT_THAT([&] { nan->compress(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("the evaluator returned nan")));
+  EXPECT_THAT([&] { session(R"({"sparsity_per_iteration": 1.5})", kLevelAll); },
+              ThrowsMessage<sdk::Error>(HasSubstr("sparsity_per_iteration")));
+}
+
+}  // namespace
+}  // namespace lithe::plugins::net_adapt
