@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/io/threads.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/pipeline/sensitivity_allocation.h"
 #include "lithe/host/pipeline/sensitivity_analysis.h"
 #include "lithe/host/pipeline/sensitivity_report.h"
 #include "lithe/host/train/dataset.h"
@@ -100,6 +102,8 @@ int run_sensitivity(const std::vector<std::string>& args) {
   std::string test_path;
   std::string csv_path;
   std::string report_path;
+  std::string config_out_path;
+  host::AllocationOptions allocation;
   std::string sparsities;
   std::string op_types = "Conv2d";
   std::string layers;
@@ -108,6 +112,7 @@ int run_sensitivity(const std::vector<std::string>& args) {
   bool json = false;
   host::SensitivityOptions options;
   CommonOptions common;
+  po::variables_map given;
   po::options_description desc("options");
   desc.add_options()
       ("model", po::value(&model_path)->required(), "TorchScript model")
@@ -131,13 +136,23 @@ int run_sensitivity(const std::vector<std::string>& args) {
       ("csv", po::value(&csv_path), "write NNI's CSV layout (layername,<sparsities>) here")
       ("report", po::value(&report_path),
        "write an HTML report here: each layer's curve (inline SVG) and the table")
+      ("target-sparsity", po::value(&allocation.target),
+       "allocate per-layer sparsities reaching this share of the analysed layers' weights, "
+       "each in proportion to the largest sparsity it tolerates (NNI's SensitivityPruner)")
+      ("threshold", po::value(&allocation.threshold)->default_value(allocation.threshold),
+       "with --target-sparsity: the accuracy drop a layer may cost")
+      ("max-sparsity", po::value(&allocation.max_sparsity)
+                           ->default_value(allocation.max_sparsity),
+       "with --target-sparsity: no layer beyond it")
+      ("write-config", po::value(&config_out_path),
+       "with --target-sparsity: write the allocation as a config for lithe compress here")
       ("json", po::bool_switch(&json), "print the result as JSON");
   add_common_options(desc, common);
   if (!parse_verb_args("sensitivity",
                        "--model M.pt --algorithm l1_filter [--data DIR] [--sparsities "
                        "0.1,0.5,0.9] [--early-stop dropped:0.05] [--csv OUT.csv] [--report "
-                       "OUT.html] [--json]",
-                       args, desc)) {
+                       "OUT.html] [--target-sparsity S --write-config OUT.json] [--json]",
+                       args, desc, nullptr, &given)) {
     return 0;
   }
   // Every argument is checked before the model or the data is read.
@@ -154,7 +169,8 @@ int run_sensitivity(const std::vector<std::string>& args) {
               sdk::Errc::kInvalidConfig, "--options is not valid JSON: '",
               options.algorithm_options_json, "'");
   host::check_output_paths({{"--model", model_path}, {"--data", data}, {"--test-data", test_path}},
-                           {{"--csv", csv_path}, {"--report", report_path}});
+                           {{"--csv", csv_path}, {"--report", report_path},
+                            {"--write-config", config_out_path}});
   std::optional<host::StagedFile> csv;
   if (!csv_path.empty()) {
     csv.emplace(csv_path, "--csv");  // checks the directory before any work
@@ -162,6 +178,20 @@ int run_sensitivity(const std::vector<std::string>& args) {
   std::optional<host::StagedFile> report;
   if (!report_path.empty()) {
     report.emplace(report_path, "--report");
+  }
+  const bool allocate = given.count("target-sparsity") != 0;
+  LITHE_CHECK(allocate || config_out_path.empty(), sdk::Errc::kInvalidConfig,
+              "--write-config needs --target-sparsity (the overall sparsity to allocate)");
+  for (const char* option : {"threshold", "max-sparsity"}) {
+    LITHE_CHECK(allocate || given[option].defaulted(), sdk::Errc::kInvalidConfig, "--", option,
+                " has no effect without --target-sparsity");
+  }
+  if (allocate) {
+    host::check_allocation_options(allocation);  // before any work
+  }
+  std::optional<host::StagedFile> config_out;
+  if (!config_out_path.empty()) {
+    config_out.emplace(config_out_path, "--write-config");
   }
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
@@ -198,12 +228,33 @@ int run_sensitivity(const std::vector<std::string>& args) {
     report->write(host::sensitivity_html(
         result, {model_path, options.algorithm, "top-1 accuracy", test.size(), seconds}));
   }
-  // Both staged before either replaces its target: a failing write leaves both untouched.
-  if (csv) {
-    csv->commit();
+  std::vector<host::LayerAllocation> allocated;
+  if (allocate) {
+    std::map<std::string, int64_t> weights;
+    for (const host::ModuleRecord& m : model->modules()) {
+      if (m.weight.has_value()) {
+        weights[m.name] = m.weight->numel();
+      }
+    }
+    allocated = host::allocate_sparsities(result, weights, allocation);
+    if (config_out) {
+      nlohmann::ordered_json config;
+      config["algorithm"] = options.algorithm;
+      config["options"] = nlohmann::ordered_json::parse(options.algorithm_options_json);
+      config["config_list"] = nlohmann::ordered_json::array();
+      for (const host::LayerAllocation& a : allocated) {
+        if (a.sparsity > 0) {
+          config["config_list"].push_back({{"sparsity", a.sparsity}, {"op_names", {a.layer}}});
+        }
+      }
+      config_out->write(config.dump(2) + "\n");
+    }
   }
-  if (report) {
-    report->commit();
+  // All staged before any replaces its target: a failing write leaves every one untouched.
+  for (std::optional<host::StagedFile>* staged : {&csv, &report, &config_out}) {
+    if (*staged) {
+      (*staged)->commit();
+    }
   }
   if (json) {
     nlohmann::ordered_json out;
@@ -224,6 +275,13 @@ int run_sensitivity(const std::vector<std::string>& args) {
         metrics[key.str()] = value;
       }
       out["layers"].push_back({{"name", row.layer}, {"metrics", metrics}});
+    }
+    if (allocate) {
+      out["allocation"] = nlohmann::ordered_json::array();
+      for (const host::LayerAllocation& a : allocated) {
+        out["allocation"].push_back({{"name", a.layer}, {"weights", a.weights},
+                                     {"tolerated", a.tolerated}, {"sparsity", a.sparsity}});
+      }
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -248,6 +306,19 @@ int run_sensitivity(const std::vector<std::string>& args) {
   }
   if (report) {
     std::printf("wrote %s\n", report_path.c_str());
+  }
+  if (allocate) {
+    std::printf("\nallocation for overall sparsity %.4f (drop threshold %g, at most %g per "
+                "layer):\n%-24s %10s %10s %10s\n",
+                allocation.target, allocation.threshold, allocation.max_sparsity, "layer",
+                "weights", "tolerated", "sparsity");
+    for (const host::LayerAllocation& a : allocated) {
+      std::printf("%-24s %10lld %10.2f %10.4f\n", a.layer.c_str(),
+                  static_cast<long long>(a.weights), a.tolerated, a.sparsity);
+    }
+    if (config_out) {
+      std::printf("wrote %s\n", config_out_path.c_str());
+    }
   }
   return 0;
 }

@@ -71,6 +71,43 @@ TEST_F(SensitivityCliTest, PrintsTheTableAndWritesNnisCsv) {
   }
 }
 
+TEST_F(SensitivityCliTest, AllocatesPerLayerSparsitiesThatCompressRunsAtTheTarget) {
+  const auto out = scratch_dir("cli_sensitivity_allocation");
+  const CliRun run = run_lithe(lenet_args() + " --algorithm level --op-types Conv2d,Linear" +
+                               " --sparsities 0.3,0.6,0.9 --target-sparsity 0.6 --json" +
+                               " --write-config " + (out / "alloc.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+  ASSERT_EQ(summary.at("allocation").size(), 5U);
+  // The written config prunes exactly 60% of the analysed weights overall.
+  const CliRun compress = run_lithe("compress --json --model " + lenet_model().string() +
+                                    " --config " + (out / "alloc.json").string() +
+                                    " --output " + (out / "pruned.pt").string());
+  ASSERT_EQ(compress.exit_code, 0) << compress.out;
+  const auto pruned = nlohmann::json::parse(compress.out.substr(compress.out.find("{\n")));
+  int64_t zeros = 0;
+  int64_t params = 0;
+  for (const auto& layer : pruned.at("layers")) {
+    zeros += layer.at("pruned").get<int64_t>();
+    params += layer.at("params").get<int64_t>();
+  }
+  EXPECT_NEAR(static_cast<double>(zeros) / static_cast<double>(params), 0.6, 5.0 / params);
+  // Each layer's sparsity follows what it tolerated: more tolerance, more pruning.
+  const auto& allocation = summary.at("allocation");
+  for (const auto& a : allocation) {
+    for (const auto& b : allocation) {
+      if (a.at("tolerated").get<double>() < b.at("tolerated").get<double>()) {
+        EXPECT_LT(a.at("sparsity").get<double>(), b.at("sparsity").get<double>());
+      }
+    }
+  }
+  const CliRun orphan = run_lithe(lenet_args() + " --algorithm level --write-config " +
+                                  (out / "orphan.json").string());
+  EXPECT_NE(orphan.exit_code, 0);
+  EXPECT_THAT(orphan.out, HasSubstr("--write-config needs --target-sparsity"));
+  EXPECT_FALSE(std::filesystem::exists(out / "orphan.json"));
+}
+
 TEST_F(SensitivityCliTest, HostileArgumentsFailInOneLineAndWriteNothing) {
   const auto out = scratch_dir("cli_sensitivity_hostile");
   write_text(out / "existing.csv", "previous");
@@ -89,6 +126,8 @@ TEST_F(SensitivityCliTest, HostileArgumentsFailInOneLineAndWriteNothing) {
       {" --algorithm level --op-types ,", "--op-types: no module type in ','"},
       {" --algorithm level --sparsities ,", "--sparsities: no sparsity in ','"},
       {" --algorithm level --layers fc1", "--layers: module 'fc1' is a Linear"},
+      {" --algorithm level --target-sparsity 1.5", "--target-sparsity must be in (0, 1)"},
+      {" --algorithm level --max-sparsity 0.5", "--max-sparsity has no effect without"},
   };
   for (const auto& c : cases) {
     const CliRun run = run_lithe(lenet_args() + c.args + csv);
