@@ -170,7 +170,7 @@ std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
     for (const Value* w : written_by_suffix) {
       written = written || alias.mayAlias(b, w);
     }
-    if (written && !b->type()->cast<c10::TensorType>()) {
+    if (written && b->type()->kind() != c10::TypeKind::TensorType) {
       return refuse("the layer's part of the forward writes in place to '" + b->debugName() +
                     "', a " + b->type()->str() + " computed before it");
     }
