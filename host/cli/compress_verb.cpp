@@ -101,6 +101,8 @@ int run_compress(const std::vector<std::string>& args) {
   request.onnx_path = onnx.path;
   request.data_path = data;
   request.test_data_path = test_path;
+  request.data_given = (given.count("data") != 0 && !given["data"].defaulted()) ||
+                       !test_path.empty();
   request.calibration_batches = calibration_batches;
   request.fold_batchnorm = fold_batchnorm;
   request.recalibrate_bn_batches = recalibrate_bn;

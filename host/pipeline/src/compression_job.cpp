@@ -205,9 +205,10 @@ CompressionResult run_compression(const CompressionRequest& request,
     (void)export_saved(request.model_path, request.onnx, nullptr);
   }
 
-  // 4. Data, checked against the model. Read whenever it is given: an algorithm may train or
-  // evaluate while it compresses (SDK 1.7 fine_tune/evaluate), and the model as it came must
-  // be measured before that (its first evaluation may come after its first masks).
+  // 4. Data, checked against the model. Read up front when needed or given explicitly: an
+  // algorithm may train or evaluate while it compresses (SDK 1.7 fine_tune/evaluate), and the
+  // model as it came must be measured before that (its first evaluation may come after its
+  // first masks). The default data folder is read only on an algorithm's first use.
   Dataset train_data;
   Dataset test_data;
   bool data_loaded = false;
@@ -223,7 +224,7 @@ CompressionResult run_compression(const CompressionRequest& request,
     }
     data_loaded = true;
   };
-  if (request.needs_data() || !request.data_path.empty()) {
+  if (request.needs_data() || request.data_given) {
     load_data();
   }
   result.load_seconds = seconds_since(start);
@@ -243,19 +244,34 @@ CompressionResult run_compression(const CompressionRequest& request,
   // What the algorithm's fine_tune(epochs) and evaluate() run: the training options on the
   // data, each fine-tune with its own shuffling seed; the top-1 accuracy on the test data.
   int64_t fine_tunes = 0;
-  if (data_loaded) {
-    session.set_fine_tuner([&](int64_t epochs) {
-      TrainOptions tune = options;
-      tune.epochs = epochs;
-      tune.seed = options.seed + 1000003ULL * static_cast<uint64_t>(++fine_tunes);
-      result.algorithm_training_epochs += epochs;
-      (void)train(*model, train_data, nullptr, tune, hooks);
-    });
-  }
-  // Only where test data exists, so that can_evaluate() is false for a --data file alone and
-  // an algorithm that evaluates when it can (linear) runs without a metric instead of failing.
-  if (test_data.size() > 0) {
+  // The default folder, read on first use: the model as it came can no longer be measured
+  // then (masks may be applied), so "before" stays empty rather than wrong.
+  double lazy_seconds = 0;
+  const auto load_data_now = [&] {
+    if (!data_loaded) {
+      const auto lazy_start = Clock::now();
+      load_data();
+      lazy_seconds += seconds_since(lazy_start);
+    }
+  };
+  session.set_fine_tuner([&](int64_t epochs) {
+    load_data_now();
+    TrainOptions tune = options;
+    tune.epochs = epochs;
+    tune.seed = options.seed + 1000003ULL * static_cast<uint64_t>(++fine_tunes);
+    result.algorithm_training_epochs += epochs;
+    (void)train(*model, train_data, nullptr, tune, hooks);
+  });
+  // Only where test data will exist (--test-data, or a --data folder, whose test split is
+  // required), so that can_evaluate() is false for a --data file alone and an algorithm that
+  // evaluates when it can (linear) runs without a metric instead of failing.
+  std::error_code ec;
+  if (!request.test_data_path.empty() || std::filesystem::is_directory(request.data_path, ec)) {
     session.set_evaluator([&]() -> double {
+      load_data_now();
+      LITHE_CHECK(test_data.size() > 0, sdk::Errc::kUnsupported, session.algorithm(),
+                  " asked to evaluate the model, but '", request.data_path.string(),
+                  "' has no test split; pass --test-data");
       ++result.algorithm_evaluations;
       return evaluate(*model, test_data, options.eval_batch_size).accuracy;
     });
@@ -266,7 +282,7 @@ CompressionResult run_compression(const CompressionRequest& request,
   } else {
     pruning->compress();
   }
-  result.algorithm_seconds = seconds_since(algorithm_start);
+  result.algorithm_seconds = seconds_since(algorithm_start) - lazy_seconds;
   if (result.algorithm_training_epochs == 0) {
     static const std::set<std::string> read_by_evaluation = {"data", "test-data"};
     for (const std::string& name : request.training_options_given_without_use) {

@@ -43,6 +43,11 @@ struct CompressionRequest {
   /// Training data: a directory of MNIST-layout IDX files or a tensor file. Read only when
   /// fine-tuning or calibrating.
   std::filesystem::path data_path;
+  /// Whether the data (data_path or test_data_path) was named explicitly: it is then read
+  /// before compressing, so that "before" measures the model as it came even when the
+  /// algorithm evaluates or fine-tunes while it compresses. Otherwise data_path (a default) is
+  /// read only when needed.
+  bool data_given = false;
   /// Test data ("" = the test split of a data_path directory, none for a tensor file).
   std::filesystem::path test_data_path;
   /// Before any fine-tuning, run this many batches without changing the weights (pruners:
