@@ -20,12 +20,12 @@ versions), so there are no v2.0 cases for them.
 """
 import json
 import pathlib
-import shutil
 import sys
 
 import torch
 
-from golden_common import NNI, LeNet, stats, write_json  # noqa: E402
+from golden_common import (NNI, LeNet, case_folder, record_mask, save_tensors,  # noqa: E402
+                           stats, write_json)
 
 torch.set_num_threads(1)
 root = pathlib.Path(sys.argv[1])
@@ -63,28 +63,18 @@ def admm_case(name, description, config_list, kwargs):
         layer = wrapper.name
         # The trained weight (W after the last iteration), before the masks multiply it.
         tensors[f"trained.{layer}"] = wrapper.module.weight.detach().clone()
-        tensors[f"{layer}.weight_mask"] = wrapper.weight_mask.detach().clone()
-        keys += [f"trained.{layer}", f"{layer}.weight_mask"]
-        bias_key = None
-        if getattr(wrapper, "bias_mask", None) is not None:
-            bias_key = f"{layer}.bias_mask"
-            tensors[bias_key] = wrapper.bias_mask.detach().clone()
-            keys.append(bias_key)
-        weight_mask = tensors[f"{layer}.weight_mask"]
-        masks[layer] = {"type": type(wrapper.module).__name__,
-                        "config": json.loads(json.dumps(wrapper.config)),
-                        "weight": f"{layer}.weight_mask", "bias": bias_key,
-                        "weight_numel": weight_mask.numel(),
-                        "weight_zeros": int((weight_mask == 0).sum())}
+        keys.append(f"trained.{layer}")
+        bias = getattr(wrapper, "bias_mask", None)
+        masks[layer] = record_mask(tensors, keys, layer, type(wrapper.module).__name__,
+                                   wrapper.weight_mask.detach().clone(),
+                                   None if bias is None else bias.detach().clone(),
+                                   json.loads(json.dumps(wrapper.config)))
     model.eval()
     with torch.no_grad():
         tensors["input"], tensors["output"] = x, model(x)
     keys += ["input", "output"]
-    folder = root / "golden" / name
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    torch.save({k: v.contiguous() for k, v in tensors.items()}, str(folder / "tensors.pt"))
+    folder = case_folder(root, name)
+    save_tensors(folder, tensors)
     procedure = [
         "model = lenet with weights from models/lenet_state.pt",
         "trainer(model, optimizer, criterion, epoch, callback): model.train(); for s in "

@@ -19,14 +19,14 @@ that NNI's "previous and next Conv2d/Linear module" are the previous and next co
 """
 import json
 import pathlib
-import shutil
 import sys
 import tempfile
 
 import torch
 import torch.nn.functional as F
 
-from golden_common import NNI, LeNet, stats, write_json  # noqa: E402
+from golden_common import (NNI, LeNet, case_folder, record_mask, save_tensors,  # noqa: E402
+                           stats, write_json)
 
 torch.set_num_threads(1)
 root = pathlib.Path(sys.argv[1])
@@ -73,28 +73,18 @@ def net_adapt_case(name, description, config_list, kwargs):
     masks = {}
     for wrapper in pruner.get_modules_wrapper():
         layer = wrapper.name
-        tensors[f"{layer}.weight_mask"] = wrapper.weight_mask.detach().clone()
-        keys.append(f"{layer}.weight_mask")
-        bias_key = None
-        if getattr(wrapper, "bias_mask", None) is not None:
-            bias_key = f"{layer}.bias_mask"
-            tensors[bias_key] = wrapper.bias_mask.detach().clone()
-            keys.append(bias_key)
+        bias = getattr(wrapper, "bias_mask", None)
         sparsity = next((c["sparsity"] for c in generated if layer in c["op_names"]), 0.0)
-        masks[layer] = {"type": type(wrapper.module).__name__,
-                        "config": {"sparsity": sparsity, "op_names": [layer]},
-                        "weight": f"{layer}.weight_mask", "bias": bias_key,
-                        "weight_numel": wrapper.weight_mask.numel(),
-                        "weight_zeros": int((wrapper.weight_mask == 0).sum())}
+        masks[layer] = record_mask(tensors, keys, layer, type(wrapper.module).__name__,
+                                   wrapper.weight_mask.detach().clone(),
+                                   None if bias is None else bias.detach().clone(),
+                                   {"sparsity": sparsity, "op_names": [layer]})
     pruned.eval()
     with torch.no_grad():
         tensors["input"], tensors["output"] = x, pruned(x)
     keys += ["input", "output"]
-    folder = root / "golden" / name
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    torch.save({k: v.contiguous() for k, v in tensors.items()}, str(folder / "tensors.pt"))
+    folder = case_folder(root, name)
+    save_tensors(folder, tensors)
     procedure = [
         "model = lenet with weights from models/lenet_state.pt",
         f"short_term_fine_tuner(m): m.train(); optimizer = SGD(m.parameters(), lr={LR}); for s "

@@ -19,7 +19,6 @@ masks.
 """
 import json
 import pathlib
-import shutil
 import sys
 import tempfile
 
@@ -27,7 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from golden_common import NNI, LeNet, stats, write_json  # noqa: E402
+from golden_common import (NNI, LeNet, case_folder, record_mask, save_tensors,  # noqa: E402
+                           stats, write_json)
 
 torch.set_num_threads(1)
 root = pathlib.Path(sys.argv[1])
@@ -69,29 +69,18 @@ def sa_case(name, description, config_list, kwargs, seed):
     for layer in selected:
         wrapper = wrapped.get(layer)
         module = wrapper.module if wrapper is not None else modules[layer]
-        weight_mask = (wrapper.weight_mask.detach().clone() if wrapper is not None
-                       else torch.ones_like(module.weight))
-        tensors[f"{layer}.weight_mask"] = weight_mask
-        keys.append(f"{layer}.weight_mask")
-        bias_key = None
-        if wrapper is not None and getattr(wrapper, "bias_mask", None) is not None:
-            bias_key = f"{layer}.bias_mask"
-            tensors[bias_key] = wrapper.bias_mask.detach().clone()
-            keys.append(bias_key)
-        masks[layer] = {"type": type(module).__name__,
-                        "config": (json.loads(json.dumps(wrapper.config)) if wrapper
-                                   else {"sparsity": 0.0}),
-                        "weight": f"{layer}.weight_mask", "bias": bias_key,
-                        "weight_numel": weight_mask.numel(),
-                        "weight_zeros": int((weight_mask == 0).sum())}
+        bias = getattr(wrapper, "bias_mask", None) if wrapper is not None else None
+        masks[layer] = record_mask(
+            tensors, keys, layer, type(module).__name__,
+            (wrapper.weight_mask.detach().clone() if wrapper is not None
+             else torch.ones_like(module.weight)),
+            None if bias is None else bias.detach().clone(),
+            json.loads(json.dumps(wrapper.config)) if wrapper else {"sparsity": 0.0})
     with torch.no_grad():
         tensors["input"], tensors["output"] = x, pruned(x)
     keys += ["input", "output"]
-    folder = root / "golden" / name
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    torch.save({k: v.contiguous() for k, v in tensors.items()}, str(folder / "tensors.pt"))
+    folder = case_folder(root, name)
+    save_tensors(folder, tensors)
     procedure = [
         "model = lenet with weights from models/lenet_state.pt, eval mode",
         "evaluator(m) = -cross_entropy(m(batch.0), labels.0) in eval mode with torch.no_grad()",

@@ -38,3 +38,32 @@ class LeNet(nn.Module):  # models/lenet.pt, by module name
         x = self.pool2(self.relu2(self.conv2(x)))
         x = self.relu3(self.fc1(torch.flatten(x, 1)))
         return self.fc3(self.relu4(self.fc2(x)))
+
+
+def record_mask(tensors, keys, layer, module_type, weight_mask, bias_mask, config):
+    """Adds LAYER.weight_mask (and LAYER.bias_mask when given) to a case's tensors and keys;
+    returns the layer's `results.masks` entry."""
+    tensors[f"{layer}.weight_mask"] = weight_mask
+    keys.append(f"{layer}.weight_mask")
+    bias_key = None
+    if bias_mask is not None:
+        bias_key = f"{layer}.bias_mask"
+        tensors[bias_key] = bias_mask
+        keys.append(bias_key)
+    return {"type": module_type, "config": config, "weight": f"{layer}.weight_mask",
+            "bias": bias_key, "weight_numel": weight_mask.numel(),
+            "weight_zeros": int((weight_mask == 0).sum())}
+
+
+def case_folder(root, name):
+    """golden/NAME, emptied."""
+    import shutil
+    folder = root / "golden" / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def save_tensors(folder, tensors):
+    torch.save({k: v.contiguous() for k, v in tensors.items()}, str(folder / "tensors.pt"))
