@@ -99,6 +99,8 @@ void print_usage() {
                "  flops        FLOPs and parameters per layer (NNI count_flops_params)\n"
                "  sensitivity  accuracy per layer and sparsity, one layer pruned at a time (NNI "
                "SensitivityAnalysis)\n"
+               "  search       per-layer sparsities that fit a FLOPs, parameter or measured "
+               "latency budget\n"
                "  speedup      rebuild a masked model with fewer channels, checked and timed\n"
                "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n"
                "  convert      turn a quantized model into a native int8 model, with a certificate\n"
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
       {"pipeline", &lithe::cli::run_pipeline},
       {"launch", &lithe::cli::run_launch},
       {"sensitivity", &lithe::cli::run_sensitivity},
+      {"search", &lithe::cli::run_search},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {

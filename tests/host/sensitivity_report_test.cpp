@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lithe/host/pipeline/svg_chart.h"
+#include "support/svg_points.h"
 
 namespace lithe::host {
 namespace {
@@ -24,17 +25,14 @@ namespace {
 using ::testing::HasSubstr;
 using boost::property_tree::ptree;
 
-// Every <circle> of the SVG, depth first: (data-series, data-x, data-y).
-void collect_points(const ptree& node, std::vector<std::tuple<std::string, double, double>>& out) {
-  for (const auto& [name, child] : node) {
-    if (name == "circle") {
-      const ptree& a = child.get_child("<xmlattr>");
-      out.emplace_back(a.get<std::string>("data-series"), std::stod(a.get<std::string>("data-x")),
-                       std::stod(a.get<std::string>("data-y")));
-    } else if (name != "<xmlattr>") {
-      collect_points(child, out);
-    }
+// (data-series, data-x, data-y) of every point.
+std::vector<std::tuple<std::string, double, double>> triples(
+    const std::vector<test::SvgPoint>& points) {
+  std::vector<std::tuple<std::string, double, double>> out;
+  for (const test::SvgPoint& p : points) {
+    out.emplace_back(p.series, p.x, p.y);
   }
+  return out;
 }
 
 SensitivityResult sample_result() {
@@ -54,15 +52,10 @@ TEST(SensitivityReportTest, TheSvgParsesAndCarriesEveryTrialExactly) {
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0U);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("http://", html.find("</svg>")), std::string::npos) << "no external link";
-  const size_t begin = html.find("<svg");
-  const size_t end = html.find("</svg>");
-  ASSERT_NE(begin, std::string::npos);
-  ASSERT_NE(end, std::string::npos);
-  std::istringstream svg(html.substr(begin, end + 6 - begin));
   ptree tree;
-  ASSERT_NO_THROW(boost::property_tree::read_xml(svg, tree)) << "the SVG is not well-formed XML";
   std::vector<std::tuple<std::string, double, double>> points;
-  collect_points(tree.get_child("svg"), points);
+  ASSERT_NO_THROW(points = triples(test::svg_points(html, 0, &tree)))
+      << "the SVG is not well-formed XML";
   std::vector<std::tuple<std::string, double, double>> expected;
   for (const SensitivityRow& row : result.rows) {
     for (const auto& [sparsity, value] : row.metrics) {
@@ -97,8 +90,8 @@ TEST(SvgChartTest, NonFiniteValuesAreLeftOutAndAnEmptyChartIsStillValid) {
   std::istringstream one(svg_chart(spec));
   ptree tree;
   ASSERT_NO_THROW(boost::property_tree::read_xml(one, tree));
-  std::vector<std::tuple<std::string, double, double>> points;
-  collect_points(tree.get_child("svg"), points);
+  std::vector<test::SvgPoint> points;
+  test::collect_svg_points(tree.get_child("svg"), points);
   EXPECT_EQ(points.size(), 1U);
   std::istringstream empty(svg_chart(ChartSpec{}));
   EXPECT_NO_THROW(boost::property_tree::read_xml(empty, tree));

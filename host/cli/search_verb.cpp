@@ -1,0 +1,426 @@
+// `lithe search`: auto-compression to a measured budget. Per-layer sparsities for a registered
+// pruner are searched so that the sped-up model fits a FLOPs, parameter or latency budget at the
+// best accuracy; every trial is recorded in a state file (a restarted search continues from
+// it), and the best model is written pruned and sped up, with an optional HTML report.
+#include <torch/script.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "input_shape.h"
+#include "lithe/host/io/file_io.h"
+#include "lithe/host/io/output_paths.h"
+#include "lithe/host/io/staged_file.h"
+#include "lithe/host/model/model.h"
+#include "lithe/host/pipeline/budget_search.h"
+#include "lithe/host/pipeline/search_report.h"
+#include "lithe/host/pipeline/search_state.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/train/trainer.h"
+#include "lithe/sdk/error.h"
+#include "training_options.h"
+#include "verbs.h"
+
+namespace lithe::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
+std::string duration(double seconds) {
+  char text[32];
+  if (seconds < 60) {
+    std::snprintf(text, sizeof text, "%.0fs", seconds);
+  } else if (seconds < 3600) {
+    std::snprintf(text, sizeof text, "%.0fm%02.0fs", std::floor(seconds / 60),
+                  std::fmod(seconds, 60));
+  } else {
+    std::snprintf(text, sizeof text, "%.0fh%02.0fm", std::floor(seconds / 3600),
+                  std::fmod(seconds / 60, 60));
+  }
+  return text;
+}
+
+json use_json(const host::ResourceUse& use, const host::SearchResult& result) {
+  return {{"flops", use.flops},
+          {"params", use.params},
+          {"latency_ms", use.latency_ms},
+          {"flops_ratio", use.ratio(host::ResourceKind::kFlops, result.dense)},
+          {"params_ratio", use.ratio(host::ResourceKind::kParams, result.dense)},
+          {"latency_ratio", use.ratio(host::ResourceKind::kLatency, result.dense)}};
+}
+
+}  // namespace
+
+int run_search(const std::vector<std::string>& args) {
+  std::string model_path;
+  std::string output_path;
+  std::string state_path;
+  std::string report_path;
+  std::string data = host::kDefaultDataDir;
+  std::string test_path;
+  std::string teacher_path;
+  std::string flops_budget;
+  std::string params_budget;
+  std::string latency_budget;
+  std::string strategy = "annealing";
+  std::string op_types = "Conv2d";
+  std::string layers;
+  std::string input_shape;
+  std::string flops_mode = "default";
+  double metric_floor = 0;
+  int64_t eval_samples = 0;
+  int64_t epochs = 0;
+  bool json_out = false;
+  host::SearchOptions options;
+  CommonOptions common;
+  po::variables_map given;
+  po::options_description desc("options");
+  desc.add_options()
+      ("model", po::value(&model_path)->required(), "TorchScript model")
+      ("algorithm", po::value(&options.algorithm)->required(),
+       "a registered pruner whose masks come from the weights (e.g. l1_filter, fpgm)")
+      ("options", po::value(&options.algorithm_options_json)->default_value("{}"),
+       "the pruner's \"options\" object, JSON")
+      ("output", po::value(&output_path)->required(),
+       "write the best model here, pruned and sped up (TorchScript)")
+      ("flops-budget", po::value(&flops_budget),
+       "the sped-up model's FLOPs: a share of the dense model's (0.5x) or a count (2.5e6)")
+      ("params-budget", po::value(&params_budget),
+       "its parameters: a share (0.5x) or a count")
+      ("latency-budget", po::value(&latency_budget),
+       "its measured latency: a share of the dense model's, timed alternately with it (0.5x), "
+       "or milliseconds (3.2ms)")
+      ("metric-floor", po::value(&metric_floor),
+       "fail (no model written) when the best model's test accuracy is below this")
+      ("strategy", po::value(&strategy)->default_value(strategy),
+       "random: every trial's per-layer shares drawn afresh; annealing: a perturbation of the "
+       "current shares kept by Metropolis' rule (trial 0 is always uniform)")
+      ("trials", po::value(&options.trials)->default_value(options.trials),
+       "trials in all, trial 0 included (a resumed search may be given more)")
+      ("state", po::value(&state_path),
+       "the state file, rewritten after every trial; a search started again with the same "
+       "options continues from it (default: OUTPUT.search-state.json)")
+      ("report", po::value(&report_path),
+       "write an HTML report here: accuracy against FLOPs and latency, Pareto front, trials")
+      ("op-types", po::value(&op_types)->default_value(op_types),
+       "comma-separated module types searched")
+      ("layers", po::value(&layers), "comma-separated layer names (default: every one)")
+      ("max-sparsity", po::value(&options.max_sparsity)->default_value(options.max_sparsity),
+       "no layer beyond it")
+      ("perturbation", po::value(&options.perturbation)->default_value(options.perturbation),
+       "sigma of the log-normal change of each layer's share")
+      ("start-temperature",
+       po::value(&options.start_temperature)->default_value(options.start_temperature),
+       "annealing: a trial worse by d is kept with probability exp(-d/T), T starting here")
+      ("cool-down-rate",
+       po::value(&options.cool_down_rate)->default_value(options.cool_down_rate),
+       "annealing: T is multiplied by this after each trial")
+      ("bisection-steps",
+       po::value(&options.bisection_steps)->default_value(options.bisection_steps),
+       "measurements of the overall scale per trial")
+      ("input-shape", po::value(&input_shape),
+       "input of the FLOPs count, the speedup and the timing, batch first (default: one "
+       "sample of the data, e.g. 1,1,28,28)")
+      ("flops-mode", po::value(&flops_mode)->default_value(flops_mode),
+       "default (Conv and Linear, NNI), full, or ops (every op of the forward)")
+      ("latency-runs", po::value(&options.latency.runs)->default_value(options.latency.runs),
+       "timed rounds per latency measurement (median)")
+      ("latency-warmup",
+       po::value(&options.latency.warmup)->default_value(options.latency.warmup),
+       "untimed forwards before each latency measurement")
+      ("eval-samples", po::value(&eval_samples)->default_value(0),
+       "evaluate trials on the first N test samples only (0: all); the best model is "
+       "evaluated on all")
+      ("trial-epochs", po::value(&options.trial_epochs)->default_value(0),
+       "fine-tune every trial's model this many epochs before evaluating it (0: none)")
+      ("epochs", po::value(&epochs)->default_value(0),
+       "fine-tune the best model this many epochs before writing it (0: none)")
+      ("json", po::bool_switch(&json_out), "print the result as JSON");
+  add_training_options(desc, options.train, data, test_path, teacher_path);
+  add_common_options(desc, common);
+  if (!parse_verb_args("search",
+                       "--model M.pt --algorithm l1_filter --flops-budget 0.5x --output BEST.pt "
+                       "[--trials 16] [--strategy annealing] [--report OUT.html] [--state FILE]",
+                       args, desc, nullptr, &given)) {
+    return 0;
+  }
+  // Every argument is checked before the model or the data is read.
+  int budgets = 0;
+  for (const auto& [text, kind, option] :
+       {std::tuple{&flops_budget, host::ResourceKind::kFlops, "--flops-budget"},
+        std::tuple{&params_budget, host::ResourceKind::kParams, "--params-budget"},
+        std::tuple{&latency_budget, host::ResourceKind::kLatency, "--latency-budget"}}) {
+    if (given.count(option + 2) != 0) {
+      ++budgets;
+      options.budget = host::parse_resource_budget(kind, *text, option);
+    }
+  }
+  LITHE_CHECK(budgets == 1, sdk::Errc::kInvalidConfig,
+              "give exactly one of --flops-budget, --params-budget and --latency-budget, got ",
+              budgets);
+  options.strategy = host::parse_search_strategy(strategy, "--strategy");
+  options.op_types = split_commas(op_types);
+  LITHE_CHECK(!options.op_types.empty(), sdk::Errc::kInvalidConfig,
+              "--op-types: no module type in '", op_types, "'");
+  options.layers = split_commas(layers);
+  options.flops_mode = host::parse_flops_mode(flops_mode, "--flops-mode");
+  if (!input_shape.empty()) {
+    options.latency.input_shape = parse_input_shape(input_shape);
+  }
+  LITHE_CHECK(eval_samples >= 0, sdk::Errc::kInvalidConfig, "--eval-samples must be >= 0, got ",
+              eval_samples);
+  LITHE_CHECK(epochs >= 0, sdk::Errc::kInvalidConfig, "--epochs must be >= 0, got ", epochs);
+  const bool floor_given = given.count("metric-floor") != 0;
+  LITHE_CHECK(!floor_given || (std::isfinite(metric_floor) && metric_floor >= 0 &&
+                               metric_floor <= 1),
+              sdk::Errc::kInvalidConfig, "--metric-floor is a top-1 accuracy in [0, 1], got ",
+              metric_floor);
+  LITHE_CHECK(!nlohmann::json::parse(options.algorithm_options_json, nullptr, false)
+                   .is_discarded(),
+              sdk::Errc::kInvalidConfig, "--options is not valid JSON: '",
+              options.algorithm_options_json, "'");
+  const bool trains = options.trial_epochs > 0 || epochs > 0;
+  for (const std::string& name : training_option_names()) {
+    if (name == "data" || name == "test-data" || name == "seed") {
+      continue;  // the data is evaluated on, and the seed drives the search
+    }
+    LITHE_CHECK(trains || given.count(name) == 0 || given[name].defaulted(),
+                sdk::Errc::kInvalidConfig, "--", name,
+                " has no effect without --trial-epochs or --epochs");
+  }
+  if (epochs > 0) {
+    host::TrainOptions final_tune = options.train;
+    final_tune.epochs = epochs;
+    host::validate_train_options(final_tune);
+  }
+  if (state_path.empty()) {
+    state_path = output_path + ".search-state.json";
+  }
+  {
+    host::SearchOptions shape_free = options;  // the data decides the default input shape
+    if (shape_free.latency.input_shape.empty()) {
+      shape_free.latency.input_shape = {1};
+    }
+    host::check_search_options(shape_free);
+  }
+  host::check_output_paths({{"--model", model_path},
+                            {"--data", data},
+                            {"--test-data", test_path},
+                            {"--teacher", teacher_path}},
+                           {{"--output", output_path},
+                            {"--state", state_path},
+                            {"--report", report_path}});
+  host::StagedFile output(output_path, "--output");  // checks the directories before any work
+  std::optional<host::StagedFile> report;
+  if (!report_path.empty()) {
+    report.emplace(report_path, "--report");
+  }
+  { host::StagedFile state_check(state_path, "--state"); }
+
+  host::PluginRegistry registry;
+  host::PluginLoader loader(registry);
+  prepare(common, loader);
+  const torch::jit::Module dense = host::load_torchscript_module(model_path);
+  const std::unique_ptr<host::Model> dense_model = host::make_torchscript_model(dense);
+  const std::unique_ptr<host::Model> teacher = load_teacher(teacher_path, given, options.train);
+  host::Dataset test = host::load_test_dataset(data, test_path);
+  LITHE_CHECK(test.size() > 0, sdk::Errc::kInvalidConfig, "--data '", data,
+              "' is a file: give the data to evaluate on with --test-data (or a directory with "
+              "a test split)");
+  host::check_dataset_fits_model(*dense_model, test);
+  host::Dataset train_data;
+  if (trains) {
+    train_data = host::load_dataset(data, "train");
+    host::check_dataset_fits_model(*dense_model, train_data);
+  }
+  host::Dataset trial_test = test;
+  if (eval_samples > 0 && eval_samples < test.size()) {
+    trial_test.images = test.images.narrow(0, 0, eval_samples);
+    trial_test.labels = test.labels.narrow(0, 0, eval_samples);
+  }
+  if (options.latency.input_shape.empty()) {
+    options.latency.input_shape = test.images.sizes().vec();
+    options.latency.input_shape[0] = 1;
+  }
+  options.seed = options.train.seed;
+  const host::SearchData search_data{&trial_test, trains ? &train_data : nullptr};
+
+  std::string data_description = (test_path.empty() ? data : test_path) + " (" +
+                                 std::to_string(trial_test.size()) + " test samples)";
+  if (trains) {
+    data_description += ", trained on " + data + " (" + std::to_string(train_data.size()) + ")";
+  }
+  if (!teacher_path.empty()) {
+    data_description += ", teacher " + host::content_digest(host::read_file(teacher_path));
+  }
+  const json fingerprint = host::search_fingerprint(
+      options, host::content_digest(host::read_file(model_path)), data_description);
+  std::optional<host::SearchResult> resumed;
+  std::error_code ec;
+  if (fs::exists(state_path, ec)) {
+    resumed = host::read_search_state(host::read_file(state_path), state_path, fingerprint);
+    std::fprintf(stderr, "search: resuming from %s: %zu trials done\n", state_path.c_str(),
+                 resumed->trials.size());
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  const size_t resumed_trials = resumed ? resumed->trials.size() : 0;
+  const host::ResourceKind kind = options.budget.kind;
+  const auto on_progress = [&](const host::SearchResult& so_far) {
+    host::write_file_atomic(state_path, host::search_state_json(so_far, fingerprint));
+    if (so_far.trials.empty()) {
+      std::fprintf(stderr,
+                   "search: dense model %lld FLOPs, %lld parameters, %.3f ms, accuracy %.4f; "
+                   "budget %s; %lld trials\n",
+                   static_cast<long long>(so_far.dense.flops),
+                   static_cast<long long>(so_far.dense.params), so_far.dense.latency_ms,
+                   so_far.dense_accuracy, options.budget.describe().c_str(),
+                   static_cast<long long>(options.trials));
+      return;
+    }
+    if (so_far.trials.size() <= resumed_trials) {
+      return;
+    }
+    const host::SearchTrial& t = so_far.trials.back();
+    std::optional<size_t> best;
+    for (size_t i = 0; i < so_far.trials.size(); ++i) {
+      const host::SearchTrial& c = so_far.trials[i];
+      if (c.accuracy && (!best || *c.accuracy > *so_far.trials[*best].accuracy)) {
+        best = i;
+      }
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double done = static_cast<double>(so_far.trials.size() - resumed_trials);
+    const double left = elapsed / done * (static_cast<double>(options.trials) -
+                                          static_cast<double>(so_far.trials.size()));
+    std::string accuracy = t.accuracy ? std::to_string(*t.accuracy).substr(0, 6) : "-";
+    std::fprintf(stderr,
+                 "search: trial %lld/%lld (%s) %s %.4fx, latency %.4fx, accuracy %s%s | best "
+                 "%s | %s, ~%s left\n",
+                 static_cast<long long>(t.index + 1), static_cast<long long>(options.trials),
+                 t.origin.c_str(), host::resource_kind_name(kind == host::ResourceKind::kLatency
+                                                                ? host::ResourceKind::kFlops
+                                                                : kind),
+                 t.use.ratio(kind == host::ResourceKind::kLatency ? host::ResourceKind::kFlops
+                                                                  : kind,
+                             so_far.dense),
+                 t.use.ratio(host::ResourceKind::kLatency, so_far.dense), accuracy.c_str(),
+                 t.feasible ? "" : " (does not fit)",
+                 best ? (std::to_string(*so_far.trials[*best].accuracy).substr(0, 6) +
+                         " (trial " + std::to_string(*best) + ")")
+                            .c_str()
+                      : "none",
+                 duration(t.seconds).c_str(), duration(left).c_str());
+  };
+  const host::SearchResult result = host::run_budget_search(
+      dense, registry, options, search_data, resumed ? &*resumed : nullptr, on_progress);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (report) {
+    report->write(host::search_html(result, {model_path, options.algorithm, options.budget,
+                                             strategy, seconds}));
+    report->commit();
+  }
+  LITHE_CHECK(result.best.has_value(), sdk::Errc::kInvalidConfig, "no trial of ",
+              result.trials.size(), " fits ", options.budget.describe(),
+              " with --max-sparsity ", options.max_sparsity,
+              " (nothing written but the state", report ? " and the report" : "", ")");
+  const host::SearchTrial& best = result.trials[*result.best];
+
+  // The best model again (pruning, speedup and trial fine-tuning are deterministic), then the
+  // final fine-tune, evaluated on the whole test set.
+  torch::jit::Module chosen = host::build_search_candidate(dense, registry, options,
+                                                           result.layers, best.sparsities,
+                                                           search_data);
+  const std::unique_ptr<host::Model> chosen_model = host::make_torchscript_model(chosen);
+  if (epochs > 0) {
+    host::TrainOptions tune = options.train;
+    tune.epochs = epochs;
+    (void)host::train(*chosen_model, train_data, nullptr, tune);
+  }
+  chosen_model->train(false);
+  const host::EvalResult final_accuracy =
+      host::evaluate(*chosen_model, test, options.train.eval_batch_size);
+  LITHE_CHECK(!floor_given || final_accuracy.accuracy >= metric_floor, sdk::Errc::kInvalidConfig,
+              "the best model (trial ", best.index, ") reaches accuracy ",
+              final_accuracy.accuracy, " on ", final_accuracy.samples,
+              " test samples, below --metric-floor ", metric_floor,
+              "; no model written (try more --trials, --trial-epochs or --epochs, or a larger "
+              "budget)");
+  output.write(chosen_model->serialize());
+  output.commit();
+
+  if (json_out) {
+    json out;
+    out["model"] = model_path;
+    out["algorithm"] = options.algorithm;
+    out["budget"] = options.budget.describe();
+    out["strategy"] = strategy;
+    out["layers"] = result.layers;
+    out["dense"] = use_json(result.dense, result);
+    out["dense"]["accuracy"] = result.dense_accuracy;
+    out["trials"] = json::array();
+    for (const host::SearchTrial& t : result.trials) {
+      json trial = {{"index", t.index}, {"origin", t.origin}, {"feasible", t.feasible},
+                    {"sparsities", t.sparsities}, {"use", use_json(t.use, result)}};
+      trial["accuracy"] = t.accuracy ? json(*t.accuracy) : json(nullptr);
+      out["trials"].push_back(std::move(trial));
+    }
+    out["best"] = {{"trial", best.index},
+                   {"sparsities", best.sparsities},
+                   {"use", use_json(best.use, result)},
+                   {"trial_accuracy", *best.accuracy},
+                   {"accuracy", final_accuracy.accuracy},
+                   {"test_samples", final_accuracy.samples}};
+    out["pareto_front"] = host::pareto_front(result, kind);
+    out["output"] = output_path;
+    out["state"] = state_path;
+    out["seconds"] = seconds;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("best: trial %lld (%s), sparsities", static_cast<long long>(best.index),
+              best.origin.c_str());
+  for (size_t i = 0; i < result.layers.size(); ++i) {
+    std::printf(" %s=%.4f", result.layers[i].c_str(), best.sparsities[i]);
+  }
+  std::printf("\n  FLOPs %.4fx, params %.4fx, latency %.4fx of the dense model (%.3f ms vs "
+              "%.3f ms)\n",
+              best.use.ratio(host::ResourceKind::kFlops, result.dense),
+              best.use.ratio(host::ResourceKind::kParams, result.dense),
+              best.use.ratio(host::ResourceKind::kLatency, result.dense), best.use.latency_ms,
+              best.use.dense_latency_ms);
+  std::printf("  accuracy %.4f on %lld test samples (dense %.4f on %lld)\n",
+              final_accuracy.accuracy, static_cast<long long>(final_accuracy.samples),
+              result.dense_accuracy, static_cast<long long>(trial_test.size()));
+  std::printf("wrote %s\n", output_path.c_str());
+  if (report) {
+    std::printf("wrote %s\n", report_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace lithe::cli

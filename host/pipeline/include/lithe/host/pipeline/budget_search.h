@@ -1,0 +1,133 @@
+#pragma once
+/// \file
+/// Auto-compression to a measured budget (`lithe search`): per-layer sparsities for a registered
+/// pruner that keep the sped-up model within a FLOPs, parameter or latency budget at the best
+/// accuracy. Each trial picks a direction (how much each layer is pruned relative to the
+/// others), then bisects the overall scale along it until the sped-up model just fits the
+/// budget, and evaluates that model (after an optional short fine-tune). Trial 0 is uniform
+/// (every layer the same sparsity: the baseline every other trial is compared with); later
+/// directions are random or follow simulated annealing over the trials so far. Every trial's
+/// randomness comes from the seed and the trial's index alone, so a search resumed from its
+/// recorded trials continues exactly as an uninterrupted one.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lithe/host/pipeline/resource_budget.h"
+#include "lithe/host/runtime/plugin_registry.h"
+#include "lithe/host/train/dataset.h"
+#include "lithe/host/train/trainer.h"
+
+namespace torch::jit {
+struct Module;
+}
+
+namespace lithe::host {
+
+enum class SearchStrategy {
+  kRandom,     ///< every direction drawn afresh: log-normal per layer
+  kAnnealing,  ///< a perturbation of the current direction, kept by Metropolis' rule
+};
+
+/// "random", "annealing"; parse_search_strategy is the inverse (sdk::Error naming `option`).
+const char* search_strategy_name(SearchStrategy strategy);
+SearchStrategy parse_search_strategy(const std::string& text, const std::string& option);
+
+struct SearchOptions {
+  std::string algorithm;                     ///< a registered pruner (one layer per entry)
+  std::string algorithm_options_json = "{}";  ///< its "options" object
+  std::vector<std::string> op_types = {"Conv2d"};  ///< the module types searched
+  std::vector<std::string> layers;           ///< only these (each of op_types); empty: all
+  ResourceBudget budget;
+  SearchStrategy strategy = SearchStrategy::kAnnealing;
+  int64_t trials = 16;     ///< trial 0 (uniform) included; >= 1
+  uint64_t seed = 0;
+  double max_sparsity = 0.9;    ///< no layer beyond it, in (0, 1)
+  /// σ of the log-normal change of each layer's share (random: of the draw; annealing: at the
+  /// start temperature, shrinking with it).
+  double perturbation = 0.5;
+  /// Annealing: a worse trial is kept with probability exp(Δaccuracy / T), T starting here
+  /// (in accuracy units) and multiplied by cool_down_rate after each trial.
+  double start_temperature = 0.02;
+  double cool_down_rate = 0.9;
+  int bisection_steps = 12;     ///< measurements of the scale per trial, >= 1
+  FlopsMode flops_mode = FlopsMode::kDefault;
+  LatencySettings latency;      ///< input_shape also fixes the FLOPs count's input
+  /// Epochs of fine-tuning each trial's sped-up model gets before it is evaluated (0: none),
+  /// with `train` (its seed included: every trial trains on the same batches).
+  int64_t trial_epochs = 0;
+  TrainOptions train;
+};
+
+/// One evaluated candidate.
+struct SearchTrial {
+  int64_t index = 0;
+  std::string origin;              ///< "uniform", "random" or "annealing"
+  std::vector<double> direction;   ///< each layer's relative share (SearchResult::layers order)
+  double scale = 0;                ///< sparsity of layer i = min(max_sparsity, scale·direction[i])
+  std::vector<double> sparsities;  ///< what that gives
+  bool feasible = false;           ///< within the budget at the scale found
+  ResourceUse use;                 ///< of the sped-up model (at the largest scale when infeasible)
+  std::optional<double> accuracy;  ///< of the feasible model; none when infeasible
+  bool accepted = false;           ///< annealing: whether it became the current direction
+  double seconds = 0;              ///< the trial's wall time (not read back on resume)
+};
+
+struct SearchResult {
+  std::vector<std::string> layers;  ///< the searched layers, in the model's module order
+  ResourceUse dense;                ///< the model as it came
+  double dense_accuracy = 0;
+  std::vector<SearchTrial> trials;
+  /// The feasible trial with the highest accuracy (ties: less of the budget's resource, then
+  /// the earlier trial); none when no trial fits.
+  std::optional<int64_t> best;
+};
+
+/// What a search evaluates on; `train` only with trial_epochs > 0 (kept alive by the caller).
+struct SearchData {
+  const Dataset* test = nullptr;
+  const Dataset* train = nullptr;
+};
+
+/// Called after the dense model is measured (no trial yet) and after every trial.
+using SearchProgress = std::function<void(const SearchResult&)>;
+
+/// sdk::Error(kInvalidConfig) naming the option for a value out of range (trials < 1,
+/// max_sparsity outside (0, 1), perturbation <= 0, temperatures, bisection steps, latency
+/// settings, an input shape with a size < 1).
+void check_search_options(const SearchOptions& options);
+
+/// The searched layers of `dense`: modules of options.op_types with a weight, or
+/// options.layers (sdk::Error(kInvalidConfig) naming --layers for one that does not exist or is
+/// not of op_types; no layer at all is an error too).
+std::vector<std::string> searched_layers(const torch::jit::Module& dense,
+                                         const SearchOptions& options);
+
+/// Runs the search on `dense` (never changed). `resumed` (a previous run's result with the same
+/// options, e.g. read from a state file) supplies the dense measurements and the trials already
+/// done, which are not run again; its layers must be this search's (sdk::Error(kInvalidConfig)
+/// otherwise). Runs trials until options.trials exist. The plugin's errors name it and the
+/// layer; speedup's name the layer.
+SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegistry& registry,
+                               const SearchOptions& options, const SearchData& data,
+                               const SearchResult* resumed = nullptr,
+                               const SearchProgress& on_progress = {});
+
+/// The sped-up model of `sparsities` (one per layer of `layers`): pruned by the algorithm, sped
+/// up on an input of options.latency.input_shape, and fine-tuned for options.trial_epochs —
+/// the model a trial evaluated. In eval mode.
+torch::jit::Module build_search_candidate(const torch::jit::Module& dense,
+                                          const PluginRegistry& registry,
+                                          const SearchOptions& options,
+                                          const std::vector<std::string>& layers,
+                                          const std::vector<double>& sparsities,
+                                          const SearchData& data);
+
+/// The trials no other trial beats on both accuracy and the budget's resource (lower use, higher
+/// accuracy), by ascending use; feasible or not, evaluated ones only.
+std::vector<int64_t> pareto_front(const SearchResult& result, ResourceKind kind);
+
+}  // namespace lithe::host

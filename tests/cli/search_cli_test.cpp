@@ -1,0 +1,297 @@
+// End-to-end tests of `lithe search` on a LeNet trained on Fashion-MNIST: the best model is
+// written sped up and fits the budget as `lithe flops` counts it, with the accuracy `lithe
+// eval` measures; the report draws every trial; a search killed with SIGKILL mid-trial and
+// started again continues from its state file to the same best model, tensor for tensor; a state
+// of another search, a floor above the best and hostile arguments fail in one line and write
+// nothing.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <torch/script.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lithe/host/train/dataset.h"
+#include "support/cli_run.h"
+#include "support/paths.h"
+
+namespace lithe::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class SearchCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::error_code ec;
+    if (!fs::is_directory(host::kDefaultDataDir, ec)) {
+      return;
+    }
+    dir_ = new fs::path(scratch_dir("cli_search_data_" + std::to_string(::getpid())));
+    auto slice = [](host::Dataset d, int64_t n) {
+      d.images = d.images.narrow(0, 0, n).clone();
+      d.labels = d.labels.narrow(0, 0, n).clone();
+      return d;
+    };
+    host::save_tensor_file(slice(host::load_mnist_directory(host::kDefaultDataDir, "train"), 2000),
+                           *dir_ / "train.pt");
+    host::save_tensor_file(slice(host::load_mnist_directory(host::kDefaultDataDir, "test"), 500),
+                           *dir_ / "test.pt");
+    const CliRun trained = run_lithe("train --model " + lenet_model().string() +
+                                     " --epochs 2 --lr 0.05 --threads 2" + data_flags() +
+                                     " --output " + (*dir_ / "trained.pt").string());
+    if (trained.exit_code != 0) {
+      train_error_ = new std::string(trained.out);
+    }
+  }
+  void SetUp() override {
+    if (dir_ == nullptr) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+    ASSERT_EQ(train_error_, nullptr) << *train_error_;
+  }
+  static std::string data_flags() {
+    return " --data " + (*dir_ / "train.pt").string() + " --test-data " +
+           (*dir_ / "test.pt").string();
+  }
+  // The search's arguments without --output and --state.
+  static std::string search_args(const std::string& extra) {
+    return "search --model " + (*dir_ / "trained.pt").string() +
+           " --algorithm l1_filter --threads 2 --latency-runs 3 --bisection-steps 8" +
+           data_flags() + " " + extra;
+  }
+  static nlohmann::json json_of(const CliRun& run) {
+    return nlohmann::json::parse(run.out.substr(run.out.find("\n{") + 1));
+  }
+  static inline fs::path* dir_ = nullptr;
+  static inline std::string* train_error_ = nullptr;
+};
+
+TEST_F(SearchCliTest, WritesTheSpedUpBestModelWithinTheFlopsBudgetAndItsReport) {
+  const fs::path out = scratch_dir("cli_search_flops");
+  const CliRun run = run_lithe(search_args("--flops-budget 0.5x --trials 5 --json --report " +
+                                           (out / "r.html").string() + " --output " +
+                                           (out / "best.pt").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("search: trial 5/5 (annealing)"));  // progress on stderr
+  const nlohmann::json result = json_of(run);
+  EXPECT_EQ(result["layers"], nlohmann::json({"conv1", "conv2"}));
+  const double dense_accuracy = result["dense"]["accuracy"].get<double>();
+  EXPECT_GT(dense_accuracy, 0.5) << "the trained LeNet";
+  const nlohmann::json& best = result["best"];
+  EXPECT_LE(best["use"]["flops_ratio"].get<double>(), 0.5);
+  // Counted afresh on the written file: the model is sped up, not merely masked.
+  const CliRun flops = run_lithe("flops --json --input-shape 1,1,28,28 --model " +
+                                 (out / "best.pt").string());
+  ASSERT_EQ(flops.exit_code, 0) << flops.out;
+  const nlohmann::json counted = nlohmann::json::parse(flops.out);
+  EXPECT_EQ(counted["total_flops"], best["use"]["flops"]);
+  EXPECT_LE(counted["total_flops"].get<double>(),
+            0.5 * result["dense"]["flops"].get<double>());
+  // The accuracy it reports is the written model's on the test data.
+  const CliRun eval = run_lithe("eval --json --threads 2 --model " + (out / "best.pt").string() +
+                                " --data " + (*dir_ / "test.pt").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.out;
+  EXPECT_EQ(nlohmann::json::parse(eval.out.substr(eval.out.find('{')))["accuracy"],
+            best["accuracy"]);
+  // Best: no feasible trial is more accurate; trial 0 is the uniform baseline.
+  int feasible = 0;
+  for (const nlohmann::json& t : result["trials"]) {
+    if (t["feasible"].get<bool>()) {
+      ++feasible;
+      EXPECT_LE(t["use"]["flops_ratio"].get<double>(), 0.5) << t.dump();
+      EXPECT_LE(t["accuracy"].get<double>(), best["trial_accuracy"].get<double>());
+    }
+  }
+  EXPECT_EQ(result["trials"][0]["origin"], "uniform");
+  // The report: one point per evaluated trial in each chart, the chosen one drawn larger.
+  const std::string html = read_text(out / "r.html");
+  size_t points = 0;
+  for (size_t at = html.find("data-series=\"trials\""); at != std::string::npos;
+       at = html.find("data-series=\"trials\"", at + 1)) {
+    ++points;
+  }
+  EXPECT_EQ(points, 2U * feasible);
+  EXPECT_THAT(html, HasSubstr("trial " + std::to_string(best["trial"].get<int>()) +
+                              " (" + result["trials"][best["trial"].get<int>()]["origin"]
+                                         .get<std::string>() + "), chosen"));
+  // The state file sits beside the output by default.
+  EXPECT_TRUE(fs::is_regular_file(out / "best.pt.search-state.json"));
+}
+
+// Starts `lithe args...` with its output in `log`; returns the child's pid.
+pid_t start_lithe(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> argv;
+    const std::string program = lithe_cli().string();
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const std::string& a : args) {
+      argv.push_back(const_cast<char*>(a.c_str()));
+    }
+    argv.push_back(nullptr);
+    ::execv(program.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Whether two TorchScript files hold the same parameters and buffers, bit for bit.
+bool same_tensors(const fs::path& a, const fs::path& b) {
+  const torch::jit::Module x = torch::jit::load(a.string());
+  const torch::jit::Module y = torch::jit::load(b.string());
+  std::vector<std::pair<std::string, at::Tensor>> tx;
+  std::vector<std::pair<std::string, at::Tensor>> ty;
+  for (const auto& p : x.named_parameters()) tx.emplace_back(p.name, p.value);
+  for (const auto& p : x.named_buffers()) tx.emplace_back(p.name, p.value);
+  for (const auto& p : y.named_parameters()) ty.emplace_back(p.name, p.value);
+  for (const auto& p : y.named_buffers()) ty.emplace_back(p.name, p.value);
+  if (tx.size() != ty.size() || tx.empty()) {
+    return false;
+  }
+  for (size_t i = 0; i < tx.size(); ++i) {
+    if (tx[i].first != ty[i].first || !tx[i].second.equal(ty[i].second)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) {
+    out.push_back(w);
+  }
+  return out;
+}
+
+TEST_F(SearchCliTest, KilledMidTrialItResumesFromItsStateToTheSameBestModel) {
+  const fs::path out = scratch_dir("cli_search_resume");
+  // One epoch of fine-tuning per trial: trials long enough to be killed inside one.
+  const std::string args =
+      search_args("--flops-budget 0.5x --trials 5 --trial-epochs 1 --json --batch-size 64");
+  const CliRun whole = run_lithe(args + " --output " + (out / "whole.pt").string());
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+
+  const fs::path state = out / "killed.json";
+  const std::string killed_args =
+      args + " --output " + (out / "killed.pt").string() + " --state " + state.string();
+  const pid_t pid = start_lithe(words(killed_args), out / "killed.log");
+  ASSERT_GT(pid, 0);
+  size_t done_when_killed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const nlohmann::json doc = nlohmann::json::parse(read_text(state), nullptr, false);
+    if (!doc.is_discarded() && doc.contains("trials") && doc["trials"].size() >= 2) {
+      ::kill(pid, SIGKILL);
+      done_when_killed = doc["trials"].size();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the search ended before it was killed: "
+                                   << read_text(out / "killed.log");
+  ASSERT_GE(done_when_killed, 2U);
+  ASSERT_LT(done_when_killed, 5U);
+  EXPECT_FALSE(fs::exists(out / "killed.pt"));
+  // The state file is whole (written atomically) and holds the finished trials.
+  const nlohmann::json left = nlohmann::json::parse(read_text(state));
+  EXPECT_GE(left["trials"].size(), done_when_killed);
+
+  const CliRun resumed = run_lithe(killed_args);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_THAT(resumed.out, HasSubstr("search: resuming from " + state.string() + ": " +
+                                     std::to_string(left["trials"].size()) + " trials done"));
+  const nlohmann::json a = json_of(whole);
+  const nlohmann::json b = json_of(resumed);
+  EXPECT_EQ(b["best"]["trial"], a["best"]["trial"]);
+  EXPECT_EQ(b["best"]["sparsities"], a["best"]["sparsities"]);
+  EXPECT_EQ(b["best"]["accuracy"], a["best"]["accuracy"]);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(b["trials"][i]["sparsities"], a["trials"][i]["sparsities"]) << i;
+    EXPECT_EQ(b["trials"][i]["accuracy"], a["trials"][i]["accuracy"]) << i;
+  }
+  // The same tensors (the archives differ only in TorchScript's per-process class names).
+  EXPECT_TRUE(same_tensors(out / "killed.pt", out / "whole.pt"));
+  EXPECT_GT(a["best"]["accuracy"].get<double>(), 0.5) << "fine-tuned trials of a trained LeNet";
+}
+
+TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteNothing) {
+  const fs::path out = scratch_dir("cli_search_refusals");
+  const fs::path state = out / "s.json";
+  const std::string base = search_args("--flops-budget 0.5x --trials 2 --state " +
+                                       state.string() + " --output " +
+                                       (out / "best.pt").string());
+  // A floor no model reaches: the state is kept, no model is written.
+  CliRun run = run_lithe(base + " --metric-floor 0.99");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("below --metric-floor 0.99; no model written"));
+  EXPECT_FALSE(fs::exists(out / "best.pt"));
+  const std::string kept = read_text(state);
+  EXPECT_EQ(nlohmann::json::parse(kept)["trials"].size(), 2U);
+
+  // The same state with another seed: refused, naming the option; the state is untouched.
+  run = run_lithe(base + " --seed 5");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr(state.string() + ": was written by another search: "
+                                 "/search/seed is 0 there and 5 now"));
+  EXPECT_EQ(read_text(state), kept);
+  EXPECT_FALSE(fs::exists(out / "best.pt"));
+
+  // A damaged state: the JSON path and the value.
+  write_text(out / "bad.json", "{\"format\": \"lithe-search-state\", \"version\": 2}");
+  run = run_lithe(search_args("--flops-budget 0.5x --state " + (out / "bad.json").string() +
+                              " --output " + (out / "best.pt").string()));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("bad.json: /version: must be 1 (written by another Lithe), "
+                                 "got 2"));
+
+  const std::string output = " --output " + (out / "best.pt").string();
+  const std::vector<std::pair<std::string, std::string>> hostile = {
+      {"--trials 2" + output, "give exactly one of --flops-budget, --params-budget and "
+                              "--latency-budget, got 0"},
+      {"--flops-budget 0.5x --latency-budget 0.5x" + output, "got 2"},
+      {"--flops-budget 1.5x" + output,
+       "--flops-budget: a share of the dense model must be in (0, 1], got '1.5x'"},
+      {"--latency-budget 3" + output, "--latency-budget: a latency budget is a share"},
+      {"--flops-budget 0.5x --trials 0" + output, "--trials must be in [1, 100000], got 0"},
+      {"--flops-budget 0.5x --strategy grid" + output,
+       "--strategy: the strategy must be random or annealing, got 'grid'"},
+      {"--flops-budget 0.5x --metric-floor 2" + output,
+       "--metric-floor is a top-1 accuracy in [0, 1], got 2"},
+      {"--flops-budget 0.5x --lr 0.1" + output,
+       "--lr has no effect without --trial-epochs or --epochs"},
+      {"--flops-budget 0.5x --output " + (*dir_ / "trained.pt").string(), "--output"},
+      {"--flops-budget 0.5x --state " + out.string() + output, "--state"},
+      {"--flops-budget 0.5x --input-shape 1,0,28" + output, "--input-shape"},
+      {"--flops-budget 0.5x --layers fc9" + output, "--layers: the model has no module 'fc9'"},
+  };
+  for (const auto& [args, message] : hostile) {
+    run = run_lithe(search_args(args));
+    EXPECT_NE(run.exit_code, 0) << args;
+    EXPECT_THAT(run.out, HasSubstr(message)) << args;
+    EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+    EXPECT_FALSE(fs::exists(out / "best.pt")) << args;
+  }
+}
+
+}  // namespace
+}  // namespace lithe::test

@@ -1,0 +1,290 @@
+// The search to a measured budget on real models (the bundled LeNet, the residual block) with
+// the L1 filter pruner linked directly: every feasible trial's sped-up model fits the budget as
+// counted afresh, the search is reproducible trial for trial (at any thread count, and when
+// resumed from a prefix of its trials), and budgets parse as documented.
+#include "lithe/host/pipeline/budget_search.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/script.h>
+
+#include <string>
+#include <vector>
+
+#include "lithe/host/graph/flops_counter.h"
+#include "lithe/host/model/model.h"
+#include "lithe/sdk/error.h"
+#include "plugins/filter_norm/filter_norm.h"
+#include "support/fashion_data.h"
+#include "support/paths.h"
+
+namespace lithe::host {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+PluginRegistry& filter_registry() {
+  static PluginRegistry* registry = [] {
+    auto* r = new PluginRegistry();
+    plugins::filter_norm::register_algorithms(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+SearchOptions lenet_options(ResourceKind kind, const std::string& budget, int64_t trials) {
+  SearchOptions o;
+  o.algorithm = "l1_filter";
+  o.budget = parse_resource_budget(kind, budget, "--budget");
+  o.trials = trials;
+  o.seed = 7;
+  o.latency.input_shape = {1, 1, 28, 28};
+  o.latency.runs = 3;
+  o.latency.warmup = 1;
+  o.bisection_steps = 8;
+  return o;
+}
+
+// Everything a trial decided, without its wall time and latency (measured, so never the same).
+void expect_same_trials(const SearchResult& a, const SearchResult& b) {
+  ASSERT_EQ(a.trials.size(), b.trials.size());
+  for (size_t i = 0; i < a.trials.size(); ++i) {
+    const SearchTrial& x = a.trials[i];
+    const SearchTrial& y = b.trials[i];
+    EXPECT_EQ(x.origin, y.origin) << i;
+    EXPECT_EQ(x.direction, y.direction) << i;
+    EXPECT_EQ(x.scale, y.scale) << i;
+    EXPECT_EQ(x.sparsities, y.sparsities) << i;
+    EXPECT_EQ(x.feasible, y.feasible) << i;
+    EXPECT_EQ(x.use.flops, y.use.flops) << i;
+    EXPECT_EQ(x.use.params, y.use.params) << i;
+    EXPECT_EQ(x.accuracy, y.accuracy) << i;
+    EXPECT_EQ(x.accepted, y.accepted) << i;
+  }
+  EXPECT_EQ(a.best, b.best);
+}
+
+class BudgetSearchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::fashion_installed()) {
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+    dense_ = load_torchscript_module(test::lenet_model());
+    test_ = test::fashion("test", 300);
+  }
+  torch::jit::Module dense_;
+  Dataset test_;
+};
+
+TEST_F(BudgetSearchTest, EveryFeasibleTrialFitsTheFlopsBudgetCountedAfresh) {
+  const SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 5);
+  const SearchResult result =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  EXPECT_EQ(result.layers, (std::vector<std::string>{"conv1", "conv2"}));
+  EXPECT_EQ(result.dense.flops, count_flops(dense_, {1, 1, 28, 28}, FlopsMode::kDefault).total_flops);
+  ASSERT_EQ(result.trials.size(), 5U);
+  EXPECT_EQ(result.trials[0].origin, "uniform");
+  EXPECT_EQ(result.trials[0].direction, (std::vector<double>{1.0, 1.0}));
+  EXPECT_EQ(result.trials[0].sparsities[0], result.trials[0].sparsities[1]);
+  int feasible = 0;
+  for (const SearchTrial& trial : result.trials) {
+    EXPECT_EQ(trial.origin, trial.index == 0 ? "uniform" : "annealing");
+    if (!trial.feasible) {
+      continue;
+    }
+    ++feasible;
+    // The model the trial measured, rebuilt and counted by the FLOPs counter on its own.
+    torch::jit::Module rebuilt = build_search_candidate(dense_, filter_registry(), options,
+                                                        result.layers, trial.sparsities, {});
+    const FlopsReport counted = count_flops(rebuilt, {1, 1, 28, 28}, FlopsMode::kDefault);
+    EXPECT_EQ(counted.total_flops, trial.use.flops) << trial.index;
+    EXPECT_LE(static_cast<double>(counted.total_flops), 0.5 * result.dense.flops) << trial.index;
+    // Smaller than dense in earnest: the conv layers lost filters.
+    EXPECT_LT(rebuilt.attr("conv2").toModule().attr("weight").toTensor().size(0), 16);
+    ASSERT_TRUE(trial.accuracy.has_value());
+    EXPECT_GE(*trial.accuracy, 0.0);
+    // Sparsities are the scale along the direction, capped.
+    for (size_t i = 0; i < trial.sparsities.size(); ++i) {
+      EXPECT_NEAR(trial.sparsities[i],
+                  std::min(options.max_sparsity, trial.scale * trial.direction[i]), 1e-6);
+    }
+  }
+  EXPECT_GE(feasible, 4) << "the budget is reachable along nearly every direction";
+  ASSERT_TRUE(result.best.has_value());
+  for (const SearchTrial& trial : result.trials) {
+    if (trial.feasible) {
+      EXPECT_LE(*trial.accuracy, *result.trials[*result.best].accuracy);
+    }
+  }
+}
+
+TEST_F(BudgetSearchTest, SameSeedSameTrialsAtAnyThreadCountAndWhenResumed) {
+  const SearchOptions options = lenet_options(ResourceKind::kFlops, "0.4x", 5);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const SearchResult one = run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  at::set_num_threads(2);
+  std::vector<size_t> seen;
+  const SearchResult two = run_budget_search(dense_, filter_registry(), options, {&test_, nullptr},
+                                             nullptr, [&](const SearchResult& r) {
+                                               seen.push_back(r.trials.size());
+                                             });
+  at::set_num_threads(threads);
+  expect_same_trials(one, two);
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2, 3, 4, 5}));  // once before, once per trial
+
+  // Resumed from its first two trials (as read from a state file): the rest is run, the same.
+  SearchResult prefix = one;
+  prefix.trials.resize(2);
+  prefix.best.reset();
+  std::vector<size_t> resumed_seen;
+  const SearchResult resumed =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}, &prefix,
+                        [&](const SearchResult& r) { resumed_seen.push_back(r.trials.size()); });
+  expect_same_trials(one, resumed);
+  for (size_t i = 0; i < 2; ++i) {  // taken as recorded, not measured again
+    EXPECT_EQ(resumed.trials[i].use.latency_ms, one.trials[i].use.latency_ms);
+  }
+  EXPECT_EQ(resumed_seen, (std::vector<size_t>{2, 3, 4, 5}));
+
+  // Another seed draws other directions.
+  SearchOptions other = options;
+  other.seed = 8;
+  other.trials = 2;
+  const SearchResult different =
+      run_budget_search(dense_, filter_registry(), other, {&test_, nullptr});
+  EXPECT_NE(different.trials[1].direction, one.trials[1].direction);
+  EXPECT_EQ(different.trials[0].direction, one.trials[0].direction);  // uniform either way
+}
+
+TEST_F(BudgetSearchTest, RandomDrawsEveryDirectionAfreshAndALatencyBudgetIsTimed) {
+  SearchOptions options = lenet_options(ResourceKind::kLatency, "0.95x", 3);
+  options.strategy = SearchStrategy::kRandom;
+  options.latency.input_shape = {32, 1, 28, 28};
+  options.latency.runs = 5;
+  const SearchResult result =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  for (const SearchTrial& trial : result.trials) {
+    EXPECT_EQ(trial.origin, trial.index == 0 ? "uniform" : "random");
+    EXPECT_GT(trial.use.latency_ms, 0);
+    EXPECT_GT(trial.use.dense_latency_ms, 0);
+    if (trial.feasible) {  // the measurement that decided it, alongside the dense model
+      EXPECT_LE(trial.use.latency_ms / trial.use.dense_latency_ms, 0.95);
+    }
+  }
+  EXPECT_EQ(result.dense.flops,
+            count_flops(dense_, {32, 1, 28, 28}, FlopsMode::kDefault).total_flops);
+}
+
+TEST_F(BudgetSearchTest, ABudgetNoDirectionReachesLeavesNoBest) {
+  SearchOptions options = lenet_options(ResourceKind::kParams, "0.05x", 2);
+  options.max_sparsity = 0.3;
+  const SearchResult result =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  ASSERT_EQ(result.trials.size(), 2U);
+  for (const SearchTrial& trial : result.trials) {
+    EXPECT_FALSE(trial.feasible);
+    EXPECT_FALSE(trial.accuracy.has_value());
+    EXPECT_GT(trial.use.ratio(ResourceKind::kParams, result.dense), 0.05);
+    // Reported at the largest scale: the layer with the smallest share at the cap.
+    EXPECT_DOUBLE_EQ(*std::max_element(trial.sparsities.begin(), trial.sparsities.end()), 0.3);
+  }
+  EXPECT_FALSE(result.best.has_value());
+}
+
+TEST_F(BudgetSearchTest, AResidualModelIsSearchedThroughItsSkipConnection) {
+  const torch::jit::Module resblock =
+      load_torchscript_module(test::source_dir() / "tests/data/nni/models/resblock.pt");
+  Dataset data;
+  data.images = at::randn({64, 3, 16, 16}, at::detail::createCPUGenerator(1));
+  data.labels = at::randint(0, 10, {64}, at::detail::createCPUGenerator(2), at::kLong);
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.6x", 3);
+  options.latency.input_shape = {1, 3, 16, 16};
+  const SearchResult result =
+      run_budget_search(resblock, filter_registry(), options, {&data, nullptr});
+  ASSERT_TRUE(result.best.has_value());
+  const SearchTrial& best = result.trials[*result.best];
+  EXPECT_LE(best.use.ratio(ResourceKind::kFlops, result.dense), 0.6);
+  EXPECT_LT(best.use.params, result.dense.params);
+}
+
+TEST_F(BudgetSearchTest, BadLayersAndOptionsAreNamed) {
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 2);
+  options.layers = {"conv2", "nope"};
+  EXPECT_THAT([&] { (void)searched_layers(dense_, options); },
+              ThrowsMessage<sdk::Error>(HasSubstr("--layers: the model has no module 'nope'")));
+  options.layers = {"fc1"};
+  EXPECT_THAT([&] { (void)searched_layers(dense_, options); },
+              ThrowsMessage<sdk::Error>(HasSubstr("module 'fc1' is a Linear, not one of")));
+  options.layers = {"conv2", "conv1"};
+  EXPECT_EQ(searched_layers(dense_, options),
+            (std::vector<std::string>{"conv1", "conv2"}));  // the model's order
+  options.trials = 0;
+  EXPECT_THAT([&] { check_search_options(options); },
+              ThrowsMessage<sdk::Error>(HasSubstr("--trials must be in [1, 100000], got 0")));
+  options.trials = 2;
+  options.max_sparsity = 1;
+  EXPECT_THAT([&] { check_search_options(options); },
+              ThrowsMessage<sdk::Error>(HasSubstr("--max-sparsity must be in (0, 1)")));
+  options.max_sparsity = 0.9;
+  options.latency.input_shape = {1, 0, 28};
+  EXPECT_THAT([&] { check_search_options(options); },
+              ThrowsMessage<sdk::Error>(HasSubstr("every --input-shape size must be >= 1, got 0")));
+}
+
+TEST(ResourceBudgetTest, SharesAndAbsoluteValuesParse) {
+  ResourceBudget b = parse_resource_budget(ResourceKind::kFlops, "0.5x", "--flops-budget");
+  EXPECT_TRUE(b.relative);
+  EXPECT_EQ(b.value, 0.5);
+  EXPECT_EQ(b.describe(), "flops 0.5x");
+  b = parse_resource_budget(ResourceKind::kParams, "2.5e4", "--params-budget");
+  EXPECT_FALSE(b.relative);
+  EXPECT_EQ(b.value, 25000);
+  b = parse_resource_budget(ResourceKind::kLatency, "3.2ms", "--latency-budget");
+  EXPECT_FALSE(b.relative);
+  EXPECT_EQ(b.describe(), "latency 3.2ms");
+  const auto error = [](ResourceKind kind, const std::string& text) {
+    try {
+      (void)parse_resource_budget(kind, text, "--x");
+    } catch (const sdk::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error(ResourceKind::kFlops, "1.5x"), HasSubstr("--x: a share of the dense model "
+                                                             "must be in (0, 1], got '1.5x'"));
+  EXPECT_THAT(error(ResourceKind::kFlops, "0x"), HasSubstr("must be in (0, 1]"));
+  EXPECT_THAT(error(ResourceKind::kFlops, "halfx"), HasSubstr("'halfx' is not a share"));
+  EXPECT_THAT(error(ResourceKind::kFlops, "-5"), HasSubstr("the budget must be > 0, got '-5'"));
+  EXPECT_THAT(error(ResourceKind::kFlops, "nan"), HasSubstr("'nan' is not a budget"));
+  EXPECT_THAT(error(ResourceKind::kLatency, "3"), HasSubstr("milliseconds (0.5x or 3.2ms), got '3'"));
+  EXPECT_THAT(error(ResourceKind::kLatency, " 3ms"), HasSubstr("' 3ms' is not a budget"));
+}
+
+TEST(ParetoFrontTest, KeepsTheTrialsNothingBeatsOnBothAccuracyAndUse) {
+  SearchResult result;
+  result.dense.flops = 100;
+  const auto add = [&](int64_t flops, std::optional<double> accuracy) {
+    SearchTrial t;
+    t.index = static_cast<int64_t>(result.trials.size());
+    t.use.flops = flops;
+    t.accuracy = accuracy;
+    t.feasible = accuracy.has_value();
+    result.trials.push_back(t);
+  };
+  add(50, 0.80);  // 0: front
+  add(40, 0.70);  // 1: front (cheapest)
+  add(45, 0.69);  // 2: beaten by 1
+  add(60, 0.85);  // 3: front
+  add(60, 0.84);  // 4: beaten by 3
+  add(30, std::nullopt);  // 5: not evaluated
+  add(55, 0.80);  // 6: beaten by 0
+  EXPECT_EQ(pareto_front(result, ResourceKind::kFlops), (std::vector<int64_t>{1, 0, 3}));
+}
+
+}  // namespace
+}  // namespace lithe::host
