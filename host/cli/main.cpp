@@ -101,6 +101,8 @@ void print_usage() {
                "SensitivityAnalysis)\n"
                "  search       per-layer sparsities that fit a FLOPs, parameter or measured "
                "latency budget\n"
+               "  latency      time models alternately on this machine (medians, ratios to a "
+               "baseline)\n"
                "  speedup      rebuild a masked model with fewer channels, checked and timed\n"
                "  export-onnx  write a TorchScript model as ONNX (checked by the ONNX checker)\n"
                "  convert      turn a quantized model into a native int8 model, with a certificate\n"
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
       {"launch", &lithe::cli::run_launch},
       {"sensitivity", &lithe::cli::run_sensitivity},
       {"search", &lithe::cli::run_search},
+      {"latency", &lithe::cli::run_latency},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {

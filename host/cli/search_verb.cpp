@@ -2,6 +2,7 @@
 // pruner are searched so that the sped-up model fits a FLOPs, parameter or latency budget at the
 // best accuracy; every trial is recorded in a state file (a restarted search continues from
 // it), and the best model is written pruned and sped up, with an optional HTML report.
+#include <ATen/Parallel.h>
 #include <torch/script.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "input_shape.h"
+#include "latency_probe.h"
 #include "lithe/host/io/file_io.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
@@ -93,6 +95,7 @@ int run_search(const std::vector<std::string>& args) {
   int64_t eval_samples = 0;
   int64_t epochs = 0;
   bool json_out = false;
+  bool latency_in_process = false;
   host::SearchOptions options;
   CommonOptions common;
   po::variables_map given;
@@ -150,11 +153,17 @@ int run_search(const std::vector<std::string>& args) {
       ("latency-warmup",
        po::value(&options.latency.warmup)->default_value(options.latency.warmup),
        "untimed forwards before each latency measurement")
+      ("latency-in-process", po::bool_switch(&latency_in_process),
+       "time candidates in this process instead of a fresh `lithe latency` process each "
+       "(faster; the search's own heap favours smaller models)")
       ("eval-samples", po::value(&eval_samples)->default_value(0),
        "evaluate trials on the first N test samples only (0: all); the best model is "
        "evaluated on all")
       ("trial-epochs", po::value(&options.trial_epochs)->default_value(0),
        "fine-tune every trial's model this many epochs before evaluating it (0: none)")
+      ("recalibrate-bn", po::value(&options.recalibrate_bn_batches)->default_value(0),
+       "then re-estimate every BatchNorm layer's statistics on N training batches (0: none); "
+       "BatchNorm networks pruned in one shot score far below what they recover")
       ("epochs", po::value(&epochs)->default_value(0),
        "fine-tune the best model this many epochs before writing it (0: none)")
       ("json", po::bool_switch(&json_out), "print the result as JSON");
@@ -201,14 +210,15 @@ int run_search(const std::vector<std::string>& args) {
                    .is_discarded(),
               sdk::Errc::kInvalidConfig, "--options is not valid JSON: '",
               options.algorithm_options_json, "'");
-  const bool trains = options.trial_epochs > 0 || epochs > 0;
+  const bool trains =
+      options.trial_epochs > 0 || epochs > 0 || options.recalibrate_bn_batches > 0;
   for (const std::string& name : training_option_names()) {
     if (name == "data" || name == "test-data" || name == "seed") {
       continue;  // the data is evaluated on, and the seed drives the search
     }
     LITHE_CHECK(trains || given.count(name) == 0 || given[name].defaulted(),
                 sdk::Errc::kInvalidConfig, "--", name,
-                " has no effect without --trial-epochs or --epochs");
+                " has no effect without --trial-epochs, --recalibrate-bn or --epochs");
   }
   if (epochs > 0) {
     host::TrainOptions final_tune = options.train;
@@ -265,6 +275,11 @@ int run_search(const std::vector<std::string>& args) {
     options.latency.input_shape[0] = 1;
   }
   options.seed = options.train.seed;
+  if (!latency_in_process) {
+    options.latency_probe = fresh_process_latency_probe(
+        model_path, options.latency.input_shape, options.latency.runs, options.latency.warmup,
+        at::get_num_threads());
+  }
   const host::SearchData search_data{&trial_test, trains ? &train_data : nullptr};
 
   std::string data_description = (test_path.empty() ? data : test_path) + " (" +

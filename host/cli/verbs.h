@@ -53,5 +53,6 @@ int run_pipeline(const std::vector<std::string>& args);
 int run_launch(const std::vector<std::string>& args);
 int run_sensitivity(const std::vector<std::string>& args);
 int run_search(const std::vector<std::string>& args);
+int run_latency(const std::vector<std::string>& args);
 
 }  // namespace lithe::cli

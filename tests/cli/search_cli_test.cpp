@@ -234,6 +234,53 @@ TEST_F(SearchCliTest, KilledMidTrialItResumesFromItsStateToTheSameBestModel) {
   EXPECT_GT(a["best"]["accuracy"].get<double>(), 0.5) << "fine-tuned trials of a trained LeNet";
 }
 
+size_t temporary_folders() {
+  size_t n = 0;
+  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path())) {
+    n += entry.path().filename().string().rfind("lithe-search-", 0) == 0 ? 1 : 0;
+  }
+  return n;
+}
+
+// A latency budget: every candidate is timed in a fresh `lithe latency` process, and a fresh
+// process finds the written model faster than the dense one.
+TEST_F(SearchCliTest, ALatencyBudgetIsTimedInFreshProcesses) {
+  const fs::path out = scratch_dir("cli_search_latency");
+  const size_t folders = temporary_folders();
+  const CliRun run = run_lithe(search_args("--latency-budget 0.8x --input-shape 64,1,28,28 "
+                                           "--trials 2 --json --output " +
+                                           (out / "best.pt").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json result = json_of(run);
+  const nlohmann::json& best = result["best"];
+  EXPECT_LE(best["use"]["latency_ratio"].get<double>(), 0.8);
+  EXPECT_LT(best["use"]["flops_ratio"].get<double>(), 1.0);
+  EXPECT_EQ(temporary_folders(), folders) << "the candidates' folder is removed";
+  const CliRun timed = run_lithe("latency --json --threads 2 --runs 40 --input-shape 64,1,28,28 "
+                                 "--baseline " + (*dir_ / "trained.pt").string() + " --model " +
+                                 (out / "best.pt").string());
+  ASSERT_EQ(timed.exit_code, 0) << timed.out;
+  const nlohmann::json medians = nlohmann::json::parse(timed.out);
+  EXPECT_EQ(medians["runs"], 40);
+  EXPECT_LT(medians["models"][0]["ratio"].get<double>(), 1.0) << timed.out;
+  EXPECT_GT(medians["baseline"]["ms"].get<double>(), 0);
+
+  // Hostile arguments to `lithe latency`: one line each, non-zero.
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--input-shape 1,1,28,28", "--model"},
+           {"--model " + lenet_model().string() + " --input-shape 1,x", "--input-shape"},
+           {"--model " + lenet_model().string() + " --input-shape 1,1,28,28 --runs 0",
+            "--runs must be in [1, 1000000], got 0"},
+           {"--model " + (out / "none.pt").string() + " --input-shape 1,1,28,28", "none.pt"},
+           {"--model " + lenet_model().string() + " --input-shape 1,3,28,28",
+            "the models' forward failed on an input of shape 1,3,28,28"}}) {
+    const CliRun bad = run_lithe("latency " + args);
+    EXPECT_NE(bad.exit_code, 0) << args;
+    EXPECT_THAT(bad.out, HasSubstr(message)) << args;
+    EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  }
+}
+
 TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteNothing) {
   const fs::path out = scratch_dir("cli_search_refusals");
   const fs::path state = out / "s.json";
@@ -278,7 +325,7 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       {"--flops-budget 0.5x --metric-floor 2" + output,
        "--metric-floor is a top-1 accuracy in [0, 1], got 2"},
       {"--flops-budget 0.5x --lr 0.1" + output,
-       "--lr has no effect without --trial-epochs or --epochs"},
+       "--lr has no effect without --trial-epochs, --recalibrate-bn or --epochs"},
       {"--flops-budget 0.5x --output " + (*dir_ / "trained.pt").string(), "--output"},
       {"--flops-budget 0.5x --state " + out.string() + output, "--state"},
       {"--flops-budget 0.5x --input-shape 1,0,28" + output, "--input-shape"},

@@ -15,6 +15,7 @@
 
 #include "lithe/host/graph/flops_counter.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "plugins/filter_norm/filter_norm.h"
 #include "support/fashion_data.h"
@@ -210,6 +211,35 @@ TEST_F(BudgetSearchTest, AResidualModelIsSearchedThroughItsSkipConnection) {
   const SearchTrial& best = result.trials[*result.best];
   EXPECT_LE(best.use.ratio(ResourceKind::kFlops, result.dense), 0.6);
   EXPECT_LT(best.use.params, result.dense.params);
+
+  // With fine-tuning and BatchNorm re-estimation before scoring: the model a trial scored is
+  // the one build_search_candidate rebuilds (what `lithe search` writes), and its statistics
+  // are re-estimated (they differ from the model merely pruned).
+  SearchOptions adapted = options;
+  adapted.trials = 2;
+  adapted.trial_epochs = 1;
+  adapted.recalibrate_bn_batches = 2;
+  adapted.train.batch_size = 16;
+  adapted.train.progress = false;
+  EXPECT_THAT([&] { (void)run_budget_search(resblock, filter_registry(), adapted, {&data, nullptr}); },
+              ThrowsMessage<sdk::Error>(HasSubstr("need training data")));
+  const SearchResult tuned =
+      run_budget_search(resblock, filter_registry(), adapted, {&data, &data});
+  for (const SearchTrial& trial : tuned.trials) {
+    ASSERT_TRUE(trial.accuracy.has_value());
+    torch::jit::Module rebuilt = build_search_candidate(resblock, filter_registry(), adapted,
+                                                        tuned.layers, trial.sparsities,
+                                                        {&data, &data});
+    const std::unique_ptr<Model> model = make_torchscript_model(rebuilt);
+    EXPECT_EQ(evaluate(*model, data).accuracy, *trial.accuracy) << trial.index;
+    SearchOptions bare = adapted;
+    bare.trial_epochs = 0;
+    bare.recalibrate_bn_batches = 0;
+    torch::jit::Module pruned = build_search_candidate(resblock, filter_registry(), bare,
+                                                       tuned.layers, trial.sparsities, {});
+    EXPECT_FALSE(rebuilt.attr("bn1").toModule().attr("running_mean").toTensor().equal(
+        pruned.attr("bn1").toModule().attr("running_mean").toTensor()));
+  }
 }
 
 TEST_F(BudgetSearchTest, BadLayersAndOptionsAreNamed) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/speedup/speedup.h"
+#include "lithe/host/train/batchnorm_recalibration.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -140,17 +142,24 @@ torch::jit::Module pruned_and_sped_up(const torch::jit::Module& dense,
   return out;
 }
 
-void fine_tune(torch::jit::Module& module, const SearchOptions& options, const SearchData& data) {
-  if (options.trial_epochs <= 0) {
+// What a trial's model gets before it is evaluated: fine-tuning, then BatchNorm re-estimation.
+void adapt(torch::jit::Module& module, const SearchOptions& options, const SearchData& data) {
+  if (options.trial_epochs <= 0 && options.recalibrate_bn_batches <= 0) {
     return;
   }
   LITHE_CHECK(data.train != nullptr, sdk::Errc::kInvalidConfig,
-              "trial fine-tuning needs training data");
+              "trial fine-tuning and BatchNorm re-estimation need training data");
   const std::unique_ptr<Model> model = make_torchscript_model(module);
-  TrainOptions tune = options.train;
-  tune.epochs = options.trial_epochs;
-  tune.progress = false;
-  (void)train(*model, *data.train, nullptr, tune);
+  if (options.trial_epochs > 0) {
+    TrainOptions tune = options.train;
+    tune.epochs = options.trial_epochs;
+    tune.progress = false;
+    (void)train(*model, *data.train, nullptr, tune);
+  }
+  if (options.recalibrate_bn_batches > 0) {
+    (void)recalibrate_batchnorm(*model, *data.train, options.recalibrate_bn_batches,
+                                options.train.batch_size);
+  }
   module.eval();
 }
 
@@ -216,6 +225,8 @@ void check_search_options(const SearchOptions& options) {
         "in [0, 100000]", std::to_string(options.latency.warmup));
   check(options.trial_epochs >= 0, "--trial-epochs", ">= 0",
         std::to_string(options.trial_epochs));
+  check(options.recalibrate_bn_batches >= 0, "--recalibrate-bn", ">= 0",
+        std::to_string(options.recalibrate_bn_batches));
   LITHE_CHECK(!options.latency.input_shape.empty(), sdk::Errc::kInvalidConfig,
               "--input-shape: no size given");
   for (const int64_t size : options.latency.input_shape) {
@@ -274,7 +285,7 @@ torch::jit::Module build_search_candidate(const torch::jit::Module& dense,
   LITHE_CHECK(sparsities.size() == layers.size(), sdk::Errc::kInvalidConfig, "a candidate needs ",
               layers.size(), " sparsities (one per searched layer), got ", sparsities.size());
   torch::jit::Module module = pruned_and_sped_up(dense, registry, options, layers, sparsities);
-  fine_tune(module, options, data);
+  adapt(module, options, data);
   return module;
 }
 
@@ -297,9 +308,19 @@ SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegi
     result.trials.assign(resumed->trials.begin(),
                          resumed->trials.begin() +
                              std::min<int64_t>(options.trials, resumed->trials.size()));
-  } else {
+  }
+  const auto measure = [&](torch::jit::Module& module, bool time_it) {
+    if (time_it && options.latency_probe) {
+      ResourceUse use =
+          measure_resources(module, reference, options.flops_mode, options.latency, false);
+      std::tie(use.dense_latency_ms, use.latency_ms) = options.latency_probe(module);
+      return use;
+    }
+    return measure_resources(module, reference, options.flops_mode, options.latency, time_it);
+  };
+  if (resumed == nullptr) {
     torch::jit::Module copy = dense.clone();
-    result.dense = measure_resources(copy, reference, options.flops_mode, options.latency, true);
+    result.dense = measure(copy, true);
     result.dense_accuracy = accuracy_of(copy, options, data);
   }
   if (on_progress) {
@@ -307,9 +328,6 @@ SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegi
   }
   const ResourceKind kind = options.budget.kind;
   const bool timed = kind == ResourceKind::kLatency;
-  const auto measure = [&](torch::jit::Module& module, bool time_it) {
-    return measure_resources(module, reference, options.flops_mode, options.latency, time_it);
-  };
   // The current direction of annealing and its accuracy, replayed over every trial so far.
   std::optional<size_t> current;
   const auto consider = [&](SearchTrial& trial) {
@@ -384,7 +402,7 @@ SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegi
     trial.sparsities = sparsities;
     trial.use = use;
     if (trial.feasible) {
-      fine_tune(fitting, options, data);
+      adapt(fitting, options, data);
       trial.accuracy = accuracy_of(fitting, options, data);
     }
     consider(trial);

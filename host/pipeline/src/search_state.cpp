@@ -142,7 +142,7 @@ std::string content_digest(const std::string& bytes) {
 json search_fingerprint(const SearchOptions& options, const std::string& model_digest,
                         const std::string& data_description) {
   json train = nullptr;
-  if (options.trial_epochs > 0) {
+  if (options.trial_epochs > 0 || options.recalibrate_bn_batches > 0) {
     const TrainOptions& t = options.train;
     train = {{"batch_size", t.batch_size}, {"optimizer", t.optimizer},
              {"lr", t.lr},                 {"momentum", t.momentum},
@@ -169,6 +169,7 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
           {"latency_runs", options.latency.runs},
           {"latency_warmup", options.latency.warmup},
           {"trial_epochs", options.trial_epochs},
+          {"recalibrate_bn", options.recalibrate_bn_batches},
           {"eval_batch_size", options.train.eval_batch_size},
           {"train", train}};
 }

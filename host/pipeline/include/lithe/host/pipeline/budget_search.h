@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lithe/host/pipeline/resource_budget.h"
@@ -56,9 +57,20 @@ struct SearchOptions {
   int bisection_steps = 12;     ///< measurements of the scale per trial, >= 1
   FlopsMode flops_mode = FlopsMode::kDefault;
   LatencySettings latency;      ///< input_shape also fixes the FLOPs count's input
+  /// Times a candidate against the dense model: (dense ms, candidate ms) as medians. Empty:
+  /// in this process (median_latencies with `latency`). `lithe search` times every candidate
+  /// in a fresh process (`lithe latency`), as a server would run it: the search's own heap
+  /// otherwise favours smaller models (it measured 0.49 of the dense model for a ResNet that a
+  /// fresh process times at 0.54).
+  std::function<std::pair<double, double>(const torch::jit::Module& candidate)> latency_probe;
   /// Epochs of fine-tuning each trial's sped-up model gets before it is evaluated (0: none),
   /// with `train` (its seed included: every trial trains on the same batches).
   int64_t trial_epochs = 0;
+  /// Then re-estimate every BatchNorm layer's running statistics on this many training batches
+  /// (recalibrate_batchnorm; 0: none). One-shot filter pruning leaves the statistics of the
+  /// channels' old mix, so a BatchNorm network's accuracy without it says little about a
+  /// candidate (not NNI's: its searches score the model as pruned).
+  int64_t recalibrate_bn_batches = 0;
   TrainOptions train;
 };
 
@@ -86,7 +98,8 @@ struct SearchResult {
   std::optional<int64_t> best;
 };
 
-/// What a search evaluates on; `train` only with trial_epochs > 0 (kept alive by the caller).
+/// What a search evaluates on; `train` only with trial_epochs or recalibrate_bn_batches > 0
+/// (kept alive by the caller).
 struct SearchData {
   const Dataset* test = nullptr;
   const Dataset* train = nullptr;
@@ -117,8 +130,9 @@ SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegi
                                const SearchProgress& on_progress = {});
 
 /// The sped-up model of `sparsities` (one per layer of `layers`): pruned by the algorithm, sped
-/// up on an input of options.latency.input_shape, and fine-tuned for options.trial_epochs —
-/// the model a trial evaluated. In eval mode.
+/// up on an input of options.latency.input_shape, fine-tuned for options.trial_epochs and its
+/// BatchNorm statistics re-estimated on options.recalibrate_bn_batches — the model a trial
+/// evaluated. In eval mode.
 torch::jit::Module build_search_candidate(const torch::jit::Module& dense,
                                           const PluginRegistry& registry,
                                           const SearchOptions& options,

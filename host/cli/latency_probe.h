@@ -1,0 +1,30 @@
+#pragma once
+// Timing a candidate model against the dense model in a fresh `lithe latency` process, for
+// `lithe search --latency-budget`: what a server that loads the model would measure, untouched
+// by the search's own heap and caches.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch::jit {
+struct Module;
+}
+
+namespace lithe::cli {
+
+/// (dense ms, candidate ms) of one measurement.
+using LatencyProbe = std::function<std::pair<double, double>(const torch::jit::Module& candidate)>;
+
+/// A probe that saves the candidate into a private temporary folder (removed when the last
+/// copy of the probe goes) and runs this executable's `latency` verb on it with `dense_model`
+/// as the baseline: `runs` alternating rounds after `warmup` forwards, on zeros of
+/// `input_shape`, with `threads` intra-op threads. sdk::Error(kIo) with the OS reason when the
+/// folder, the file or the process cannot be made, and with the child's message when it fails.
+LatencyProbe fresh_process_latency_probe(const std::string& dense_model,
+                                         const std::vector<int64_t>& input_shape, int runs,
+                                         int warmup, int threads);
+
+}  // namespace lithe::cli

@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""`lithe search` to a measured latency budget and to a FLOPs budget on a ResNet-style model
+(issue: search). One run makes every figure:
+
+  model     a ResNet-8 for 28x28 grey images (stem 16, three BasicBlock stages of 16/32/64
+            channels, the last two with strided 1x1 downsampling), scripted here and trained one
+            epoch by `lithe train` (seed 0, SGD lr 0.05)
+  data      training images 0..54,999 train; 55,000..59,999 are the validation set the search
+            scores trials on; the 10,000 test images are touched only by the final evaluation;
+            the final fine-tune runs one epoch over training images 0..9,999
+  searches  l1_filter over every Conv2d, annealing, seed 0, 12 trials, batch-16 input, 2 threads,
+            BatchNorm re-estimated on 20 batches before each trial is scored, every candidate
+            timed in a fresh process: --latency-budget 0.5x, then --flops-budget 0.5x, then
+            the uniform arm (--flops-budget 0.5x --trials 1: trial 0 alone)
+  check     a fresh `lithe latency` process times the dense model and the three results
+            alternately (batch 16, 2 threads, 300 rounds, medians): the latency-budget model's
+            ratio to the dense model must be within +-7% of 0.5; FLOPs ratios from `lithe flops`;
+            every result fine-tuned the same way (1 epoch over 10,000 images, lr 0.01) and
+            evaluated on the test set
+
+Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
+"""
+import argparse
+import gzip
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LITHE = ROOT / "build" / "bin" / "lithe"
+FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
+BATCH = 16
+THREADS = 2
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + self.downsample(x))
+
+
+class ResNet8(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.layer1 = Block(16, 16, 1)
+        self.layer2 = Block(16, 32, 2)
+        self.layer3 = Block(32, 64, 2)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def lithe(*argv, check=True):
+    done = subprocess.run([str(LITHE), *argv, "--threads", str(THREADS)], capture_output=True,
+                          text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    if check and done.returncode != 0:
+        sys.exit(f"FAILED: lithe {' '.join(argv)}\n{done.stdout}{done.stderr}")
+    return done
+
+
+def idx(name, images):
+    with gzip.open(FASHION / f"{name}.gz", "rb") as f:
+        raw = f.read()
+    if images:
+        x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)
+        return (torch.from_numpy(x.copy()).float() / 255 - 0.2860) / 0.3530
+    return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=8).copy()).long()
+
+
+def save_split(path, images, labels):
+    torch.save({"images": images.clone(), "labels": labels.clone()}, str(path))
+
+
+def eval_accuracy(model, test_dir):
+    out = lithe("eval", "--json", "--model", str(model), "--data", str(test_dir)).stdout
+    return json.loads(out[out.index("{"):])["accuracy"]
+
+
+def flops_of(model):
+    out = lithe("flops", "--json", "--input-shape", f"1,1,28,28", "--model", str(model)).stdout
+    return json.loads(out)["total_flops"]
+
+
+def fresh_latency(dense, models, rounds=300):
+    """Medians (ms) of the dense model and `models`, timed alternately by a fresh `lithe
+    latency` process."""
+    argv = ["latency", "--json", "--baseline", str(dense), "--input-shape", f"{BATCH},1,28,28",
+            "--runs", str(rounds)]
+    for m in models:
+        argv += ["--model", str(m)]
+    out = json.loads(lithe(*argv).stdout)
+    return out["baseline"]["ms"], [m["ms"] for m in out["models"]]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", default=str(ROOT / "build" / "bench" / "search_budget"))
+    parser.add_argument("--trials", type=int, default=12)
+    args = parser.parse_args()
+    work = pathlib.Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+
+    train_x, train_y = idx("train-images-idx3-ubyte", True), idx("train-labels-idx1-ubyte", False)
+    save_split(work / "train.pt", train_x[:55000], train_y[:55000])
+    save_split(work / "val.pt", train_x[55000:], train_y[55000:])
+    save_split(work / "tune.pt", train_x[:10000], train_y[:10000])
+    torch.jit.script(ResNet8()).save(str(work / "resnet8_init.pt"))
+    dense = work / "resnet8.pt"
+    lithe("train", "--model", str(work / "resnet8_init.pt"), "--epochs", "1", "--lr", "0.05",
+          "--data", str(work / "train.pt"), "--test-data", str(work / "val.pt"),
+          "--output", str(dense))
+
+    results = {}
+    arms = (("latency", ["--latency-budget", "0.5x"], args.trials),
+            ("flops", ["--flops-budget", "0.5x"], args.trials),
+            ("uniform", ["--flops-budget", "0.5x"], 1))
+    for name, budget, trials in arms:
+        output = work / f"{name}.pt"
+        state = work / f"{name}.state.json"
+        if state.exists():
+            state.unlink()
+        start = time.perf_counter()
+        done = lithe("search", "--model", str(dense), "--algorithm", "l1_filter", *budget,
+                     "--input-shape", f"{BATCH},1,28,28", "--trials", str(trials),
+                     "--recalibrate-bn", "20",
+                     "--latency-runs", "20", "--bisection-steps", "10",
+                     "--data", str(work / "tune.pt"), "--test-data", str(work / "val.pt"),
+                     "--epochs", "1", "--lr", "0.01", "--output", str(output),
+                     "--state", str(state), "--report", str(work / f"{name}.html"), "--json")
+        seconds = time.perf_counter() - start
+        summary = json.loads(done.stdout[done.stdout.index("{"):])
+        uniform = summary["trials"][0]
+        results[name] = {"summary": summary, "seconds": seconds, "output": output,
+                         "uniform_val": uniform["accuracy"]}
+
+    dense_ms, (latency_ms, flops_ms, uniform_ms) = fresh_latency(
+        dense, [results[n]["output"] for n in ("latency", "flops", "uniform")])
+    dense_flops = flops_of(dense)
+    print(f"ResNet-8 on Fashion-MNIST, batch {BATCH}, {THREADS} threads; dense "
+          f"{dense_flops} FLOPs, {dense_ms:.3f} ms, test accuracy "
+          f"{eval_accuracy(dense, FASHION):.4f}")
+    print(f"{'search':<30} {'FLOPs':>7} {'latency (search)':>17} {'latency (fresh)':>16} "
+          f"{'val best':>9} {'val uniform':>12} {'test':>7} {'time':>6}")
+    verdicts = []
+    tests = {}
+    for name, ms in (("latency", latency_ms), ("flops", flops_ms), ("uniform", uniform_ms)):
+        r = results[name]
+        best = r["summary"]["best"]
+        flops_ratio = flops_of(r["output"]) / dense_flops
+        fresh_ratio = ms / dense_ms
+        tests[name] = eval_accuracy(r["output"], FASHION)
+        label = {"latency": "--latency-budget 0.5x", "flops": "--flops-budget 0.5x",
+                 "uniform": "--flops-budget 0.5x --trials 1"}[name]
+        print(f"{label:<30} {flops_ratio:>7.4f} {best['use']['latency_ratio']:>17.4f} "
+              f"{fresh_ratio:>16.4f} {best['trial_accuracy']:>9.4f} "
+              f"{r['uniform_val'] or 0:>12.4f} {tests[name]:>7.4f} {r['seconds']:>5.0f}s")
+        if name == "latency":
+            off = fresh_ratio / 0.5 - 1
+            verdicts.append(f"latency budget: fresh-process ratio {fresh_ratio:.4f}, "
+                            f"{100 * off:+.1f}% from 0.5 (target within +-7%): "
+                            f"{'MET' if abs(off) <= 0.07 else 'NOT MET'}")
+        elif name == "flops":
+            verdicts.append(f"FLOPs budget: FLOPs {flops_ratio:.4f}x but latency "
+                            f"{fresh_ratio:.4f}x; FLOPs overstate the speedup by "
+                            f"{100 * (fresh_ratio - flops_ratio) / fresh_ratio:.1f}%")
+    gain = 100 * (tests["flops"] - tests["uniform"])
+    verdicts.append(f"FLOPs 0.5x: annealing {tests['flops']:.4f} vs uniform {tests['uniform']:.4f} "
+                    f"after the same fine-tune: {gain:+.2f} pt (target >= +0.5)")
+    for v in verdicts:
+        print(v)
+
+
+if __name__ == "__main__":
+    main()
