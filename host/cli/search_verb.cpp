@@ -119,9 +119,14 @@ int run_search(const std::vector<std::string>& args) {
        "fail (no model written) when the best model's test accuracy is below this")
       ("strategy", po::value(&strategy)->default_value(strategy),
        "random: every trial's per-layer shares drawn afresh; annealing: a perturbation of the "
-       "current shares kept by Metropolis' rule (trial 0 is always uniform)")
+       "current shares kept by Metropolis' rule; netadapt: rounds lowering the resource by "
+       "--netadapt-step, one candidate per layer, the most accurate kept (trial 0 is always "
+       "uniform)")
+      ("netadapt-step", po::value(&options.netadapt_step)->default_value(options.netadapt_step),
+       "netadapt: how much each round lowers the resource, as a share of the dense model's")
       ("trials", po::value(&options.trials)->default_value(options.trials),
-       "trials in all, trial 0 included (a resumed search may be given more)")
+       "trials in all, trial 0 included (a resumed search may be given more); netadapt: at "
+       "most this many")
       ("state", po::value(&state_path),
        "the state file, rewritten after every trial; a search started again with the same "
        "options continues from it (default: OUTPUT.search-state.json)")
@@ -319,10 +324,10 @@ int run_search(const std::vector<std::string>& args) {
       return;
     }
     const host::SearchTrial& t = so_far.trials.back();
-    std::optional<size_t> best;
+    std::optional<size_t> best;  // the most accurate trial within the budget so far
     for (size_t i = 0; i < so_far.trials.size(); ++i) {
       const host::SearchTrial& c = so_far.trials[i];
-      if (c.accuracy && (!best || *c.accuracy > *so_far.trials[*best].accuracy)) {
+      if (c.feasible && c.accuracy && (!best || *c.accuracy > *so_far.trials[*best].accuracy)) {
         best = i;
       }
     }
@@ -331,23 +336,22 @@ int run_search(const std::vector<std::string>& args) {
     const double done = static_cast<double>(so_far.trials.size() - resumed_trials);
     const double left = elapsed / done * (static_cast<double>(options.trials) -
                                           static_cast<double>(so_far.trials.size()));
-    std::string accuracy = t.accuracy ? std::to_string(*t.accuracy).substr(0, 6) : "-";
+    // FLOPs beside latency, or the budget's resource beside latency.
+    const host::ResourceKind shown =
+        kind == host::ResourceKind::kLatency ? host::ResourceKind::kFlops : kind;
+    const std::string accuracy = t.accuracy ? std::to_string(*t.accuracy).substr(0, 6) : "-";
+    const std::string best_text =
+        best ? std::to_string(*so_far.trials[*best].accuracy).substr(0, 6) + " (trial " +
+                   std::to_string(*best) + ")"
+             : "none";
     std::fprintf(stderr,
-                 "search: trial %lld/%lld (%s) %s %.4fx, latency %.4fx, accuracy %s%s | best "
-                 "%s | %s, ~%s left\n",
-                 static_cast<long long>(t.index + 1), static_cast<long long>(options.trials),
-                 t.origin.c_str(), host::resource_kind_name(kind == host::ResourceKind::kLatency
-                                                                ? host::ResourceKind::kFlops
-                                                                : kind),
-                 t.use.ratio(kind == host::ResourceKind::kLatency ? host::ResourceKind::kFlops
-                                                                  : kind,
-                             so_far.dense),
+                 "search: [%zu/%lld] trial %lld (%s) %s %.4fx, latency %.4fx, accuracy %s%s | "
+                 "best within budget %s | %s, ~%s left\n",
+                 so_far.trials.size(), static_cast<long long>(options.trials),
+                 static_cast<long long>(t.index), t.origin.c_str(),
+                 host::resource_kind_name(shown), t.use.ratio(shown, so_far.dense),
                  t.use.ratio(host::ResourceKind::kLatency, so_far.dense), accuracy.c_str(),
-                 t.feasible ? "" : " (does not fit)",
-                 best ? (std::to_string(*so_far.trials[*best].accuracy).substr(0, 6) +
-                         " (trial " + std::to_string(*best) + ")")
-                            .c_str()
-                      : "none",
+                 t.feasible ? "" : " (over budget)", best_text.c_str(),
                  duration(t.seconds).c_str(), duration(left).c_str());
   };
   const host::SearchResult result = host::run_budget_search(

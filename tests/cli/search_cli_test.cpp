@@ -85,7 +85,7 @@ TEST_F(SearchCliTest, WritesTheSpedUpBestModelWithinTheFlopsBudgetAndItsReport) 
                                            (out / "r.html").string() + " --output " +
                                            (out / "best.pt").string()));
   ASSERT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_THAT(run.out, HasSubstr("search: trial 5/5 (annealing)"));  // progress on stderr
+  EXPECT_THAT(run.out, HasSubstr("search: [5/5] trial 4 (annealing)"));  // progress on stderr
   const nlohmann::json result = json_of(run);
   EXPECT_EQ(result["layers"], nlohmann::json({"conv1", "conv2"}));
   const double dense_accuracy = result["dense"]["accuracy"].get<double>();
@@ -321,7 +321,7 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       {"--latency-budget 3" + output, "--latency-budget: a latency budget is a share"},
       {"--flops-budget 0.5x --trials 0" + output, "--trials must be in [1, 100000], got 0"},
       {"--flops-budget 0.5x --strategy grid" + output,
-       "--strategy: the strategy must be random or annealing, got 'grid'"},
+       "--strategy: the strategy must be random, annealing or netadapt, got 'grid'"},
       {"--flops-budget 0.5x --metric-floor 2" + output,
        "--metric-floor is a top-1 accuracy in [0, 1], got 2"},
       {"--flops-budget 0.5x --lr 0.1" + output,

@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -240,6 +241,83 @@ TEST_F(BudgetSearchTest, AResidualModelIsSearchedThroughItsSkipConnection) {
     EXPECT_FALSE(rebuilt.attr("bn1").toModule().attr("running_mean").toTensor().equal(
         pruned.attr("bn1").toModule().attr("running_mean").toTensor()));
   }
+}
+
+// NetAdapt: after the uniform trial 0, rounds of one candidate per layer, each the round's start
+// with that layer alone pruned further to the round's target; the most accurate is the next
+// round's start; the search ends at the first kept candidate within the budget. Resumed from a
+// prefix it makes the same trials.
+TEST_F(BudgetSearchTest, NetAdaptPrunesOneLayerFurtherPerCandidateAndKeepsTheBestOfEachRound) {
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 40);
+  options.strategy = SearchStrategy::kNetAdapt;
+  options.netadapt_step = 0.2;
+  options.op_types = {"Conv2d", "Linear"};
+  options.layers = {"conv1", "conv2", "fc1"};
+  const SearchResult result =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  ASSERT_GE(result.trials.size(), 4U);
+  EXPECT_EQ(result.trials[0].origin, "uniform");
+  std::vector<double> start(3, 0.0);
+  double start_ratio = 1.0;
+  size_t at = 1;
+  int rounds = 0;
+  while (at < result.trials.size()) {
+    ++rounds;
+    const double target = std::max(0.5, start_ratio - 0.2);
+    std::optional<size_t> kept;
+    for (size_t layer = 0; layer < 3 && at < result.trials.size(); ++layer) {
+      if (start[layer] >= options.max_sparsity) {
+        continue;
+      }
+      const SearchTrial& t = result.trials[at];
+      EXPECT_EQ(t.origin, "netadapt");
+      EXPECT_TRUE(t.direction.empty());
+      for (size_t other = 0; other < 3; ++other) {  // only this layer moved, and only up
+        if (other == layer) {
+          EXPECT_GT(t.sparsities[other], start[other]) << at;
+        } else {
+          EXPECT_EQ(t.sparsities[other], start[other]) << at;
+        }
+      }
+      if (t.accuracy.has_value()) {
+        EXPECT_LE(t.use.ratio(ResourceKind::kFlops, result.dense), target) << at;
+      } else {
+        EXPECT_EQ(t.sparsities[layer], options.max_sparsity);  // could not reach the target
+      }
+      if (t.accepted) {
+        EXPECT_FALSE(kept.has_value()) << "one kept candidate per round";
+        kept = at;
+      }
+      ++at;
+    }
+    ASSERT_TRUE(kept.has_value()) << "round " << rounds;
+    for (size_t i = at - 1; i > 0 && result.trials[i].origin == "netadapt" && i >= *kept; --i) {
+      if (result.trials[i].accuracy.has_value() && i != *kept) {
+        EXPECT_LE(*result.trials[i].accuracy, *result.trials[*kept].accuracy);
+      }
+    }
+    start = result.trials[*kept].sparsities;
+    start_ratio = result.trials[*kept].use.ratio(ResourceKind::kFlops, result.dense);
+    if (result.trials[*kept].feasible) {
+      EXPECT_EQ(at, result.trials.size()) << "the search ends with the first fitting round";
+    }
+  }
+  EXPECT_GE(rounds, 2);
+  ASSERT_TRUE(result.best.has_value());
+  EXPECT_LE(result.trials[*result.best].use.ratio(ResourceKind::kFlops, result.dense), 0.5);
+
+  SearchResult prefix = result;
+  prefix.trials.resize(3);
+  prefix.best.reset();
+  const SearchResult resumed =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}, &prefix);
+  expect_same_trials(result, resumed);
+  // A state of another strategy does not pass for NetAdapt's.
+  SearchOptions annealing = options;
+  annealing.strategy = SearchStrategy::kAnnealing;
+  EXPECT_THAT([&] {
+    (void)run_budget_search(dense_, filter_registry(), annealing, {&test_, nullptr}, &prefix);
+  }, ThrowsMessage<sdk::Error>(HasSubstr("trial 1 of the state file is a netadapt trial")));
 }
 
 TEST_F(BudgetSearchTest, BadLayersAndOptionsAreNamed) {

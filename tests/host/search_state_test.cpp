@@ -116,14 +116,21 @@ TEST(SearchStateTest, MalformedStatesAreRefusedWithThePathAndTheValue) {
   EXPECT_THAT(error(doc), HasSubstr("/trials/0/direction/0: must be in [0.05, 1], got 0.0"));
   doc = good;
   doc["trials"][0]["accuracy"] = nullptr;
+  EXPECT_THAT(error(doc), HasSubstr("/trials/0/accuracy: must be a number for a feasible trial"));
+  doc = good;
+  doc["trials"][1]["accuracy"] = 0.5;
   EXPECT_THAT(error(doc),
-              HasSubstr("/trials/0/accuracy: must be a number exactly when the trial is feasible"));
+              HasSubstr("/trials/1/accuracy: must be null for an infeasible annealing trial"));
+  doc["trials"][1]["origin"] = "netadapt";  // NetAdapt scores candidates above the budget
+  EXPECT_THAT(error(doc), HasSubstr("/trials/1/direction: must be [] for a netadapt trial"));
+  doc["trials"][1]["direction"] = nlohmann::ordered_json::array();
+  EXPECT_EQ(error(doc), "no error");
   doc = good;
   doc["trials"][0]["use"]["flops"] = "many";
   EXPECT_THAT(error(doc), HasSubstr("/trials/0/use/flops: must be an integer >= 0, got \"many\""));
   doc = good;
   doc["trials"][1]["origin"] = "guess";
-  EXPECT_THAT(error(doc), HasSubstr("/trials/1/origin: must be \"uniform\", \"random\" or"));
+  EXPECT_THAT(error(doc), HasSubstr("/trials/1/origin: must be \"uniform\", \"random\", \"annealing\" or"));
   doc = good;
   doc["dense"].erase("accuracy");
   EXPECT_THAT(error(doc), HasSubstr("/dense: has no \"accuracy\""));

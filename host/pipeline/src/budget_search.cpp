@@ -169,23 +169,15 @@ double accuracy_of(torch::jit::Module& module, const SearchOptions& options,
   return evaluate(*model, *data.test, options.train.eval_batch_size).accuracy;
 }
 
-bool better(const SearchTrial& a, const SearchTrial& b, const SearchResult& result,
-            ResourceKind kind) {
-  if (*a.accuracy != *b.accuracy) {
-    return *a.accuracy > *b.accuracy;
-  }
-  const double ua = a.use.ratio(kind, result.dense);
-  const double ub = b.use.ratio(kind, result.dense);
-  if (ua != ub) {
-    return ua < ub;
-  }
-  return a.index < b.index;
-}
-
 }  // namespace
 
 const char* search_strategy_name(SearchStrategy strategy) {
-  return strategy == SearchStrategy::kRandom ? "random" : "annealing";
+  switch (strategy) {
+    case SearchStrategy::kRandom: return "random";
+    case SearchStrategy::kAnnealing: return "annealing";
+    case SearchStrategy::kNetAdapt: return "netadapt";
+  }
+  return "?";
 }
 
 SearchStrategy parse_search_strategy(const std::string& text, const std::string& option) {
@@ -195,8 +187,12 @@ SearchStrategy parse_search_strategy(const std::string& text, const std::string&
   if (text == "annealing") {
     return SearchStrategy::kAnnealing;
   }
-  throw sdk::Error(sdk::Errc::kInvalidConfig,
-                   option + ": the strategy must be random or annealing, got '" + text + "'");
+  if (text == "netadapt") {
+    return SearchStrategy::kNetAdapt;
+  }
+  throw sdk::Error(sdk::Errc::kInvalidConfig, option +
+                                                  ": the strategy must be random, annealing or "
+                                                  "netadapt, got '" + text + "'");
 }
 
 void check_search_options(const SearchOptions& options) {
@@ -217,6 +213,9 @@ void check_search_options(const SearchOptions& options) {
   check(std::isfinite(options.cool_down_rate) && options.cool_down_rate > 0 &&
             options.cool_down_rate <= 1,
         "--cool-down-rate", "in (0, 1]", std::to_string(options.cool_down_rate));
+  check(std::isfinite(options.netadapt_step) && options.netadapt_step > 0 &&
+            options.netadapt_step < 1,
+        "--netadapt-step", "in (0, 1)", std::to_string(options.netadapt_step));
   check(options.bisection_steps >= 1 && options.bisection_steps <= 64, "--bisection-steps",
         "in [1, 64]", std::to_string(options.bisection_steps));
   check(options.latency.runs >= 1 && options.latency.runs <= 100000, "--latency-runs",
@@ -289,103 +288,145 @@ torch::jit::Module build_search_candidate(const torch::jit::Module& dense,
   return module;
 }
 
-SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegistry& registry,
-                               const SearchOptions& options, const SearchData& data,
-                               const SearchResult* resumed, const SearchProgress& on_progress) {
-  check_search_options(options);
-  LITHE_CHECK(data.test != nullptr && data.test->size() > 0, sdk::Errc::kInvalidConfig,
-              "the search needs test data to evaluate its trials");
-  SearchResult result;
-  result.layers = searched_layers(dense, options);
-  torch::jit::Module reference = dense.clone();  // timed beside every candidate
-  reference.eval();
-  if (resumed != nullptr) {
-    LITHE_CHECK(resumed->layers == result.layers, sdk::Errc::kInvalidConfig,
-                "the resumed search searched other layers than this model has (state file of "
-                "another model or --layers)");
-    result.dense = resumed->dense;
-    result.dense_accuracy = resumed->dense_accuracy;
-    result.trials.assign(resumed->trials.begin(),
-                         resumed->trials.begin() +
-                             std::min<int64_t>(options.trials, resumed->trials.size()));
+namespace {
+
+// One search: the dense model's measurements, the trials in order (those read from a state file
+// first, replayed rather than run), and the strategies that propose them.
+class SearchRun {
+ public:
+  SearchRun(const torch::jit::Module& dense, const PluginRegistry& registry,
+            const SearchOptions& options, const SearchData& data, const SearchProgress& progress)
+      : dense_(dense), registry_(registry), options_(options), data_(data), progress_(progress),
+        reference_(dense.clone()), timed_(options.budget.kind == ResourceKind::kLatency) {
+    reference_.eval();
   }
-  const auto measure = [&](torch::jit::Module& module, bool time_it) {
-    if (time_it && options.latency_probe) {
+
+  SearchResult run(const SearchResult* resumed) {
+    result_.layers = searched_layers(dense_, options_);
+    if (resumed != nullptr) {
+      LITHE_CHECK(resumed->layers == result_.layers, sdk::Errc::kInvalidConfig,
+                  "the resumed search searched other layers than this model has (state file "
+                  "of another model or --layers)");
+      result_.dense = resumed->dense;
+      result_.dense_accuracy = resumed->dense_accuracy;
+      result_.trials.assign(resumed->trials.begin(),
+                            resumed->trials.begin() +
+                                std::min<int64_t>(options_.trials, resumed->trials.size()));
+    } else {
+      torch::jit::Module copy = dense_.clone();
+      result_.dense = measure(copy, true);
+      result_.dense_accuracy = accuracy_of(copy, options_, data_);
+    }
+    if (progress_) {
+      progress_(result_);
+    }
+    if (options_.strategy == SearchStrategy::kNetAdapt) {
+      (void)next_trial([&] { return direction_trial(0, nullptr); });  // the uniform baseline
+      run_net_adapt();
+    } else {
+      run_directions();
+    }
+    const ResourceKind kind = options_.budget.kind;
+    for (const SearchTrial& trial : result_.trials) {
+      if (trial.feasible && trial.accuracy.has_value() &&
+          (!result_.best.has_value() || better(trial, result_.trials[*result_.best], kind))) {
+        result_.best = trial.index;
+      }
+    }
+    return std::move(result_);
+  }
+
+ private:
+  ResourceUse measure(torch::jit::Module& module, bool time_it) {
+    if (time_it && options_.latency_probe) {
       ResourceUse use =
-          measure_resources(module, reference, options.flops_mode, options.latency, false);
-      std::tie(use.dense_latency_ms, use.latency_ms) = options.latency_probe(module);
+          measure_resources(module, reference_, options_.flops_mode, options_.latency, false);
+      std::tie(use.dense_latency_ms, use.latency_ms) = options_.latency_probe(module);
       return use;
     }
-    return measure_resources(module, reference, options.flops_mode, options.latency, time_it);
-  };
-  if (resumed == nullptr) {
-    torch::jit::Module copy = dense.clone();
-    result.dense = measure(copy, true);
-    result.dense_accuracy = accuracy_of(copy, options, data);
+    return measure_resources(module, reference_, options_.flops_mode, options_.latency, time_it);
   }
-  if (on_progress) {
-    on_progress(result);
+
+  torch::jit::Module pruned(const std::vector<double>& sparsities) {
+    return pruned_and_sped_up(dense_, registry_, options_, result_.layers, sparsities);
   }
-  const ResourceKind kind = options.budget.kind;
-  const bool timed = kind == ResourceKind::kLatency;
-  // The current direction of annealing and its accuracy, replayed over every trial so far.
-  std::optional<size_t> current;
-  const auto consider = [&](SearchTrial& trial) {
-    trial.accepted = false;
-    if (!trial.accuracy.has_value() || options.strategy != SearchStrategy::kAnnealing) {
-      return;
-    }
-    if (!current.has_value()) {
-      trial.accepted = true;
-    } else {
-      const double delta = *trial.accuracy - *result.trials[*current].accuracy;
-      const double temperature =
-          options.start_temperature *
-          std::pow(options.cool_down_rate, static_cast<double>(std::max<int64_t>(trial.index - 1, 0)));
-      TrialRandom random(options.seed, trial.index, kAcceptStream);
-      trial.accepted = delta >= 0 || random.uniform() < std::exp(delta / temperature);
-    }
-    if (trial.accepted) {
-      current = static_cast<size_t>(trial.index);
-    }
-  };
-  for (SearchTrial& trial : result.trials) {
-    consider(trial);
+
+  double ratio(const ResourceUse& use) const {
+    return use.ratio(options_.budget.kind, result_.dense);
   }
-  for (int64_t index = static_cast<int64_t>(result.trials.size()); index < options.trials;
-       ++index) {
+
+  // The budget as a share of the dense model.
+  double budget_ratio() const {
+    const ResourceBudget& b = options_.budget;
+    return b.relative ? b.value : b.value / std::max(result_.dense.of(b.kind), 1e-300);
+  }
+
+  bool better(const SearchTrial& a, const SearchTrial& b, ResourceKind kind) const {
+    if (*a.accuracy != *b.accuracy) {
+      return *a.accuracy > *b.accuracy;
+    }
+    const double ua = a.use.ratio(kind, result_.dense);
+    const double ub = b.use.ratio(kind, result_.dense);
+    if (ua != ub) {
+      return ua < ub;
+    }
+    return a.index < b.index;
+  }
+
+  // The next trial: the recorded one at this position when the search was resumed, otherwise
+  // `compute()`'s, recorded (and reported) now.
+  template <typename Compute>
+  SearchTrial& next_trial(Compute compute) {
+    const auto index = static_cast<size_t>(cursor_++);
+    if (index < result_.trials.size()) {
+      return result_.trials[index];
+    }
     const auto start = Clock::now();
+    SearchTrial trial = compute();
+    trial.index = static_cast<int64_t>(index);
+    trial.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    result_.trials.push_back(std::move(trial));
+    if (progress_) {
+      progress_(result_);
+    }
+    return result_.trials.back();
+  }
+
+  // Fine-tuned, BatchNorm re-estimated as asked, and scored.
+  void score(SearchTrial& trial, torch::jit::Module& module) {
+    adapt(module, options_, data_);
+    trial.accuracy = accuracy_of(module, options_, data_);
+  }
+
+  // A direction's trial: the smallest overall scale along it that fits the budget.
+  SearchTrial direction_trial(int64_t index, const std::vector<double>* current) {
     SearchTrial trial;
-    trial.index = index;
     trial.direction =
-        propose(options, index, result.layers.size(),
-                current.has_value() ? &result.trials[*current].direction : nullptr,
-                &trial.origin);
-    const double top = options.max_sparsity /
+        propose(options_, index, result_.layers.size(), current, &trial.origin);
+    const double top = options_.max_sparsity /
                        *std::min_element(trial.direction.begin(), trial.direction.end());
     // The largest scale first: a direction that cannot fit the budget even there is reported
     // as infeasible with what it reached.
-    std::vector<double> sparsities = sparsities_at(trial.direction, top, options.max_sparsity);
-    torch::jit::Module fitting =
-        pruned_and_sped_up(dense, registry, options, result.layers, sparsities);
-    ResourceUse use = measure(fitting, timed);
+    std::vector<double> sparsities = sparsities_at(trial.direction, top, options_.max_sparsity);
+    torch::jit::Module fitting = pruned(sparsities);
+    ResourceUse use = measure(fitting, timed_);
     double hi = top;
-    trial.feasible = within_budget(options.budget, use, result.dense);
+    trial.feasible = within_budget(options_.budget, use, result_.dense);
     if (trial.feasible) {
       // The smallest scale that fits: resources fall as the scale grows (in steps, one per
       // channel count; latency with the measurement's noise).
       double lo = 0;
-      for (int step = 1; step < options.bisection_steps; ++step) {
+      for (int step = 1; step < options_.bisection_steps; ++step) {
         const double mid = 0.5 * (lo + hi);
-        const std::vector<double> at_mid = sparsities_at(trial.direction, mid, options.max_sparsity);
+        const std::vector<double> at_mid =
+            sparsities_at(trial.direction, mid, options_.max_sparsity);
         if (at_mid == sparsities) {
           lo = mid;  // rounding made it the same candidate
           continue;
         }
-        torch::jit::Module candidate =
-            pruned_and_sped_up(dense, registry, options, result.layers, at_mid);
-        const ResourceUse mid_use = measure(candidate, timed);
-        if (within_budget(options.budget, mid_use, result.dense)) {
+        torch::jit::Module candidate = pruned(at_mid);
+        const ResourceUse mid_use = measure(candidate, timed_);
+        if (within_budget(options_.budget, mid_use, result_.dense)) {
           hi = mid;
           sparsities = at_mid;
           use = mid_use;
@@ -395,31 +436,152 @@ SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegi
         }
       }
     }
-    if (!timed) {
-      use = measure(fitting, true);  // the latency the report shows beside the FLOPs
-    }
+    trial.use = timed_ ? use : measure(fitting, true);  // the latency shown beside the FLOPs
     trial.scale = hi;
     trial.sparsities = sparsities;
-    trial.use = use;
     if (trial.feasible) {
-      adapt(fitting, options, data);
-      trial.accuracy = accuracy_of(fitting, options, data);
+      score(trial, fitting);
     }
-    consider(trial);
-    trial.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    result.trials.push_back(std::move(trial));
-    if (on_progress) {
-      on_progress(result);
+    return trial;
+  }
+
+  // Random and annealing: trial 0 uniform, then one direction per trial. Annealing's current
+  // direction is replayed over the recorded trials with the same rule.
+  void run_directions() {
+    std::optional<size_t> current;
+    while (cursor_ < options_.trials) {
+      const int64_t index = cursor_;
+      SearchTrial& trial = next_trial([&] {
+        return direction_trial(index,
+                               current.has_value() ? &result_.trials[*current].direction : nullptr);
+      });
+      LITHE_CHECK(!trial.direction.empty(), sdk::Errc::kInvalidConfig, "trial ", trial.index,
+                  " of the state file is a ", trial.origin, " trial, which ",
+                  search_strategy_name(options_.strategy), " does not make");
+      trial.accepted = false;
+      if (!trial.accuracy.has_value() || options_.strategy != SearchStrategy::kAnnealing) {
+        continue;
+      }
+      if (!current.has_value()) {
+        trial.accepted = true;
+      } else {
+        const double delta = *trial.accuracy - *result_.trials[*current].accuracy;
+        const double temperature =
+            options_.start_temperature *
+            std::pow(options_.cool_down_rate,
+                     static_cast<double>(std::max<int64_t>(trial.index - 1, 0)));
+        TrialRandom random(options_.seed, trial.index, kAcceptStream);
+        trial.accepted = delta >= 0 || random.uniform() < std::exp(delta / temperature);
+      }
+      if (trial.accepted) {
+        current = static_cast<size_t>(trial.index);
+      }
     }
   }
-  for (const SearchTrial& trial : result.trials) {
-    if (trial.feasible && trial.accuracy.has_value() &&
-        (!result.best.has_value() ||
-         better(trial, result.trials[*result.best], result, kind))) {
-      result.best = trial.index;
+
+  // NetAdapt's candidate for one layer: the smallest increase of that layer's sparsity alone
+  // that brings the model to `target` (a share of the dense model's resource); recorded as not
+  // fitting, without a score, when even max_sparsity does not.
+  SearchTrial layer_trial(const std::vector<double>& current, size_t layer, double target) {
+    SearchTrial trial;
+    trial.origin = "netadapt";
+    std::vector<double> sparsities = current;
+    sparsities[layer] = options_.max_sparsity;
+    torch::jit::Module fitting = pruned(sparsities);
+    ResourceUse use = measure(fitting, timed_);
+    if (ratio(use) > target) {
+      trial.sparsities = sparsities;
+      trial.use = timed_ ? use : measure(fitting, true);
+      trial.feasible = false;
+      return trial;
+    }
+    double lo = current[layer];
+    double hi = options_.max_sparsity;
+    for (int step = 1; step < options_.bisection_steps; ++step) {
+      std::vector<double> at_mid = sparsities;
+      at_mid[layer] = std::round(0.5 * (lo + hi) * 1e6) / 1e6;
+      if (at_mid == sparsities || at_mid[layer] <= current[layer]) {
+        lo = 0.5 * (lo + hi);
+        continue;
+      }
+      torch::jit::Module candidate = pruned(at_mid);
+      const ResourceUse mid_use = measure(candidate, timed_);
+      if (ratio(mid_use) <= target) {
+        hi = at_mid[layer];
+        sparsities = at_mid;
+        use = mid_use;
+        fitting = candidate;
+      } else {
+        lo = at_mid[layer];
+      }
+    }
+    trial.sparsities = sparsities;
+    trial.use = timed_ ? use : measure(fitting, true);
+    trial.feasible = within_budget(options_.budget, trial.use, result_.dense);
+    score(trial, fitting);  // every candidate is scored: the best of the round is kept
+    return trial;
+  }
+
+  // NetAdapt (Yang et al. 2018; NNI's NetAdaptPruner) on measured resources: each round lowers
+  // the target by netadapt_step of the dense model's resource, makes one candidate per layer
+  // (that layer alone pruned further until the model meets the round's target), scores each,
+  // and keeps the most accurate. It ends when a kept candidate fits the budget, when no layer
+  // can meet a round's target alone, or after `trials` trials.
+  void run_net_adapt() {
+    std::vector<double> current(result_.layers.size(), 0.0);
+    double current_ratio = 1.0;
+    const double goal = budget_ratio();
+    while (cursor_ < options_.trials) {
+      const double target = std::max(goal, current_ratio - options_.netadapt_step);
+      std::optional<size_t> chosen;
+      for (size_t layer = 0; layer < current.size() && cursor_ < options_.trials; ++layer) {
+        if (current[layer] >= options_.max_sparsity) {
+          continue;
+        }
+        SearchTrial& trial = next_trial([&] { return layer_trial(current, layer, target); });
+        LITHE_CHECK(trial.origin == "netadapt", sdk::Errc::kInvalidConfig, "trial ",
+                    trial.index, " of the state file is a ", trial.origin,
+                    " trial where NetAdapt makes one for layer '", result_.layers[layer], "'");
+        trial.accepted = false;
+        if (trial.accuracy.has_value() &&
+            (!chosen.has_value() ||
+             better(trial, result_.trials[*chosen], options_.budget.kind))) {
+          chosen = static_cast<size_t>(trial.index);
+        }
+      }
+      if (!chosen.has_value()) {
+        return;  // no layer meets the target alone: the budget is out of NetAdapt's reach
+      }
+      SearchTrial& kept = result_.trials[*chosen];
+      kept.accepted = true;
+      current = kept.sparsities;
+      current_ratio = ratio(kept.use);
+      if (kept.feasible) {
+        return;
+      }
     }
   }
-  return result;
+
+  const torch::jit::Module& dense_;
+  const PluginRegistry& registry_;
+  const SearchOptions& options_;
+  const SearchData& data_;
+  const SearchProgress& progress_;
+  torch::jit::Module reference_;  // timed beside every candidate
+  const bool timed_;              // whether the budget is latency (every measurement timed)
+  SearchResult result_;
+  int64_t cursor_ = 0;            // trials consumed so far, recorded or run
+};
+
+}  // namespace
+
+SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegistry& registry,
+                               const SearchOptions& options, const SearchData& data,
+                               const SearchResult* resumed, const SearchProgress& on_progress) {
+  check_search_options(options);
+  LITHE_CHECK(data.test != nullptr && data.test->size() > 0, sdk::Errc::kInvalidConfig,
+              "the search needs test data to evaluate its trials");
+  return SearchRun(dense, registry, options, data, on_progress).run(resumed);
 }
 
 std::vector<int64_t> pareto_front(const SearchResult& result, ResourceKind kind) {

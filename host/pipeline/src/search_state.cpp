@@ -162,6 +162,7 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
           {"perturbation", options.perturbation},
           {"start_temperature", options.start_temperature},
           {"cool_down_rate", options.cool_down_rate},
+          {"netadapt_step", options.netadapt_step},
           {"bisection_steps", options.bisection_steps},
           {"flops_mode", options.flops_mode == FlopsMode::kOps ? "ops"
                                                                : flops_mode_name(options.flops_mode)},
@@ -248,12 +249,20 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
              t["index"]);
     }
     const json& origin = r.member(t, path, "origin");
-    if (origin != "uniform" && origin != "random" && origin != "annealing") {
-      r.fail(path + "/origin", "must be \"uniform\", \"random\" or \"annealing\"", origin);
+    if (origin != "uniform" && origin != "random" && origin != "annealing" &&
+        origin != "netadapt") {
+      r.fail(path + "/origin", "must be \"uniform\", \"random\", \"annealing\" or \"netadapt\"",
+             origin);
     }
     trial.origin = origin.get<std::string>();
-    trial.direction =
-        r.numbers(r.member(t, path, "direction"), path + "/direction", n, 0.05, 1, false);
+    const json& direction = r.member(t, path, "direction");
+    if (trial.origin == "netadapt") {  // NetAdapt prunes one layer further: no direction
+      if (direction != json::array()) {
+        r.fail(path + "/direction", "must be [] for a netadapt trial", direction);
+      }
+    } else {
+      trial.direction = r.numbers(direction, path + "/direction", n, 0.05, 1, false);
+    }
     trial.scale = r.non_negative(r.member(t, path, "scale"), path + "/scale");
     trial.sparsities =
         r.numbers(r.member(t, path, "sparsities"), path + "/sparsities", n, 0, 1, true);
@@ -263,8 +272,11 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
     if (!accuracy.is_null()) {
       trial.accuracy = r.number(accuracy, path + "/accuracy");
     }
-    if (trial.feasible != trial.accuracy.has_value()) {
-      r.fail(path + "/accuracy", "must be a number exactly when the trial is feasible",
+    if (trial.feasible && !trial.accuracy.has_value()) {
+      r.fail(path + "/accuracy", "must be a number for a feasible trial", accuracy);
+    }
+    if (!trial.feasible && trial.accuracy.has_value() && trial.origin != "netadapt") {
+      r.fail(path + "/accuracy", "must be null for an infeasible " + trial.origin + " trial",
              accuracy);
     }
     trial.seconds = r.non_negative(r.member(t, path, "seconds"), path + "/seconds");

@@ -2,13 +2,13 @@
 /// \file
 /// Auto-compression to a measured budget (`lithe search`): per-layer sparsities for a registered
 /// pruner that keep the sped-up model within a FLOPs, parameter or latency budget at the best
-/// accuracy. Each trial picks a direction (how much each layer is pruned relative to the
-/// others), then bisects the overall scale along it until the sped-up model just fits the
-/// budget, and evaluates that model (after an optional short fine-tune). Trial 0 is uniform
-/// (every layer the same sparsity: the baseline every other trial is compared with); later
-/// directions are random or follow simulated annealing over the trials so far. Every trial's
-/// randomness comes from the seed and the trial's index alone, so a search resumed from its
-/// recorded trials continues exactly as an uninterrupted one.
+/// accuracy. Trial 0 is uniform (every layer the same sparsity: the baseline every other trial
+/// is compared with). Random and annealing trials pick a direction (how much each layer is
+/// pruned relative to the others) and bisect the overall scale along it until the sped-up model
+/// just fits; NetAdapt's trials prune one layer further per round. Each candidate is scored
+/// (after an optional short fine-tune and BatchNorm re-estimation). Every trial's randomness
+/// comes from the seed and the trial's index alone, and every decision from the trials before
+/// it, so a search resumed from its recorded trials continues exactly as an uninterrupted one.
 
 #include <cstdint>
 #include <functional>
@@ -31,9 +31,12 @@ namespace lithe::host {
 enum class SearchStrategy {
   kRandom,     ///< every direction drawn afresh: log-normal per layer
   kAnnealing,  ///< a perturbation of the current direction, kept by Metropolis' rule
+  /// NetAdapt: rounds that each lower the resource by netadapt_step, one candidate per layer
+  /// (that layer alone pruned further), the most accurate kept
+  kNetAdapt,
 };
 
-/// "random", "annealing"; parse_search_strategy is the inverse (sdk::Error naming `option`).
+/// "random", "annealing", "netadapt"; parse_search_strategy is the inverse (sdk::Error naming `option`).
 const char* search_strategy_name(SearchStrategy strategy);
 SearchStrategy parse_search_strategy(const std::string& text, const std::string& option);
 
@@ -54,6 +57,8 @@ struct SearchOptions {
   /// (in accuracy units) and multiplied by cool_down_rate after each trial.
   double start_temperature = 0.02;
   double cool_down_rate = 0.9;
+  /// NetAdapt: how much each round lowers the target, as a share of the dense model's resource.
+  double netadapt_step = 0.1;
   int bisection_steps = 12;     ///< measurements of the scale per trial, >= 1
   FlopsMode flops_mode = FlopsMode::kDefault;
   LatencySettings latency;      ///< input_shape also fixes the FLOPs count's input
@@ -77,14 +82,20 @@ struct SearchOptions {
 /// One evaluated candidate.
 struct SearchTrial {
   int64_t index = 0;
-  std::string origin;              ///< "uniform", "random" or "annealing"
-  std::vector<double> direction;   ///< each layer's relative share (SearchResult::layers order)
+  std::string origin;              ///< "uniform", "random", "annealing" or "netadapt"
+  /// Each layer's relative share (SearchResult::layers order); empty for NetAdapt's trials,
+  /// which prune one layer further than the round's start.
+  std::vector<double> direction;
   double scale = 0;                ///< sparsity of layer i = min(max_sparsity, scale·direction[i])
-  std::vector<double> sparsities;  ///< what that gives
-  bool feasible = false;           ///< within the budget at the scale found
-  ResourceUse use;                 ///< of the sped-up model (at the largest scale when infeasible)
-  std::optional<double> accuracy;  ///< of the feasible model; none when infeasible
-  bool accepted = false;           ///< annealing: whether it became the current direction
+  std::vector<double> sparsities;  ///< the candidate, one per layer
+  bool feasible = false;           ///< within the budget
+  /// Of the sped-up model (when no scale fits, at the largest one tried).
+  ResourceUse use;
+  /// Of the candidate: every feasible one is scored, and NetAdapt also scores the candidates of
+  /// its rounds above the budget; none when the candidate could not reach its target.
+  std::optional<double> accuracy;
+  /// Annealing: whether it became the current direction; NetAdapt: whether its round kept it.
+  bool accepted = false;
   double seconds = 0;              ///< the trial's wall time (not read back on resume)
 };
 
