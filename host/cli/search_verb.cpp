@@ -363,9 +363,19 @@ int run_search(const std::vector<std::string>& args) {
                                              strategy, seconds}));
     report->commit();
   }
+  bool shrank = false;  // whether any candidate lost a channel
+  for (const host::SearchTrial& t : result.trials) {
+    shrank = shrank || t.use.params < result.dense.params;
+  }
   LITHE_CHECK(result.best.has_value(), sdk::Errc::kInvalidConfig, "no trial of ",
               result.trials.size(), " fits ", options.budget.describe(),
               " with --max-sparsity ", options.max_sparsity,
+              shrank ? std::string()
+                     : std::string("; no candidate lost a single channel: '") +
+                           options.algorithm +
+                           "' must zero whole filters for speedup to remove them (a filter "
+                           "pruner such as l1_filter; fine-grained and data-driven pruners do "
+                           "not, here)",
               " (nothing written but the state", report ? " and the report" : "", ")");
   const host::SearchTrial& best = result.trials[*result.best];
 

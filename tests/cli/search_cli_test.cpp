@@ -67,10 +67,10 @@ class SearchCliTest : public ::testing::Test {
            (*dir_ / "test.pt").string();
   }
   // The search's arguments without --output and --state.
-  static std::string search_args(const std::string& extra) {
-    return "search --model " + (*dir_ / "trained.pt").string() +
-           " --algorithm l1_filter --threads 2 --latency-runs 3 --bisection-steps 8" +
-           data_flags() + " " + extra;
+  static std::string search_args(const std::string& extra,
+                                 const std::string& algorithm = "l1_filter") {
+    return "search --model " + (*dir_ / "trained.pt").string() + " --algorithm " + algorithm +
+           " --threads 2 --latency-runs 3 --bisection-steps 8" + data_flags() + " " + extra;
   }
   static nlohmann::json json_of(const CliRun& run) {
     return nlohmann::json::parse(run.out.substr(run.out.find("\n{") + 1));
@@ -338,6 +338,15 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
     EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
     EXPECT_FALSE(fs::exists(out / "best.pt")) << args;
   }
+  // A pruner whose masks remove no whole channel: said so, nothing written but the state.
+  run = run_lithe(search_args("--flops-budget 0.5x --trials 1 --eval-samples 50 --state " +
+                                  (out / "level.json").string() + output,
+                              "level"));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("no trial of 1 fits flops 0.5x with --max-sparsity 0.9; no "
+                                 "candidate lost a single channel: 'level' must zero whole "
+                                 "filters"));
+  EXPECT_FALSE(fs::exists(out / "best.pt"));
 }
 
 }  // namespace
