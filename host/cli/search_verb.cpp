@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +27,9 @@
 #include "lithe/host/pipeline/budget_search.h"
 #include "lithe/host/pipeline/search_report.h"
 #include "lithe/host/pipeline/search_state.h"
+#include "lithe/host/pipeline/sensitivity_allocation.h"
+#include "lithe/host/pipeline/sensitivity_analysis.h"
+#include "lithe/host/pipeline/svg_chart.h"
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
@@ -91,6 +95,8 @@ int run_search(const std::vector<std::string>& args) {
   std::string layers;
   std::string input_shape;
   std::string flops_mode = "default";
+  std::string sensitivity_path;
+  double sensitivity_threshold = 0.05;
   double metric_floor = 0;
   int64_t eval_samples = 0;
   int64_t epochs = 0;
@@ -122,6 +128,12 @@ int run_search(const std::vector<std::string>& args) {
        "current shares kept by Metropolis' rule; netadapt: rounds lowering the resource by "
        "--netadapt-step, one candidate per layer, the most accurate kept (trial 0 is always "
        "uniform)")
+      ("sensitivity", po::value(&sensitivity_path),
+       "random, annealing: trial 1 prunes each layer in proportion to the largest sparsity it "
+       "tolerates in this sensitivity table (lithe sensitivity --csv, NNI's layout)")
+      ("sensitivity-threshold",
+       po::value(&sensitivity_threshold)->default_value(sensitivity_threshold),
+       "with --sensitivity: the accuracy drop from the dense model a layer may cost")
       ("netadapt-step", po::value(&options.netadapt_step)->default_value(options.netadapt_step),
        "netadapt: how much each round lowers the resource, as a share of the dense model's")
       ("trials", po::value(&options.trials)->default_value(options.trials),
@@ -240,7 +252,18 @@ int run_search(const std::vector<std::string>& args) {
     }
     host::check_search_options(shape_free);
   }
+  LITHE_CHECK(std::isfinite(sensitivity_threshold) && sensitivity_threshold >= 0,
+              sdk::Errc::kInvalidConfig, "--sensitivity-threshold must be >= 0, got ",
+              sensitivity_threshold);
+  LITHE_CHECK(!sensitivity_path.empty() || given["sensitivity-threshold"].defaulted(),
+              sdk::Errc::kInvalidConfig,
+              "--sensitivity-threshold has no effect without --sensitivity");
+  LITHE_CHECK(sensitivity_path.empty() || options.strategy != host::SearchStrategy::kNetAdapt,
+              sdk::Errc::kInvalidConfig,
+              "--sensitivity is for --strategy random or annealing; NetAdapt starts from the "
+              "dense model");
   host::check_output_paths({{"--model", model_path},
+                            {"--sensitivity", sensitivity_path},
                             {"--data", data},
                             {"--test-data", test_path},
                             {"--teacher", teacher_path}},
@@ -280,6 +303,33 @@ int run_search(const std::vector<std::string>& args) {
     options.latency.input_shape[0] = 1;
   }
   options.seed = options.train.seed;
+  if (!sensitivity_path.empty()) {
+    // Each searched layer's share: the largest sparsity it tolerates within the threshold of
+    // the dense model's accuracy on the trials' data (the table does not hold the dense one).
+    const host::SensitivityResult table =
+        host::read_sensitivity_csv(host::read_file(sensitivity_path), sensitivity_path);
+    const double dense_accuracy =
+        host::evaluate(*dense_model, trial_test, options.train.eval_batch_size).accuracy;
+    double largest = 0;
+    std::string tolerated;
+    for (const std::string& layer : host::searched_layers(dense, options)) {
+      const auto row = std::find_if(table.rows.begin(), table.rows.end(),
+                                    [&](const host::SensitivityRow& r) { return r.layer == layer; });
+      LITHE_CHECK(row != table.rows.end(), sdk::Errc::kInvalidConfig, sensitivity_path,
+                  ": no row for the searched layer '", layer,
+                  "' (analyse the same layers: --op-types, --layers)");
+      const double t = host::tolerated_sparsity(*row, dense_accuracy, sensitivity_threshold);
+      largest = std::max(largest, t);
+      options.start_direction.push_back(std::max(t, 1e-6));
+      tolerated += (tolerated.empty() ? "" : ", ") + layer + " " + host::shortest_decimal(t);
+    }
+    LITHE_CHECK(largest > 0, sdk::Errc::kInvalidConfig, sensitivity_path,
+                ": no searched layer keeps the accuracy within --sensitivity-threshold ",
+                sensitivity_threshold, " of the dense model's ", dense_accuracy,
+                " at any sparsity of the table");
+    std::fprintf(stderr, "search: tolerated within %g of %.4f: %s\n", sensitivity_threshold,
+                 dense_accuracy, tolerated.c_str());
+  }
   if (!latency_in_process) {
     options.latency_probe = fresh_process_latency_probe(
         model_path, options.latency.input_shape, options.latency.runs, options.latency.warmup,

@@ -129,6 +129,52 @@ TEST_F(SearchCliTest, WritesTheSpedUpBestModelWithinTheFlopsBudgetAndItsReport) 
                                          .get<std::string>() + "), chosen"));
   // The state file sits beside the output by default.
   EXPECT_TRUE(fs::is_regular_file(out / "best.pt.search-state.json"));
+
+  // The searched model goes on to int8 like any model: post-training quantization and native
+  // conversion, at nearly the float model's accuracy.
+  write_text(out / "ptq.json", R"({"algorithm": "ptq", "config_list": [
+      {"quant_types": ["weight", "output"], "quant_bits": 8,
+       "op_types": ["Conv2d", "Linear"]}]})");
+  const CliRun int8 = run_lithe("compress --json --threads 2 --model " +
+                                (out / "best.pt").string() + " --config " +
+                                (out / "ptq.json").string() + " --calibration-batches 4" +
+                                data_flags() + " --output " + (out / "q.pt").string() +
+                                " --convert " + (out / "int8.pt").string());
+  ASSERT_EQ(int8.exit_code, 0) << int8.out;
+  const nlohmann::json converted = nlohmann::json::parse(int8.out.substr(int8.out.find('{')));
+  EXPECT_GT(converted["int8"]["int8_layers"].get<int>(), 0);
+  EXPECT_NEAR(converted["int8"]["accuracy"]["accuracy"].get<double>(),
+              best["accuracy"].get<double>(), 0.03);
+}
+
+// A sensitivity table from `lithe sensitivity --csv` seeds trial 1 with what each layer
+// tolerates.
+TEST_F(SearchCliTest, ASensitivityTableSeedsTrialOne) {
+  const fs::path out = scratch_dir("cli_search_sensitivity");
+  const CliRun table = run_lithe("sensitivity --threads 2 --algorithm l1_filter --model " +
+                                 (*dir_ / "trained.pt").string() + " --test-data " +
+                                 (*dir_ / "test.pt").string() + " --sparsities 0.2,0.4,0.6,0.8" +
+                                 " --csv " + (out / "s.csv").string());
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  const CliRun run = run_lithe(search_args("--flops-budget 0.5x --trials 3 --json --sensitivity " +
+                                           (out / "s.csv").string() + " --output " +
+                                           (out / "best.pt").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("search: tolerated within 0.05 of "));
+  const nlohmann::json result = json_of(run);
+  EXPECT_EQ(result["trials"][1]["origin"], "sensitivity");
+  EXPECT_EQ(result["trials"][2]["origin"], "annealing");
+  // A table without the searched layer, and a threshold without a table.
+  write_text(out / "other.csv", "layername,0.5\nfc1,0.8\n");
+  CliRun bad = run_lithe(search_args("--flops-budget 0.5x --trials 2 --sensitivity " +
+                                     (out / "other.csv").string() + " --output " +
+                                     (out / "x.pt").string()));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.out, HasSubstr("other.csv: no row for the searched layer 'conv1'"));
+  bad = run_lithe(search_args("--flops-budget 0.5x --sensitivity-threshold 0.1 --output " +
+                              (out / "x.pt").string()));
+  EXPECT_THAT(bad.out, HasSubstr("--sensitivity-threshold has no effect without --sensitivity"));
+  EXPECT_FALSE(fs::exists(out / "x.pt"));
 }
 
 // Starts `lithe args...` with its output in `log`; returns the child's pid.

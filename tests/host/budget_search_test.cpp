@@ -320,6 +320,28 @@ TEST_F(BudgetSearchTest, NetAdaptPrunesOneLayerFurtherPerCandidateAndKeepsTheBes
   }, ThrowsMessage<sdk::Error>(HasSubstr("trial 1 of the state file is a netadapt trial")));
 }
 
+// A start direction (what each layer tolerates in a sensitivity table) is trial 1, normalised;
+// NetAdapt refuses one.
+TEST_F(BudgetSearchTest, AStartDirectionIsTrialOne) {
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 3);
+  options.start_direction = {0.2, 0.8};
+  const SearchResult result =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  ASSERT_EQ(result.trials.size(), 3U);
+  EXPECT_EQ(result.trials[1].origin, "sensitivity");
+  EXPECT_EQ(result.trials[1].direction, (std::vector<double>{0.25, 1.0}));
+  EXPECT_LT(result.trials[1].sparsities[0], result.trials[1].sparsities[1]);
+  EXPECT_EQ(result.trials[2].origin, "annealing");
+  options.start_direction = {0.2, 0.8, 0.5};
+  EXPECT_THAT([&] { (void)run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}); },
+              ThrowsMessage<sdk::Error>(HasSubstr("the start direction has 3 shares for 2 "
+                                                  "searched layers")));
+  options.start_direction = {0.2, 0.8};
+  options.strategy = SearchStrategy::kNetAdapt;
+  EXPECT_THAT([&] { check_search_options(options); },
+              ThrowsMessage<sdk::Error>(HasSubstr("is for the random and annealing strategies")));
+}
+
 TEST_F(BudgetSearchTest, BadLayersAndOptionsAreNamed) {
   SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 2);
   options.layers = {"conv2", "nope"};

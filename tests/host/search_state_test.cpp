@@ -130,7 +130,7 @@ TEST(SearchStateTest, MalformedStatesAreRefusedWithThePathAndTheValue) {
   EXPECT_THAT(error(doc), HasSubstr("/trials/0/use/flops: must be an integer >= 0, got \"many\""));
   doc = good;
   doc["trials"][1]["origin"] = "guess";
-  EXPECT_THAT(error(doc), HasSubstr("/trials/1/origin: must be \"uniform\", \"random\", \"annealing\" or"));
+  EXPECT_THAT(error(doc), HasSubstr("/trials/1/origin: must be \"uniform\", \"sensitivity\", \"random\","));
   doc = good;
   doc["dense"].erase("accuracy");
   EXPECT_THAT(error(doc), HasSubstr("/dense: has no \"accuracy\""));

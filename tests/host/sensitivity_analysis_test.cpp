@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,48 @@ TEST_F(SensitivityAnalysisTest, BadSelectionsAndSparsitiesNameTheOptionAndTheVal
   for (const auto& [name, weight] : test::snapshot_weights(*model_)) {
     EXPECT_TRUE(weight.equal(before.at(name))) << name;
   }
+}
+
+// NNI's CSV layout reads back to the same table (short rows included), and what is not that
+// layout is refused with the line, the column and the value.
+TEST(SensitivityCsvTest, ReadsBackWhatItWritesAndRefusesWhatIsNotTheLayout) {
+  SensitivityResult written;
+  written.sparsities = {0.25, 0.5, 0.75};
+  written.rows = {{"conv1", {{0.25, 0.8501}, {0.5, 0.7713}, {0.75, 0.1 + 0.2}}},
+                  {"layer1.conv2", {{0.25, 0.8577}}}};
+  const SensitivityResult read = read_sensitivity_csv(sensitivity_csv(written), "s.csv");
+  EXPECT_EQ(read.sparsities, written.sparsities);
+  ASSERT_EQ(read.rows.size(), 2U);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(read.rows[i].layer, written.rows[i].layer);
+    EXPECT_EQ(read.rows[i].metrics, written.rows[i].metrics);  // bit for bit
+  }
+  EXPECT_TRUE(std::isnan(read.original));
+  // Windows line ends and blank lines are fine.
+  EXPECT_EQ(read_sensitivity_csv("\r\nlayername,0.5\r\nfc,0.9\r\n", "w.csv").rows[0].metrics,
+            (std::vector<std::pair<double, double>>{{0.5, 0.9}}));
+  const auto error = [](const std::string& text) {
+    try {
+      (void)read_sensitivity_csv(text, "s.csv");
+    } catch (const sdk::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error(""), HasSubstr("s.csv: empty (no header)"));
+  EXPECT_THAT(error("layer,0.5\n"), HasSubstr("s.csv:1: the header must be layername,<sparsities>"));
+  EXPECT_THAT(error("layername,0.5,x\n"),
+              HasSubstr("s.csv:1: column 3: a sparsity must be a finite number, got 'x'"));
+  EXPECT_THAT(error("layername,0.5,1\n"), HasSubstr("s.csv:1: column 3: a sparsity must be in (0, 1)"));
+  EXPECT_THAT(error("layername,0.5,0.25\n"), HasSubstr("the sparsities must ascend, got 0.25 after 0.5"));
+  EXPECT_THAT(error("layername,0.5\n"), HasSubstr("s.csv: no layer row after the header"));
+  EXPECT_THAT(error("layername,0.5\nconv1,0.9,0.8\n"),
+              HasSubstr("s.csv:2: 2 metrics for 1 sparsities in the header"));
+  EXPECT_THAT(error("layername,0.5\nconv1,nan\n"),
+              HasSubstr("s.csv:2: column 2: a metric must be a finite number, got 'nan'"));
+  EXPECT_THAT(error("layername,0.5\nconv1,0.9\nconv1,0.8\n"),
+              HasSubstr("s.csv:3: layer 'conv1' has a row already"));
+  EXPECT_THAT(error("layername,0.5\n,0.9\n"), HasSubstr("s.csv:2: column 1: the layer name is empty"));
 }
 
 }  // namespace

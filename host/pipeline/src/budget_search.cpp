@@ -88,6 +88,10 @@ std::vector<double> propose(const SearchOptions& options, int64_t index, size_t 
     *origin = "uniform";
     return std::vector<double>(layers, 1.0);
   }
+  if (index == 1 && !options.start_direction.empty()) {
+    *origin = "sensitivity";
+    return normalised(options.start_direction);
+  }
   TrialRandom random(options.seed, index, kDirectionStream);
   std::vector<double> shares(layers, 1.0);
   double sigma = options.perturbation;
@@ -213,6 +217,14 @@ void check_search_options(const SearchOptions& options) {
   check(std::isfinite(options.cool_down_rate) && options.cool_down_rate > 0 &&
             options.cool_down_rate <= 1,
         "--cool-down-rate", "in (0, 1]", std::to_string(options.cool_down_rate));
+  for (const double share : options.start_direction) {
+    check(std::isfinite(share) && share > 0, "every share of the start direction", "> 0",
+          std::to_string(share));
+  }
+  LITHE_CHECK(options.start_direction.empty() || options.strategy != SearchStrategy::kNetAdapt,
+              sdk::Errc::kInvalidConfig,
+              "a start direction (--sensitivity) is for the random and annealing strategies; "
+              "NetAdapt starts from the dense model");
   check(std::isfinite(options.netadapt_step) && options.netadapt_step > 0 &&
             options.netadapt_step < 1,
         "--netadapt-step", "in (0, 1)", std::to_string(options.netadapt_step));
@@ -303,6 +315,11 @@ class SearchRun {
 
   SearchResult run(const SearchResult* resumed) {
     result_.layers = searched_layers(dense_, options_);
+    LITHE_CHECK(options_.start_direction.empty() ||
+                    options_.start_direction.size() == result_.layers.size(),
+                sdk::Errc::kInvalidConfig, "the start direction has ",
+                options_.start_direction.size(), " shares for ", result_.layers.size(),
+                " searched layers");
     if (resumed != nullptr) {
       LITHE_CHECK(resumed->layers == result_.layers, sdk::Errc::kInvalidConfig,
                   "the resumed search searched other layers than this model has (state file "

@@ -163,6 +163,7 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
           {"start_temperature", options.start_temperature},
           {"cool_down_rate", options.cool_down_rate},
           {"netadapt_step", options.netadapt_step},
+          {"start_direction", options.start_direction},
           {"bisection_steps", options.bisection_steps},
           {"flops_mode", options.flops_mode == FlopsMode::kOps ? "ops"
                                                                : flops_mode_name(options.flops_mode)},
@@ -249,9 +250,11 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
              t["index"]);
     }
     const json& origin = r.member(t, path, "origin");
-    if (origin != "uniform" && origin != "random" && origin != "annealing" &&
-        origin != "netadapt") {
-      r.fail(path + "/origin", "must be \"uniform\", \"random\", \"annealing\" or \"netadapt\"",
+    if (origin != "uniform" && origin != "sensitivity" && origin != "random" &&
+        origin != "annealing" && origin != "netadapt") {
+      r.fail(path + "/origin",
+             "must be \"uniform\", \"sensitivity\", \"random\", \"annealing\" or "
+             "\"netadapt\"",
              origin);
     }
     trial.origin = origin.get<std::string>();

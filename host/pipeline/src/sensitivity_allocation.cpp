@@ -7,6 +7,16 @@
 
 namespace lithe::host {
 
+double tolerated_sparsity(const SensitivityRow& row, double original, double threshold) {
+  double tolerated = 0;
+  for (const auto& [sparsity, value] : row.metrics) {
+    if (value >= original - threshold) {
+      tolerated = std::max(tolerated, sparsity);
+    }
+  }
+  return tolerated;
+}
+
 void check_allocation_options(const AllocationOptions& options) {
   LITHE_CHECK(options.target > 0.0 && options.target < 1.0, sdk::Errc::kInvalidConfig,
               "--target-sparsity must be in (0, 1), got ", options.target);
@@ -31,11 +41,7 @@ std::vector<LayerAllocation> allocate_sparsities(const SensitivityResult& result
     LayerAllocation a;
     a.layer = row.layer;
     a.weights = count->second;
-    for (const auto& [sparsity, value] : row.metrics) {
-      if (value >= result.original - options.threshold) {
-        a.tolerated = std::max(a.tolerated, sparsity);
-      }
-    }
+    a.tolerated = tolerated_sparsity(row, result.original, options.threshold);
     total += static_cast<double>(a.weights);
     tolerated_weights += a.tolerated * static_cast<double>(a.weights);
     out.push_back(a);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -141,6 +142,98 @@ std::string sensitivity_csv(const SensitivityResult& result) {
     out += "\n";
   }
   return out;
+}
+
+namespace {
+
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = line.find(',', start);
+    out.push_back(line.substr(start, comma == std::string::npos ? std::string::npos
+                                                                : comma - start));
+    if (comma == std::string::npos) {
+      return out;
+    }
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
+SensitivityResult read_sensitivity_csv(const std::string& text, const std::string& source) {
+  SensitivityResult result;
+  result.original = std::numeric_limits<double>::quiet_NaN();
+  std::set<std::string> seen;
+  size_t line_number = 0;
+  bool header_read = false;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) {
+      end = text.size();
+    }
+    std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (line.empty()) {
+      continue;
+    }
+    const std::string where = source + ":" + std::to_string(line_number);
+    const std::vector<std::string> fields = csv_fields(line);
+    const auto number = [&](size_t column, const char* what) {
+      const std::string& f = fields[column];
+      size_t used = 0;
+      double value = 0;
+      try {
+        value = std::stod(f, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      LITHE_CHECK(!f.empty() && used == f.size() && std::isfinite(value),
+                  sdk::Errc::kInvalidConfig, where, ": column ", column + 1, ": ", what,
+                  " must be a finite number, got '", f.substr(0, 40), "'");
+      return value;
+    };
+    if (!header_read) {
+      header_read = true;
+      LITHE_CHECK(fields[0] == "layername" && fields.size() >= 2, sdk::Errc::kInvalidConfig,
+                  where, ": the header must be layername,<sparsities> (NNI's sensitivity "
+                  "layout), got '", line.substr(0, 60), "'");
+      for (size_t c = 1; c < fields.size(); ++c) {
+        const double s = number(c, "a sparsity");
+        LITHE_CHECK(s > 0 && s < 1, sdk::Errc::kInvalidConfig, where, ": column ", c + 1,
+                    ": a sparsity must be in (0, 1), got ", s);
+        LITHE_CHECK(result.sparsities.empty() || s > result.sparsities.back(),
+                    sdk::Errc::kInvalidConfig, where, ": column ", c + 1,
+                    ": the sparsities must ascend, got ", s, " after ",
+                    result.sparsities.back());
+        result.sparsities.push_back(s);
+      }
+      continue;
+    }
+    SensitivityRow row;
+    row.layer = fields[0];
+    LITHE_CHECK(!row.layer.empty(), sdk::Errc::kInvalidConfig, where,
+                ": column 1: the layer name is empty");
+    LITHE_CHECK(seen.insert(row.layer).second, sdk::Errc::kInvalidConfig, where,
+                ": layer '", row.layer, "' has a row already");
+    LITHE_CHECK(fields.size() - 1 <= result.sparsities.size(), sdk::Errc::kInvalidConfig,
+                where, ": ", fields.size() - 1, " metrics for ", result.sparsities.size(),
+                " sparsities in the header");
+    for (size_t c = 1; c < fields.size(); ++c) {
+      row.metrics.emplace_back(result.sparsities[c - 1], number(c, "a metric"));
+    }
+    result.rows.push_back(std::move(row));
+  }
+  LITHE_CHECK(header_read, sdk::Errc::kInvalidConfig, source, ": empty (no header)");
+  LITHE_CHECK(!result.rows.empty(), sdk::Errc::kInvalidConfig, source,
+              ": no layer row after the header");
+  return result;
 }
 
 }  // namespace lithe::host

@@ -57,6 +57,10 @@ struct SearchOptions {
   /// (in accuracy units) and multiplied by cool_down_rate after each trial.
   double start_temperature = 0.02;
   double cool_down_rate = 0.9;
+  /// Random and annealing: trial 1 tries this direction (one share per searched layer, > 0;
+  /// e.g. what each layer tolerates in a sensitivity table) and annealing goes on from it when
+  /// it is the better; empty: none.
+  std::vector<double> start_direction;
   /// NetAdapt: how much each round lowers the target, as a share of the dense model's resource.
   double netadapt_step = 0.1;
   int bisection_steps = 12;     ///< measurements of the scale per trial, >= 1
@@ -82,7 +86,9 @@ struct SearchOptions {
 /// One evaluated candidate.
 struct SearchTrial {
   int64_t index = 0;
-  std::string origin;              ///< "uniform", "random", "annealing" or "netadapt"
+  /// "uniform", "sensitivity" (SearchOptions::start_direction), "random", "annealing" or
+  /// "netadapt"
+  std::string origin;
   /// Each layer's relative share (SearchResult::layers order); empty for NetAdapt's trials,
   /// which prune one layer further than the round's start.
   std::vector<double> direction;
@@ -119,7 +125,8 @@ struct SearchData {
 /// Called after the dense model is measured (no trial yet) and after every trial.
 using SearchProgress = std::function<void(const SearchResult&)>;
 
-/// sdk::Error(kInvalidConfig) naming the option for a value out of range (trials < 1,
+/// sdk::Error(kInvalidConfig) naming the option for a value out of range (trials < 1, a
+/// start direction with a share <= 0 or given to NetAdapt,
 /// max_sparsity outside (0, 1), perturbation <= 0, temperatures, bisection steps, latency
 /// settings, an input shape with a size < 1).
 void check_search_options(const SearchOptions& options);

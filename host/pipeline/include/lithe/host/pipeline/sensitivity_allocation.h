@@ -27,6 +27,10 @@ struct LayerAllocation {
   double sparsity = 0;   ///< what it gets
 };
 
+/// The largest sparsity of `row` whose metric is at least `original` − `threshold` (higher is
+/// better assumed); 0 when none is.
+double tolerated_sparsity(const SensitivityRow& row, double original, double threshold);
+
 /// Throws sdk::Error(kInvalidConfig) naming the option for a target, threshold or cap out of
 /// range.
 void check_allocation_options(const AllocationOptions& options);

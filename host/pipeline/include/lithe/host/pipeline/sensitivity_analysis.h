@@ -75,4 +75,12 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
 /// where the early stop did). Numbers in the shortest form that reads back exactly.
 std::string sensitivity_csv(const SensitivityResult& result);
 
+/// Reads that layout back (from Lithe or NNI): the sparsities of the header and each row's
+/// metrics; `original` is NaN (the layout does not hold it) and `evaluations` 0. sdk::Error
+/// (kInvalidConfig) naming `source`, the line and the column for a header that is not
+/// `layername,<sparsities>`, a sparsity outside (0, 1) or not ascending, a metric that is not a
+/// finite number, a row with more metrics than sparsities, an empty or repeated layer name, or
+/// no row.
+SensitivityResult read_sensitivity_csv(const std::string& text, const std::string& source);
+
 }  // namespace lithe::host
