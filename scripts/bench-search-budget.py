@@ -11,8 +11,9 @@
   searches  l1_filter over every Conv2d, annealing, seed 0, 12 trials, batch-16 input, 2 threads,
             BatchNorm re-estimated on 20 batches before each trial is scored, every candidate
             timed in a fresh process: --latency-budget 0.5x, then --flops-budget 0.5x, then
-            NetAdapt at --flops-budget 0.5x (rounds of 0.1, at most 60 trials), then the
-            uniform arm (--flops-budget 0.5x --trials 1: trial 0 alone)
+            NetAdapt at --flops-budget 0.5x (rounds of 0.1, at most 60 trials), then AMC at
+            --flops-budget 0.5x (24 trials, 8 of them warm-up), then the uniform arm
+            (--flops-budget 0.5x --trials 1: trial 0 alone)
   check     a fresh `lithe latency` process times the dense model and the three results
             alternately (batch 16, 2 threads, 300 rounds, medians): the latency-budget model's
             ratio to the dense model must be within +-7% of 0.5; FLOPs ratios from `lithe flops`;
@@ -142,6 +143,7 @@ def main():
     arms = (("latency", ["--latency-budget", "0.5x"], args.trials),
             ("flops", ["--flops-budget", "0.5x"], args.trials),
             ("netadapt", ["--flops-budget", "0.5x", "--strategy", "netadapt"], 60),
+            ("amc", ["--flops-budget", "0.5x", "--strategy", "amc"], 24),
             ("uniform", ["--flops-budget", "0.5x"], 1))
     for name, budget, trials in arms:
         output = work / f"{name}.pt"
@@ -162,8 +164,9 @@ def main():
         results[name] = {"summary": summary, "seconds": seconds, "output": output,
                          "uniform_val": uniform["accuracy"]}
 
-    dense_ms, (latency_ms, flops_ms, netadapt_ms, uniform_ms) = fresh_latency(
-        dense, [results[n]["output"] for n in ("latency", "flops", "netadapt", "uniform")])
+    dense_ms, (latency_ms, flops_ms, netadapt_ms, amc_ms, uniform_ms) = fresh_latency(
+        dense,
+        [results[n]["output"] for n in ("latency", "flops", "netadapt", "amc", "uniform")])
     dense_flops = flops_of(dense)
     print(f"ResNet-8 on Fashion-MNIST, batch {BATCH}, {THREADS} threads; dense "
           f"{dense_flops} FLOPs, {dense_ms:.3f} ms, test accuracy "
@@ -173,7 +176,7 @@ def main():
     verdicts = []
     tests = {}
     for name, ms in (("latency", latency_ms), ("flops", flops_ms), ("netadapt", netadapt_ms),
-                     ("uniform", uniform_ms)):
+                     ("amc", amc_ms), ("uniform", uniform_ms)):
         r = results[name]
         best = r["summary"]["best"]
         flops_ratio = flops_of(r["output"]) / dense_flops
@@ -181,6 +184,7 @@ def main():
         tests[name] = eval_accuracy(r["output"], FASHION)
         label = {"latency": "--latency-budget 0.5x", "flops": "--flops-budget 0.5x",
                  "netadapt": "--flops-budget 0.5x netadapt",
+                 "amc": "--flops-budget 0.5x amc",
                  "uniform": "--flops-budget 0.5x --trials 1"}[name]
         print(f"{label:<30} {flops_ratio:>7.4f} {best['use']['latency_ratio']:>17.4f} "
               f"{fresh_ratio:>16.4f} {best['trial_accuracy']:>9.4f} "
@@ -194,9 +198,9 @@ def main():
             verdicts.append(f"FLOPs budget: FLOPs {flops_ratio:.4f}x but latency "
                             f"{fresh_ratio:.4f}x; FLOPs overstate the speedup by "
                             f"{100 * (fresh_ratio - flops_ratio) / fresh_ratio:.1f}%")
-    for arm in ("flops", "netadapt"):
+    for arm in ("flops", "netadapt", "amc"):
         gain = 100 * (tests[arm] - tests["uniform"])
-        verdicts.append(f"FLOPs 0.5x: {'annealing' if arm == 'flops' else 'netadapt'} "
+        verdicts.append(f"FLOPs 0.5x: {'annealing' if arm == 'flops' else arm} "
                         f"{tests[arm]:.4f} vs uniform {tests['uniform']:.4f} after the same "
                         f"fine-tune: {gain:+.2f} pt (target >= +0.5)")
     for v in verdicts:

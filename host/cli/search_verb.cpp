@@ -126,8 +126,16 @@ int run_search(const std::vector<std::string>& args) {
       ("strategy", po::value(&strategy)->default_value(strategy),
        "random: every trial's per-layer shares drawn afresh; annealing: a perturbation of the "
        "current shares kept by Metropolis' rule; netadapt: rounds lowering the resource by "
-       "--netadapt-step, one candidate per layer, the most accurate kept (trial 0 is always "
+       "--netadapt-step, one candidate per layer, the most accurate kept; amc: a DDPG agent "
+       "proposes each layer's preserve ratio and learns from every trial (trial 0 is always "
        "uniform)")
+      ("amc-warmup", po::value(&options.amc_warmup)->default_value(options.amc_warmup),
+       "amc: episodes of random actions before the agent acts")
+      ("amc-noise", po::value(&options.amc_noise)->default_value(options.amc_noise),
+       "amc: spread of the Gaussian noise added to the agent's actions")
+      ("amc-noise-decay",
+       po::value(&options.amc_noise_decay)->default_value(options.amc_noise_decay),
+       "amc: the noise's spread is multiplied by this after each episode")
       ("sensitivity", po::value(&sensitivity_path),
        "random, annealing: trial 1 prunes each layer in proportion to the largest sparsity it "
        "tolerates in this sensitivity table (lithe sensitivity --csv, NNI's layout)")
@@ -258,10 +266,10 @@ int run_search(const std::vector<std::string>& args) {
   LITHE_CHECK(!sensitivity_path.empty() || given["sensitivity-threshold"].defaulted(),
               sdk::Errc::kInvalidConfig,
               "--sensitivity-threshold has no effect without --sensitivity");
-  LITHE_CHECK(sensitivity_path.empty() || options.strategy != host::SearchStrategy::kNetAdapt,
-              sdk::Errc::kInvalidConfig,
-              "--sensitivity is for --strategy random or annealing; NetAdapt starts from the "
-              "dense model");
+  LITHE_CHECK(sensitivity_path.empty() || options.strategy == host::SearchStrategy::kRandom ||
+                  options.strategy == host::SearchStrategy::kAnnealing,
+              sdk::Errc::kInvalidConfig, "--sensitivity is for --strategy random or annealing, "
+              "not ", strategy);
   host::check_output_paths({{"--model", model_path},
                             {"--sensitivity", sensitivity_path},
                             {"--data", data},

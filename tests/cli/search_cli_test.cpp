@@ -367,7 +367,7 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       {"--latency-budget 3" + output, "--latency-budget: a latency budget is a share"},
       {"--flops-budget 0.5x --trials 0" + output, "--trials must be in [1, 100000], got 0"},
       {"--flops-budget 0.5x --strategy grid" + output,
-       "--strategy: the strategy must be random, annealing or netadapt, got 'grid'"},
+       "--strategy: the strategy must be random, annealing, netadapt or amc, got 'grid'"},
       {"--flops-budget 0.5x --metric-floor 2" + output,
        "--metric-floor is a top-1 accuracy in [0, 1], got 2"},
       {"--flops-budget 0.5x --lr 0.1" + output,

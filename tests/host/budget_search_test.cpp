@@ -11,6 +11,7 @@
 #include <torch/script.h>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -320,6 +321,53 @@ TEST_F(BudgetSearchTest, NetAdaptPrunesOneLayerFurtherPerCandidateAndKeepsTheBes
   }, ThrowsMessage<sdk::Error>(HasSubstr("trial 1 of the state file is a netadapt trial")));
 }
 
+// AMC: after the uniform trial 0, one DDPG episode per trial (random during the warm-up, then
+// the agent's); reproducible at any thread count and when resumed, the agent relearning from
+// the recorded trials.
+TEST_F(BudgetSearchTest, AmcEpisodesAreReproducibleAtAnyThreadCountAndWhenResumed) {
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 7);
+  options.strategy = SearchStrategy::kAmc;
+  options.amc_warmup = 2;
+  options.op_types = {"Conv2d", "Linear"};
+  options.layers = {"conv1", "conv2", "fc1"};
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  const SearchResult result =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  at::set_num_threads(1);
+  const SearchResult one_thread =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  at::set_num_threads(threads);
+  ASSERT_EQ(result.trials.size(), 7U);
+  EXPECT_EQ(result.trials[0].origin, "uniform");
+  std::set<std::vector<double>> directions;
+  for (size_t i = 1; i < result.trials.size(); ++i) {
+    const SearchTrial& t = result.trials[i];
+    EXPECT_EQ(t.origin, "amc");
+    EXPECT_EQ(t.direction.size(), 3U);
+    directions.insert(t.direction);
+    if (t.feasible) {
+      EXPECT_LE(t.use.ratio(ResourceKind::kFlops, result.dense), 0.5);
+    }
+  }
+  EXPECT_EQ(directions.size(), 6U) << "every episode proposes its own allocation";
+  expect_same_trials(result, one_thread);
+  // Resumed after the warm-up and one learning episode: the agent relearns from the record and
+  // proposes the same episodes.
+  SearchResult prefix = result;
+  prefix.trials.resize(4);
+  prefix.best.reset();
+  const SearchResult resumed =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}, &prefix);
+  expect_same_trials(result, resumed);
+  // The agent's episodes depend on what it learnt: another trial 3 changes trial 4 onwards.
+  SearchResult altered = prefix;
+  *altered.trials[3].accuracy += 0.5;
+  const SearchResult diverted =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}, &altered);
+  EXPECT_NE(diverted.trials[4].direction, result.trials[4].direction);
+}
+
 // A start direction (what each layer tolerates in a sensitivity table) is trial 1, normalised;
 // NetAdapt refuses one.
 TEST_F(BudgetSearchTest, AStartDirectionIsTrialOne) {
@@ -339,7 +387,7 @@ TEST_F(BudgetSearchTest, AStartDirectionIsTrialOne) {
   options.start_direction = {0.2, 0.8};
   options.strategy = SearchStrategy::kNetAdapt;
   EXPECT_THAT([&] { check_search_options(options); },
-              ThrowsMessage<sdk::Error>(HasSubstr("is for the random and annealing strategies")));
+              ThrowsMessage<sdk::Error>(HasSubstr("is for the random and annealing strategies, not netadapt")));
 }
 
 TEST_F(BudgetSearchTest, BadLayersAndOptionsAreNamed) {

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -13,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddpg_agent.h"
+#include "lithe/host/graph/flops_counter.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
@@ -55,6 +59,9 @@ class TrialRandom {
 
 constexpr uint64_t kDirectionStream = 1;
 constexpr uint64_t kAcceptStream = 2;
+constexpr uint64_t kAmcActStream = 3;
+constexpr uint64_t kAmcUpdateStream = 4;
+constexpr uint64_t kAmcInitStream = 5;
 // No layer's share below this fraction of the largest: the scale's range stays bounded, and a
 // layer left almost dense is still expressible (0.05 × 0.9 ≈ 4%).
 constexpr double kMinShare = 0.05;
@@ -180,6 +187,7 @@ const char* search_strategy_name(SearchStrategy strategy) {
     case SearchStrategy::kRandom: return "random";
     case SearchStrategy::kAnnealing: return "annealing";
     case SearchStrategy::kNetAdapt: return "netadapt";
+    case SearchStrategy::kAmc: return "amc";
   }
   return "?";
 }
@@ -194,9 +202,12 @@ SearchStrategy parse_search_strategy(const std::string& text, const std::string&
   if (text == "netadapt") {
     return SearchStrategy::kNetAdapt;
   }
+  if (text == "amc") {
+    return SearchStrategy::kAmc;
+  }
   throw sdk::Error(sdk::Errc::kInvalidConfig, option +
-                                                  ": the strategy must be random, annealing or "
-                                                  "netadapt, got '" + text + "'");
+                                                  ": the strategy must be random, annealing, "
+                                                  "netadapt or amc, got '" + text + "'");
 }
 
 void check_search_options(const SearchOptions& options) {
@@ -221,10 +232,17 @@ void check_search_options(const SearchOptions& options) {
     check(std::isfinite(share) && share > 0, "every share of the start direction", "> 0",
           std::to_string(share));
   }
-  LITHE_CHECK(options.start_direction.empty() || options.strategy != SearchStrategy::kNetAdapt,
+  LITHE_CHECK(options.start_direction.empty() || options.strategy == SearchStrategy::kRandom ||
+                  options.strategy == SearchStrategy::kAnnealing,
               sdk::Errc::kInvalidConfig,
-              "a start direction (--sensitivity) is for the random and annealing strategies; "
-              "NetAdapt starts from the dense model");
+              "a start direction (--sensitivity) is for the random and annealing strategies, "
+              "not ", search_strategy_name(options.strategy));
+  check(options.amc_warmup >= 0, "--amc-warmup", ">= 0", std::to_string(options.amc_warmup));
+  check(std::isfinite(options.amc_noise) && options.amc_noise >= 0, "--amc-noise", ">= 0",
+        std::to_string(options.amc_noise));
+  check(std::isfinite(options.amc_noise_decay) && options.amc_noise_decay > 0 &&
+            options.amc_noise_decay <= 1,
+        "--amc-noise-decay", "in (0, 1]", std::to_string(options.amc_noise_decay));
   check(std::isfinite(options.netadapt_step) && options.netadapt_step > 0 &&
             options.netadapt_step < 1,
         "--netadapt-step", "in (0, 1)", std::to_string(options.netadapt_step));
@@ -340,6 +358,8 @@ class SearchRun {
     if (options_.strategy == SearchStrategy::kNetAdapt) {
       (void)next_trial([&] { return direction_trial(0, nullptr); });  // the uniform baseline
       run_net_adapt();
+    } else if (options_.strategy == SearchStrategy::kAmc) {
+      run_amc();
     } else {
       run_directions();
     }
@@ -417,9 +437,16 @@ class SearchRun {
 
   // A direction's trial: the smallest overall scale along it that fits the budget.
   SearchTrial direction_trial(int64_t index, const std::vector<double>* current) {
+    std::string origin;
+    std::vector<double> direction =
+        propose(options_, index, result_.layers.size(), current, &origin);
+    return fitted_trial(std::move(direction), std::move(origin));
+  }
+
+  SearchTrial fitted_trial(std::vector<double> direction, std::string origin) {
     SearchTrial trial;
-    trial.direction =
-        propose(options_, index, result_.layers.size(), current, &trial.origin);
+    trial.direction = std::move(direction);
+    trial.origin = std::move(origin);
     const double top = options_.max_sparsity /
                        *std::min_element(trial.direction.begin(), trial.direction.end());
     // The largest scale first: a direction that cannot fit the budget even there is reported
@@ -578,6 +605,151 @@ class SearchRun {
       }
     }
   }
+
+  // Each searched layer's static features, min-max scaled over the layers (AMC's layer
+  // embedding): position, Linear or not, input and output channels, kernel elements, weights;
+  // and its share of the model's FLOPs (not scaled: the state's reduced and rest are sums of
+  // it).
+  void layer_embedding() {
+    const std::unique_ptr<Model> model = make_torchscript_model(dense_);
+    const FlopsReport flops = count_flops(dense_, options_.latency.input_shape, FlopsMode::kDefault);
+    std::map<std::string, double> layer_flops;
+    for (const LayerFlops& row : flops.layers) {
+      layer_flops[row.name] += static_cast<double>(row.flops);
+    }
+    const size_t n = result_.layers.size();
+    std::vector<std::vector<double>> columns(6, std::vector<double>(n, 0.0));
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const ModuleRecord* m = model->find_module(result_.layers[i]);
+      const at::Tensor& w = *m->weight;
+      columns[0][i] = static_cast<double>(i);
+      columns[1][i] = m->op_type == "Linear" ? 1.0 : 0.0;
+      columns[2][i] = w.dim() > 1 ? static_cast<double>(w.size(1)) : 1.0;
+      columns[3][i] = static_cast<double>(w.size(0));
+      columns[4][i] = static_cast<double>(w.numel()) / (columns[2][i] * columns[3][i]);
+      columns[5][i] = static_cast<double>(w.numel());
+      flops_share_.push_back(layer_flops[result_.layers[i]]);
+      total += flops_share_.back();
+    }
+    for (double& f : flops_share_) {
+      f = total > 0 ? f / total : 1.0 / static_cast<double>(n);
+    }
+    features_.assign(n, {});
+    for (const std::vector<double>& column : columns) {
+      const auto [lo, hi] = std::minmax_element(column.begin(), column.end());
+      for (size_t i = 0; i < n; ++i) {
+        features_[i].push_back(
+            static_cast<float>(*hi > *lo ? (column[i] - *lo) / (*hi - *lo) : 0.0));
+      }
+    }
+  }
+
+  // The state of layer `t` given the actions (preserve ratios) of the layers before it.
+  std::vector<float> amc_state(size_t t, const std::vector<double>& actions) const {
+    std::vector<float> state = features_[t];
+    double reduced = 0;
+    double rest = 0;
+    for (size_t j = 0; j < flops_share_.size(); ++j) {
+      if (j < t) {
+        reduced += flops_share_[j] * (1.0 - actions[j]);
+      } else if (j > t) {
+        rest += flops_share_[j];
+      }
+    }
+    state.push_back(static_cast<float>(flops_share_[t]));
+    state.push_back(static_cast<float>(reduced));
+    state.push_back(static_cast<float>(rest));
+    state.push_back(static_cast<float>(t == 0 ? 1.0 : actions[t - 1]));
+    return state;
+  }
+
+  // Episode `index`'s proposal: a preserve ratio per layer, random during the warm-up, then the
+  // actor's with decaying Gaussian noise, each in [1 − max_sparsity, 1].
+  std::vector<double> amc_actions(int64_t index, amc::DdpgAgent& agent) const {
+    TrialRandom random(options_.seed, index, kAmcActStream);
+    const double lowest = 1.0 - options_.max_sparsity;
+    std::vector<double> actions;
+    const double sigma =
+        options_.amc_noise *
+        std::pow(options_.amc_noise_decay,
+                 static_cast<double>(std::max<int64_t>(index - options_.amc_warmup - 1, 0)));
+    for (size_t t = 0; t < result_.layers.size(); ++t) {
+      double a = 0;
+      if (index <= options_.amc_warmup) {
+        a = lowest + (1.0 - lowest) * random.uniform();
+      } else {
+        a = agent.act(amc_state(t, actions)) + sigma * random.normal();
+      }
+      actions.push_back(std::clamp(a, lowest, 1.0));
+    }
+    return actions;
+  }
+
+  // What the agent learns from a trial: the actions that happened (the sparsities after the
+  // scale was fitted), each step rewarded with the episode's accuracy less a moving baseline.
+  void amc_learn(const SearchTrial& trial, amc::DdpgAgent& agent, double* baseline,
+                 bool* has_baseline) {
+    const double accuracy = trial.accuracy.value_or(0.0);
+    if (!*has_baseline) {
+      *baseline = accuracy;
+      *has_baseline = true;
+    }
+    const double reward = accuracy - *baseline;
+    *baseline = 0.5 * *baseline + 0.5 * accuracy;  // NNI's moving_alpha 0.5
+    std::vector<double> actions;
+    for (const double sparsity : trial.sparsities) {
+      actions.push_back(1.0 - sparsity);
+    }
+    const size_t n = actions.size();
+    for (size_t t = 0; t < n; ++t) {
+      amc::Transition transition;
+      transition.state = amc_state(t, actions);
+      transition.action = static_cast<float>(actions[t]);
+      transition.reward = static_cast<float>(reward);
+      transition.next_state = amc_state(std::min(t + 1, n - 1), actions);
+      transition.done = t + 1 == n;
+      agent.observe(std::move(transition));
+    }
+    if (trial.index >= options_.amc_warmup) {
+      TrialRandom random(options_.seed, trial.index, kAmcUpdateStream);
+      const std::function<double()> draw = [&] { return random.uniform(); };
+      for (size_t t = 0; t < n; ++t) {
+        agent.update(draw);
+      }
+    }
+  }
+
+  // AMC: trial 0 uniform, then one episode per trial; the agent learns from every trial,
+  // recorded ones included (replayed from their sparsities and accuracies).
+  void run_amc() {
+    layer_embedding();
+    TrialRandom init(options_.seed, -1, kAmcInitStream);
+    amc::DdpgAgent agent(static_cast<int>(features_[0].size() + 4), amc::DdpgOptions(),
+                         [&] { return init.uniform(); });
+    double baseline = 0;
+    bool has_baseline = false;
+    while (cursor_ < options_.trials) {
+      const int64_t index = cursor_;
+      SearchTrial& trial = next_trial([&] {
+        if (index == 0) {
+          return direction_trial(0, nullptr);
+        }
+        std::vector<double> shares;
+        for (const double a : amc_actions(index, agent)) {
+          shares.push_back(std::max(1.0 - a, 1e-6));
+        }
+        return fitted_trial(normalised(shares), "amc");
+      });
+      LITHE_CHECK(trial.origin == (index == 0 ? "uniform" : "amc"), sdk::Errc::kInvalidConfig,
+                  "trial ", trial.index, " of the state file is a ", trial.origin,
+                  " trial, which amc does not make");
+      amc_learn(trial, agent, &baseline, &has_baseline);
+    }
+  }
+
+  std::vector<std::vector<float>> features_;  // AMC: each layer's scaled static features
+  std::vector<double> flops_share_;           // AMC: each layer's share of the FLOPs
 
   const torch::jit::Module& dense_;
   const PluginRegistry& registry_;

@@ -164,6 +164,9 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
           {"cool_down_rate", options.cool_down_rate},
           {"netadapt_step", options.netadapt_step},
           {"start_direction", options.start_direction},
+          {"amc_warmup", options.amc_warmup},
+          {"amc_noise", options.amc_noise},
+          {"amc_noise_decay", options.amc_noise_decay},
           {"bisection_steps", options.bisection_steps},
           {"flops_mode", options.flops_mode == FlopsMode::kOps ? "ops"
                                                                : flops_mode_name(options.flops_mode)},
@@ -251,10 +254,10 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
     }
     const json& origin = r.member(t, path, "origin");
     if (origin != "uniform" && origin != "sensitivity" && origin != "random" &&
-        origin != "annealing" && origin != "netadapt") {
+        origin != "annealing" && origin != "netadapt" && origin != "amc") {
       r.fail(path + "/origin",
-             "must be \"uniform\", \"sensitivity\", \"random\", \"annealing\" or "
-             "\"netadapt\"",
+             "must be \"uniform\", \"sensitivity\", \"random\", \"annealing\", "
+             "\"netadapt\" or \"amc\"",
              origin);
     }
     trial.origin = origin.get<std::string>();

@@ -34,9 +34,12 @@ enum class SearchStrategy {
   /// NetAdapt: rounds that each lower the resource by netadapt_step, one candidate per layer
   /// (that layer alone pruned further), the most accurate kept
   kNetAdapt,
+  /// AMC: a DDPG agent proposes each layer's preserve ratio from the layer's state, learning
+  /// from every trial's accuracy; its proposal is the direction the scale is bisected along
+  kAmc,
 };
 
-/// "random", "annealing", "netadapt"; parse_search_strategy is the inverse (sdk::Error naming `option`).
+/// "random", "annealing", "netadapt", "amc"; parse_search_strategy is the inverse (sdk::Error naming `option`).
 const char* search_strategy_name(SearchStrategy strategy);
 SearchStrategy parse_search_strategy(const std::string& text, const std::string& option);
 
@@ -61,6 +64,11 @@ struct SearchOptions {
   /// e.g. what each layer tolerates in a sensitivity table) and annealing goes on from it when
   /// it is the better; empty: none.
   std::vector<double> start_direction;
+  /// AMC: episodes of random actions before the agent acts, and the spread of the exploration
+  /// noise added to its actions (multiplied by amc_noise_decay after each episode).
+  int64_t amc_warmup = 8;
+  double amc_noise = 0.5;
+  double amc_noise_decay = 0.95;
   /// NetAdapt: how much each round lowers the target, as a share of the dense model's resource.
   double netadapt_step = 0.1;
   int bisection_steps = 12;     ///< measurements of the scale per trial, >= 1
@@ -86,8 +94,8 @@ struct SearchOptions {
 /// One evaluated candidate.
 struct SearchTrial {
   int64_t index = 0;
-  /// "uniform", "sensitivity" (SearchOptions::start_direction), "random", "annealing" or
-  /// "netadapt"
+  /// "uniform", "sensitivity" (SearchOptions::start_direction), "random", "annealing",
+  /// "netadapt" or "amc"
   std::string origin;
   /// Each layer's relative share (SearchResult::layers order); empty for NetAdapt's trials,
   /// which prune one layer further than the round's start.
