@@ -42,8 +42,11 @@ SearchResult sample() {
 
 TEST(SearchReportTest, ChartsCarryEveryEvaluatedTrialAndMarkTheChosenOne) {
   const SearchResult result = sample();
-  ResourceBudget budget;
+  ResourceBudget budget;  // FLOPs 0.5x: a dashed line on the FLOPs chart only
   const std::string html = search_html(result, {"m.pt", "l1_filter", budget, "annealing", 12.0});
+  const size_t second_chart = html.find("<svg", html.find("<svg") + 1);
+  EXPECT_LT(html.find("data-reference-x=\"0.5\""), second_chart);
+  EXPECT_EQ(html.find("data-reference-x", second_chart), std::string::npos);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0U);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   for (const auto& [chart, kind] :

@@ -17,8 +17,13 @@ std::string fixed(double value, int decimals) {
 }
 
 // Accuracy against one resource's ratio to the dense model.
-ChartSpec accuracy_chart(const SearchResult& result, ResourceKind kind, const std::string& what) {
+ChartSpec accuracy_chart(const SearchResult& result, ResourceKind kind, const std::string& what,
+                         const ResourceBudget& budget) {
   ChartSpec chart;
+  if (budget.kind == kind && budget.relative) {  // the budget as a line where it is a share
+    chart.reference_x = budget.value;
+    chart.reference_x_label = "budget " + shortest_decimal(budget.value) + "x";
+  }
   chart.title = "Accuracy against " + what + " (sped-up models)";
   chart.x_label = what + " / dense";
   chart.y_label = "top-1 accuracy";
@@ -81,8 +86,8 @@ std::string search_html(const SearchResult& result, const SearchReportInfo& info
   } else {
     body += "<p><b>No trial fits the budget.</b></p>\n";
   }
-  body += svg_chart(accuracy_chart(result, ResourceKind::kFlops, "FLOPs"));
-  body += svg_chart(accuracy_chart(result, ResourceKind::kLatency, "latency"));
+  body += svg_chart(accuracy_chart(result, ResourceKind::kFlops, "FLOPs", info.budget));
+  body += svg_chart(accuracy_chart(result, ResourceKind::kLatency, "latency", info.budget));
   body += "<table>\n<caption>Trials (sparsity per layer: ";
   for (size_t i = 0; i < result.layers.size(); ++i) {
     body += (i == 0 ? "" : ", ") + xml_escape(result.layers[i]);

@@ -96,6 +96,10 @@ std::string svg_chart(const ChartSpec& spec, int width, int height) {
     y_low = std::min(y_low, *spec.reference_y);
     y_high = std::max(y_high, *spec.reference_y);
   }
+  if (spec.reference_x && std::isfinite(*spec.reference_x) && std::isfinite(x_low)) {
+    x_low = std::min(x_low, *spec.reference_x);
+    x_high = std::max(x_high, *spec.reference_x);
+  }
   if (!std::isfinite(x_low)) {  // nothing to draw: a unit square
     x_low = y_low = 0.0;
     x_high = y_high = 1.0;
@@ -158,7 +162,15 @@ std::string svg_chart(const ChartSpec& spec, int width, int height) {
            "\" y2=\"" + y + "\" stroke=\"#555\" stroke-dasharray=\"5 4\"/><text x=\"" +
            number(left + plot_w - 4, 1) + "\" y=\"" + y + "\" dy=\"-5\" text-anchor=\"end\" "
            "fill=\"#555\">" + xml_escape(spec.reference_label) + "</text></g>\n";
+  }  if (spec.reference_x && std::isfinite(*spec.reference_x)) {
+    const std::string x = number(px(*spec.reference_x), 1);
+    svg += "<g data-reference-x=\"" + shortest_decimal(*spec.reference_x) + "\"><line x1=\"" +
+           x + "\" y1=\"" + number(top, 1) + "\" x2=\"" + x + "\" y2=\"" +
+           number(top + plot_h, 1) + "\" stroke=\"#555\" stroke-dasharray=\"5 4\"/><text x=\"" +
+           x + "\" y=\"" + number(top + 12, 1) + "\" dx=\"4\" fill=\"#555\">" +
+           xml_escape(spec.reference_x_label) + "</text></g>\n";
   }
+
   // Series: a line, then a circle per point with its exact values.
   for (size_t i = 0; i < spec.series.size(); ++i) {
     const ChartSeries& s = spec.series[i];

@@ -30,6 +30,9 @@ struct ChartSpec {
   /// A dashed horizontal line (e.g. the unpruned model's metric).
   std::optional<double> reference_y;
   std::string reference_label;
+  /// A dashed vertical line (e.g. a search's budget), `data-reference-x` in the SVG.
+  std::optional<double> reference_x;
+  std::string reference_x_label;
 };
 
 /// An `<svg>` element (with its xmlns) of width × height pixels: axes with ticks, the series
