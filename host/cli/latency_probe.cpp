@@ -1,11 +1,13 @@
 #include "latency_probe.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <torch/script.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -21,11 +23,40 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A folder of its own under the system's temporary directory, removed with its content.
+constexpr const char* kFolderPrefix = "lithe-search-";
+
+// Removes the folders that searches killed before they could clean up left behind: those named
+// after a process that no longer exists.
+void remove_abandoned_folders(const fs::path& parent) {
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kFolderPrefix, 0) != 0) {
+      continue;
+    }
+    const std::string rest = name.substr(std::strlen(kFolderPrefix));
+    const size_t dash = rest.find('-');
+    char* end = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end, 10);
+    if (dash == std::string::npos || end != rest.c_str() + dash || pid <= 0) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove_all(entry.path(), ignored);
+    }
+  }
+}
+
+// A folder of its own under the system's temporary directory (named after this process, so
+// that a later search removes it if this one is killed), removed with its content.
 struct TempFolder {
   fs::path path;
   TempFolder() {
-    std::string pattern = (fs::temp_directory_path() / "lithe-search-XXXXXX").string();
+    const fs::path parent = fs::temp_directory_path();
+    remove_abandoned_folders(parent);
+    std::string pattern =
+        (parent / (kFolderPrefix + std::to_string(::getpid()) + "-XXXXXX")).string();
     LITHE_CHECK(::mkdtemp(pattern.data()) != nullptr, sdk::Errc::kIo,
                 "cannot make a temporary folder for latency measurements in ",
                 fs::temp_directory_path().string(), ": ", std::strerror(errno));

@@ -280,28 +280,31 @@ TEST_F(SearchCliTest, KilledMidTrialItResumesFromItsStateToTheSameBestModel) {
   EXPECT_GT(a["best"]["accuracy"].get<double>(), 0.5) << "fine-tuned trials of a trained LeNet";
 }
 
-size_t temporary_folders() {
-  size_t n = 0;
-  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path())) {
-    n += entry.path().filename().string().rfind("lithe-search-", 0) == 0 ? 1 : 0;
-  }
-  return n;
-}
-
 // A latency budget: every candidate is timed in a fresh `lithe latency` process, and a fresh
 // process finds the written model faster than the dense one.
 TEST_F(SearchCliTest, ALatencyBudgetIsTimedInFreshProcesses) {
   const fs::path out = scratch_dir("cli_search_latency");
-  const size_t folders = temporary_folders();
-  const CliRun run = run_lithe(search_args("--latency-budget 0.8x --input-shape 64,1,28,28 "
-                                           "--trials 2 --json --output " +
-                                           (out / "best.pt").string()));
+  // A temporary directory of its own; in it, the folder a killed search left (named after a
+  // process that cannot exist) and one of a live process (this test's).
+  const fs::path tmp = out / "tmp";
+  fs::create_directories(tmp / "lithe-search-999999999-abcdef");
+  const fs::path live = tmp / ("lithe-search-" + std::to_string(::getpid()) + "-abcdef");
+  fs::create_directories(live);
+  const CliRun run = run_lithe_env("TMPDIR=" + tmp.string(),
+                                   search_args("--latency-budget 0.8x --input-shape 64,1,28,28 "
+                                               "--trials 2 --json --output " +
+                                               (out / "best.pt").string()));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const nlohmann::json result = json_of(run);
   const nlohmann::json& best = result["best"];
   EXPECT_LE(best["use"]["latency_ratio"].get<double>(), 0.8);
   EXPECT_LT(best["use"]["flops_ratio"].get<double>(), 1.0);
-  EXPECT_EQ(temporary_folders(), folders) << "the candidates' folder is removed";
+  // The search's own folder is gone, so is the abandoned one; the live process's stays.
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(tmp)) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{live.filename().string()});
   const CliRun timed = run_lithe("latency --json --threads 2 --runs 40 --input-shape 64,1,28,28 "
                                  "--baseline " + (*dir_ / "trained.pt").string() + " --model " +
                                  (out / "best.pt").string());
