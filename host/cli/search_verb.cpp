@@ -20,6 +20,7 @@
 
 #include "input_shape.h"
 #include "latency_probe.h"
+#include "comma_list.h"
 #include "lithe/host/io/file_io.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
@@ -41,18 +42,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) {
-      out.push_back(item);
-    }
-  }
-  return out;
-}
 
 std::string duration(double seconds) {
   char text[32];

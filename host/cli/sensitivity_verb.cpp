@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comma_list.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/io/threads.h"
@@ -29,18 +30,6 @@
 
 namespace lithe::cli {
 namespace {
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) {
-      out.push_back(item);
-    }
-  }
-  return out;
-}
 
 std::vector<double> parse_sparsities(const std::string& text) {
   std::vector<double> out;
