@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comma_list.h"
+#include "lithe/host/io/number_text.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/io/threads.h"
@@ -33,18 +34,12 @@ namespace {
 
 std::vector<double> parse_sparsities(const std::string& text) {
   std::vector<double> out;
-  for (const std::string& item : split_commas(text)) {
-    size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    LITHE_CHECK(used == item.size() && std::isfinite(value), sdk::Errc::kInvalidConfig,
-                "--sparsities: '", item, "' is not a number (a comma-separated list such as "
-                "0.1,0.5,0.9)");
-    out.push_back(value);
+  for (std::string item : split_commas(text)) {
+    item.erase(0, item.find_first_not_of(' '));  // "0.1, 0.5" as well as "0.1,0.5"
+    const std::optional<double> value = host::parse_finite_number(item);
+    LITHE_CHECK(value.has_value(), sdk::Errc::kInvalidConfig, "--sparsities: '", item,
+                "' is not a number (a comma-separated list such as 0.1,0.5,0.9)");
+    out.push_back(*value);
   }
   LITHE_CHECK(!out.empty() || text.empty(), sdk::Errc::kInvalidConfig,
               "--sparsities: no sparsity in '", text, "'");
@@ -72,15 +67,10 @@ void parse_early_stop(const std::string& text, host::SensitivityOptions& options
                      "--early-stop: the mode must be minimize, maximize, dropped or raised "
                      "(MODE:VALUE, e.g. dropped:0.05), got '" + text + "'");
   }
-  size_t used = 0;
-  try {
-    options.stop_value = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  LITHE_CHECK(!value.empty() && used == value.size() && std::isfinite(options.stop_value),
-              sdk::Errc::kInvalidConfig, "--early-stop: '", text,
+  const std::optional<double> stop_value = host::parse_finite_number(value);
+  LITHE_CHECK(stop_value.has_value(), sdk::Errc::kInvalidConfig, "--early-stop: '", text,
               "' needs a number after the colon (e.g. dropped:0.05)");
+  options.stop_value = *stop_value;
 }
 
 }  // namespace

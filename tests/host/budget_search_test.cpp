@@ -70,6 +70,17 @@ void expect_same_trials(const SearchResult& a, const SearchResult& b) {
   EXPECT_EQ(a.best, b.best);
 }
 
+// `result` run again from its first `kept` trials (as a state file would give them): the same
+// trials, the recorded ones taken as they were.
+void expect_resumes_identically(const torch::jit::Module& dense, const SearchOptions& options,
+                                const Dataset& test, const SearchResult& result, size_t kept) {
+  SearchResult prefix = result;
+  prefix.trials.resize(kept);
+  prefix.best.reset();
+  expect_same_trials(result, run_budget_search(dense, filter_registry(), options,
+                                               {&test, nullptr}, &prefix));
+}
+
 class BudgetSearchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -307,13 +318,10 @@ TEST_F(BudgetSearchTest, NetAdaptPrunesOneLayerFurtherPerCandidateAndKeepsTheBes
   ASSERT_TRUE(result.best.has_value());
   EXPECT_LE(result.trials[*result.best].use.ratio(ResourceKind::kFlops, result.dense), 0.5);
 
+  expect_resumes_identically(dense_, options, test_, result, 3);
+  // A state of another strategy does not pass for NetAdapt's.
   SearchResult prefix = result;
   prefix.trials.resize(3);
-  prefix.best.reset();
-  const SearchResult resumed =
-      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}, &prefix);
-  expect_same_trials(result, resumed);
-  // A state of another strategy does not pass for NetAdapt's.
   SearchOptions annealing = options;
   annealing.strategy = SearchStrategy::kAnnealing;
   EXPECT_THAT([&] {
@@ -354,14 +362,10 @@ TEST_F(BudgetSearchTest, AmcEpisodesAreReproducibleAtAnyThreadCountAndWhenResume
   expect_same_trials(result, one_thread);
   // Resumed after the warm-up and one learning episode: the agent relearns from the record and
   // proposes the same episodes.
-  SearchResult prefix = result;
-  prefix.trials.resize(4);
-  prefix.best.reset();
-  const SearchResult resumed =
-      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}, &prefix);
-  expect_same_trials(result, resumed);
+  expect_resumes_identically(dense_, options, test_, result, 4);
   // The agent's episodes depend on what it learnt: another trial 3 changes trial 4 onwards.
-  SearchResult altered = prefix;
+  SearchResult altered = result;
+  altered.trials.resize(4);
   *altered.trials[3].accuracy += 0.5;
   const SearchResult diverted =
       run_budget_search(dense_, filter_registry(), options, {&test_, nullptr}, &altered);

@@ -5,30 +5,13 @@
 #include <cmath>
 #include <string>
 
+#include "lithe/host/io/number_text.h"
 #include "lithe/host/pipeline/svg_chart.h"
 #include "lithe/host/speedup/latency.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
 namespace {
-
-// A finite number filling all of `text`, or nothing.
-std::optional<double> whole_number(const std::string& text) {
-  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0) {
-    return std::nullopt;
-  }
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used != text.size() || !std::isfinite(value)) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
@@ -60,7 +43,7 @@ ResourceBudget parse_resource_budget(ResourceKind kind, const std::string& text,
   budget.kind = kind;
   const std::string example = kind == ResourceKind::kLatency ? "0.5x or 3.2ms" : "0.5x or 2.5e6";
   if (ends_with(text, "x")) {
-    const std::optional<double> share = whole_number(text.substr(0, text.size() - 1));
+    const std::optional<double> share = parse_finite_number(text.substr(0, text.size() - 1));
     LITHE_CHECK(share.has_value(), sdk::Errc::kInvalidConfig, option, ": '", text,
                 "' is not a share of the dense model (a number followed by x, e.g. ", example,
                 ")");
@@ -77,7 +60,7 @@ ResourceBudget parse_resource_budget(ResourceKind kind, const std::string& text,
                 "), got '", text, "'");
     number = text.substr(0, text.size() - 2);
   }
-  const std::optional<double> value = whole_number(number);
+  const std::optional<double> value = parse_finite_number(number);
   LITHE_CHECK(value.has_value(), sdk::Errc::kInvalidConfig, option, ": '", text,
               "' is not a budget (", example, ")");
   LITHE_CHECK(*value > 0, sdk::Errc::kInvalidConfig, option, ": the budget must be > 0, got '",

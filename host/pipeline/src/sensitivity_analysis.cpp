@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lithe/host/io/number_text.h"
 #include "lithe/host/pipeline/svg_chart.h"
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
@@ -187,17 +188,10 @@ SensitivityResult read_sensitivity_csv(const std::string& text, const std::strin
     const std::vector<std::string> fields = csv_fields(line);
     const auto number = [&](size_t column, const char* what) {
       const std::string& f = fields[column];
-      size_t used = 0;
-      double value = 0;
-      try {
-        value = std::stod(f, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      LITHE_CHECK(!f.empty() && used == f.size() && std::isfinite(value),
-                  sdk::Errc::kInvalidConfig, where, ": column ", column + 1, ": ", what,
-                  " must be a finite number, got '", f.substr(0, 40), "'");
-      return value;
+      const std::optional<double> value = parse_finite_number(f);
+      LITHE_CHECK(value.has_value(), sdk::Errc::kInvalidConfig, where, ": column ", column + 1,
+                  ": ", what, " must be a finite number, got '", f.substr(0, 40), "'");
+      return *value;
     };
     if (!header_read) {
       header_read = true;
