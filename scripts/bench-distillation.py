@@ -19,7 +19,7 @@ Accuracies are lithe compress's own evaluation after fine-tuning on the 10,000 t
 Usage: /usr/bin/python3 scripts/bench-distillation.py [--lithe build/bin/lithe]
            [--work build/bench-distillation] [--epochs 3] [--finetune 1] [--seeds 0,1,2]
            [--threads 2] [--models lenet,resnet] [--temperature 4] [--alpha 0.9]
-           [--train-samples N] [--lr 0.01]
+           [--train-samples N] [--lr 0.01] [--lr-step 0]
 """
 import argparse
 import json
@@ -69,6 +69,8 @@ def main():
     parser.add_argument("--alpha", default="0.9")
     parser.add_argument("--train-samples", type=int, default=0)
     parser.add_argument("--lr", default="0.01")
+    parser.add_argument("--lr-step", default="0",
+                        help="both fine-tunings divide the lr by 10 every N epochs (0: never)")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
@@ -103,8 +105,9 @@ def main():
             for teacher in ([], ["--teacher", dense, "--kd-temperature", args.temperature,
                                  "--kd-alpha", args.alpha]):
                 out = lithe(args, "compress", "--model", dense, "--config", config, "--epochs",
-                            str(args.finetune), "--lr", args.lr, "--seed", seed, "--json",
-                            "--output", w(name + ".finetuned.pt"), *data, *teacher)
+                            str(args.finetune), "--lr", args.lr, "--lr-step", args.lr_step,
+                            "--seed", seed, "--json", "--output", w(name + ".finetuned.pt"),
+                            *data, *teacher)
                 results.append(json.loads(out[out.index("{"):])["accuracy_after"]["accuracy"])
             gains.append(results[1] - results[0])
             print("| %s | %.4f | %.4f | %s | %.4f | %.4f | %+.2f pt |" % (
