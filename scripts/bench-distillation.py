@@ -29,33 +29,20 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from fashion_bench import accuracy, add_common_arguments, lithe, small_resnet  # noqa: E402
+from fashion_bench import accuracy, add_common_arguments, fashion_idx, lithe, small_resnet  # noqa: E402
 
 
 def subset_data(n, train_file, test_file):
     """Writes N seeded-random training images and every test image as lithe tensor files
     ({"images", "labels"}, normalised as lithe normalises Fashion-MNIST); returns the flags."""
-    import gzip
-    import numpy as np
     import torch
-    folder = "/usr/share/datasets/fashion-mnist"
-
-    def idx(name, images):
-        path = os.path.join(folder, name)
-        opener = gzip.open if not os.path.exists(path) else open
-        with opener(path if os.path.exists(path) else path + ".gz", "rb") as f:
-            raw = f.read()
-        if images:
-            x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)
-            return (torch.from_numpy(x.copy()).float() / 255 - 0.2860) / 0.3530
-        return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=8).copy()).long()
-
-    images, labels = idx("train-images-idx3-ubyte", True), idx("train-labels-idx1-ubyte", False)
+    images = fashion_idx("train-images-idx3-ubyte", True)
+    labels = fashion_idx("train-labels-idx1-ubyte", False)
     pick = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(5))[:n]
     torch.save({"images": images[pick].contiguous(), "labels": labels[pick].contiguous()},
                train_file)
-    torch.save({"images": idx("t10k-images-idx3-ubyte", True),
-                "labels": idx("t10k-labels-idx1-ubyte", False)}, test_file)
+    torch.save({"images": fashion_idx("t10k-images-idx3-ubyte", True),
+                "labels": fashion_idx("t10k-labels-idx1-ubyte", False)}, test_file)
     return ["--data", train_file, "--test-data", test_file]
 
 

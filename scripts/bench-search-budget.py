@@ -23,7 +23,6 @@
 Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
 """
 import argparse
-import gzip
 import json
 import os
 import pathlib
@@ -32,12 +31,14 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from fashion_bench import fashion_idx  # noqa: E402
+
 LITHE = ROOT / "build" / "bin" / "lithe"
 FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
 BATCH = 16
@@ -86,15 +87,6 @@ def lithe(*argv, check=True):
     return done
 
 
-def idx(name, images):
-    with gzip.open(FASHION / f"{name}.gz", "rb") as f:
-        raw = f.read()
-    if images:
-        x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)
-        return (torch.from_numpy(x.copy()).float() / 255 - 0.2860) / 0.3530
-    return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=8).copy()).long()
-
-
 def save_split(path, images, labels):
     torch.save({"images": images.clone(), "labels": labels.clone()}, str(path))
 
@@ -129,7 +121,8 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
 
-    train_x, train_y = idx("train-images-idx3-ubyte", True), idx("train-labels-idx1-ubyte", False)
+    train_x = fashion_idx("train-images-idx3-ubyte", True)
+    train_y = fashion_idx("train-labels-idx1-ubyte", False)
     save_split(work / "train.pt", train_x[:55000], train_y[:55000])
     save_split(work / "val.pt", train_x[55000:], train_y[55000:])
     save_split(work / "tune.pt", train_x[:10000], train_y[:10000])

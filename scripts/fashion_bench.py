@@ -1,12 +1,30 @@
 """What the Fashion-MNIST benchmarks share: the small ResNet they train, running the lithe CLI
-(one failure ends the script with lithe's own message), reading an accuracy, and the common
-command-line flags (--lithe, --work, --epochs, --threads)."""
+(one failure ends the script with lithe's own message), reading an accuracy, reading the IDX files
+normalised as lithe normalises them, and the common command-line flags (--lithe, --work,
+--epochs, --threads)."""
 import os
 import re
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def fashion_idx(name, images):
+    """One Fashion-MNIST IDX file of FASHION by base name ("train-images-idx3-ubyte"; gzip or
+    plain): images as float [N, 1, 28, 28] normalised as lithe's loader does, or labels (long)."""
+    import gzip
+    import numpy as np
+    import torch
+    path = os.path.join(FASHION, name)
+    opener, path = (open, path) if os.path.exists(path) else (gzip.open, path + ".gz")
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if images:
+        x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)
+        return (torch.from_numpy(x.copy()).float() / 255 - 0.2860) / 0.3530
+    return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=8).copy()).long()
 
 
 def small_resnet(path):

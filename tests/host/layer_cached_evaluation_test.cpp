@@ -1,9 +1,10 @@
 // LayerCachedEvaluation and the forward cut under it: with one layer's weights changed between
 // runs, evaluating only the part of the forward after the cut gives exactly what the whole
 // forward gives, on every weighted layer of the LeNet and of the residual, BatchNorm and
-// depthwise conformance models; a suffix that writes in place to a value computed before the
-// layer does not corrupt what is kept; models and layers that cannot be cut are evaluated in
-// full and say why.
+// depthwise conformance models; so does overwriting the kept output of a layer whose whole
+// output channels were zeroed (filter pruning, the first layer included, with the bias zeroed
+// or kept); a suffix that writes in place to a value computed before the layer does not corrupt
+// what is kept; models and layers that cannot be cut are evaluated in full and say why.
 #include "lithe/host/train/layer_cached_evaluation.h"
 
 #include <gmock/gmock.h>
@@ -11,6 +12,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +46,27 @@ at::Tensor prune_half(const at::Tensor& weight, int seed) {
   return original;
 }
 
+// Zeroes a seeded random half of the output channels (rows) of `layer`'s weight in place, and
+// their bias elements too when `bias_too`. Returns the original weight and bias.
+std::pair<at::Tensor, at::Tensor> prune_filters(const ModuleRecord& layer, int seed,
+                                                bool bias_too) {
+  torch::manual_seed(seed);
+  const at::Tensor weight = layer.weight->detach();
+  std::pair<at::Tensor, at::Tensor> original = {weight.clone(), at::Tensor()};
+  std::vector<int64_t> shape(static_cast<size_t>(weight.dim()), 1);
+  shape[0] = weight.size(0);
+  const at::Tensor keep = torch::rand({weight.size(0)}).ge(0.5).to(weight.dtype());
+  at::NoGradGuard no_grad;
+  weight.mul_(keep.view(shape));
+  if (layer.bias) {
+    original.second = layer.bias->detach().clone();
+    if (bias_too) {
+      layer.bias->detach().mul_(keep);
+    }
+  }
+  return original;
+}
+
 void expect_same(const EvalResult& cached, const EvalResult& whole, const std::string& where) {
   EXPECT_EQ(cached.samples, whole.samples) << where;
   EXPECT_EQ(cached.accuracy, whole.accuracy) << where;
@@ -63,7 +86,7 @@ std::vector<std::string> check_every_layer(Model& model, const Dataset& data) {
     for (int seed = 1; seed <= 2; ++seed) {
       const at::Tensor original = prune_half(*m.weight, seed);
       const EvalResult fast = evaluation.evaluate(m.name);
-      if (evaluation.last_mode() == "cached" && seed == 2) {
+      if (evaluation.last_mode() == "cached before the layer" && seed == 2) {
         cached.push_back(m.name);
       }
       expect_same(fast, evaluate(model, data, 32), m.name + " pruned with seed " +
@@ -79,11 +102,74 @@ TEST(LayerCachedEvaluationTest, EqualsTheWholeForwardOnTheLeNetAndKeepsWhatPrece
   auto model = load_torchscript_model(test::lenet_model());
   const Dataset data = random_data({1, 28, 28}, 70, 10);  // batches of 32, 32 and 6
   const std::vector<std::string> cached = check_every_layer(*model, data);
-  // conv1 reads the image alone: nothing to keep.
+  // conv1 reads the image alone: nothing to keep before it, for a change that is not whole
+  // channels.
   EXPECT_EQ(cached, (std::vector<std::string>{"conv2", "fc1", "fc2", "fc3"}));
   LayerCachedEvaluation evaluation(*model, data, 32);
+  const ModuleRecord& conv1 = model->modules().front();
+  ASSERT_EQ(conv1.name, "conv1");
+  const at::Tensor original = prune_half(*conv1.weight, 1);
   evaluation.evaluate("conv1");
   EXPECT_THAT(evaluation.last_mode(), HasSubstr("reads only the forward's inputs"));
+  conv1.weight->detach().copy_(original);
+}
+
+// For every convolution and linear layer: filter-style prunings (bias zeroed, then kept), each
+// evaluated both ways. Returns the layers evaluated from their kept output.
+std::vector<std::string> check_filter_pruning(Model& model, const Dataset& data) {
+  LayerCachedEvaluation evaluation(model, data, /*batch_size=*/32);
+  std::vector<std::string> after;
+  for (const ModuleRecord& m : model.modules()) {
+    if (m.op_type != "Conv2d" && m.op_type != "Linear") {
+      continue;
+    }
+    bool every_run_after = true;
+    for (int seed = 1; seed <= 2; ++seed) {
+      const auto [weight, bias] = prune_filters(m, seed, /*bias_too=*/seed == 1);
+      const EvalResult fast = evaluation.evaluate(m.name);
+      every_run_after = every_run_after && evaluation.last_mode() == "cached after the layer";
+      expect_same(fast, evaluate(model, data, 32),
+                  m.name + " filters pruned with seed " + std::to_string(seed) + " (" +
+                      evaluation.last_mode() + ")");
+      m.weight->detach().copy_(weight);
+      if (bias.defined()) {
+        m.bias->detach().copy_(bias);
+      }
+    }
+    if (every_run_after) {
+      after.push_back(m.name);
+    }
+  }
+  return after;
+}
+
+TEST(LayerCachedEvaluationTest, FilterPruningOverwritesTheLayersKeptOutputTheFirstLayerIncluded) {
+  auto model = load_torchscript_model(test::lenet_model());
+  const Dataset data = random_data({1, 28, 28}, 70, 10);
+  EXPECT_EQ(check_filter_pruning(*model, data),
+            (std::vector<std::string>{"conv1", "conv2", "fc1", "fc2", "fc3"}));
+  for (const auto& [name, side] : std::vector<std::pair<std::string, int64_t>>{
+           {"resblock", 16}, {"vgg_bn", 32}, {"mobilenet_tiny", 32}}) {
+    SCOPED_TRACE(name);
+    torch::jit::Module module = test::load_conformance_model(name);
+    auto conformance = make_torchscript_model(module);
+    const int64_t classes = conformance->forward(torch::zeros({1, 3, side, side})).size(1);
+    const Dataset images = random_data({3, side, side}, 40, classes);
+    size_t layers = 0;
+    for (const ModuleRecord& m : conformance->modules()) {
+      layers += m.op_type == "Conv2d" || m.op_type == "Linear" ? 1 : 0;
+    }
+    EXPECT_EQ(check_filter_pruning(*conformance, images).size(), layers);
+  }
+  // Unstructured changes of the same layer in between go back to a cut before it.
+  LayerCachedEvaluation evaluation(*model, data, 32);
+  const auto& modules = model->modules();
+  const ModuleRecord& conv2 = *std::find_if(
+      modules.begin(), modules.end(), [](const ModuleRecord& m) { return m.name == "conv2"; });
+  const at::Tensor original = prune_half(*conv2.weight, 4);
+  expect_same(evaluation.evaluate("conv2"), evaluate(*model, data, 32), "unstructured");
+  EXPECT_EQ(evaluation.last_mode(), "cached before the layer");
+  conv2.weight->detach().copy_(original);
 }
 
 TEST(LayerCachedEvaluationTest, EqualsTheWholeForwardOnResidualBatchNormAndDepthwiseModels) {
@@ -164,6 +250,10 @@ TEST(LayerCachedEvaluationTest, ModelsAndLayersThatCannotBeCutAreEvaluatedWhole)
   EXPECT_THAT(why_not, HasSubstr("assigns module attribute 'calls'"));
   EXPECT_FALSE(cut_forward_graph(in_place_model(), "nothing", &why_not).has_value());
   EXPECT_THAT(why_not, HasSubstr("never reads module 'nothing'"));
+  // After a layer: only one convolution or linear op taking the weight and bias.
+  EXPECT_FALSE(
+      cut_forward_graph(in_place_model(), "b", &why_not, CutAt::kLayerOutput).has_value());
+  EXPECT_THAT(why_not, HasSubstr("is read by 'aten::t', not one convolution or linear op"));
 
   // A C++-frontend model has no graph.
   torch::nn::Sequential net(torch::nn::Linear(5, 8), torch::nn::ReLU(), torch::nn::Linear(8, 3));

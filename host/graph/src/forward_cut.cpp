@@ -1,9 +1,11 @@
 #include "lithe/host/graph/forward_cut.h"
 
 #include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -34,10 +36,39 @@ struct Cut {
   std::unordered_set<const Node*> in_suffix;
   std::unordered_set<const Value*> statics;  // constants, attribute reads and pure nodes of
                                              // them alone: both sides recompute them
+  const Value* layer_output = nullptr;       // CutAt::kLayerOutput: the layer op's output
+  int64_t channel_dim = 0;
 };
 
+// The dimension of `n`'s output that holds the weight's rows (output channels), when `n` is an
+// op whose output channel c depends on weight row c and bias element c alone: a convolution
+// that is not transposed, or a linear op. `is_attribute(value, name)` says whether a value is the
+// layer's attribute `name`.
+template <typename IsAttribute>
+std::optional<int64_t> output_channel_dim(const Node* n, const IsAttribute& is_attribute) {
+  int64_t dim = 0;
+  if (n->kind() == c10::aten::conv1d || n->kind() == c10::aten::conv2d ||
+      n->kind() == c10::aten::conv3d) {
+    dim = 1;
+  } else if (n->kind() == c10::aten::_convolution && n->inputs().size() > 6 &&
+             torch::jit::constant_as<bool>(n->input(6)) == false) {  // not transposed
+    dim = 1;
+  } else if (n->kind() == c10::aten::linear) {
+    dim = -1;
+  } else {
+    return std::nullopt;
+  }
+  const bool no_bias = n->inputs().size() > 2 &&
+                       n->input(2)->type()->kind() == c10::TypeKind::NoneType;
+  if (n->outputs().size() != 1 || n->inputs().size() < 3 || !is_attribute(n->input(1), "weight") ||
+      !(no_bias || is_attribute(n->input(2), "bias"))) {
+    return std::nullopt;
+  }
+  return dim;
+}
+
 std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
-                           const std::string& layer, std::string* why_not) {
+                           const std::string& layer, CutAt at, std::string* why_not) {
   torch::jit::Graph& graph = *shared;
   const auto refuse = [&](std::string reason) -> std::optional<Cut> {
     *why_not = std::move(reason);
@@ -77,6 +108,10 @@ std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
     const auto it = path.find(v);
     return it != path.end() && (it->second == layer || it->second.rfind(layer + ".", 0) == 0);
   };
+  const auto is_attribute = [&](const Value* v, const char* name) {
+    const auto it = path.find(v);
+    return it != path.end() && it->second == layer + "." + name;
+  };
 
   torch::jit::AliasDb alias(shared);
   Cut cut;
@@ -88,6 +123,7 @@ std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
     // layer, writes in place or has side effects anywhere inside.
     std::vector<Value*> reads;
     bool layer_inside = false;
+    bool reads_layer_value = false;  // the layer's module or one of its attributes
     bool mutates = false;
     bool side_effects = false;
     for_each_nested(top, [&](Node* n) {
@@ -95,6 +131,7 @@ std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
         if (input->node()->owningBlock() == graph.block()) {  // the param node's too
           reads.push_back(input);
         }
+        reads_layer_value = reads_layer_value || is_layer(input);
       }
       for (const Value* output : n->outputs()) {
         layer_inside = layer_inside || is_layer(output);
@@ -105,7 +142,24 @@ std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
     // The layer's attribute reads join the suffix without starting it: they are pure, and
     // TorchScript hoists them to the top of a forward.
     const bool attribute_read = top->kind() == c10::prim::GetAttr;
-    bool suffix = layer_inside || (started && (mutates || side_effects));
+    if (at == CutAt::kLayerOutput && (layer_inside || reads_layer_value) && !attribute_read) {
+      // The layer's op stays in the prefix; what reads its output starts the suffix.
+      const std::optional<int64_t> dim = output_channel_dim(top, is_attribute);
+      if (cut.layer_output != nullptr || !dim) {
+        return refuse("module '" + layer + "' is read by " +
+                      (cut.layer_output != nullptr ? std::string("more than one op")
+                                                   : "'" + std::string(top->kind().toQualString()) +
+                                                         "', not one convolution or linear op "
+                                                         "taking its weight and bias"));
+      }
+      cut.layer_output = top->output();
+      cut.channel_dim = *dim;
+      tainted_values.insert(top->output());
+      started = true;
+      continue;
+    }
+    bool suffix = (layer_inside && at == CutAt::kLayerInput) ||
+                  (started && (mutates || side_effects));
     for (size_t i = 0; !suffix && i < reads.size(); ++i) {
       suffix = tainted_values.count(reads[i]) != 0;
       for (size_t w = 0; !suffix && w < written_by_suffix.size(); ++w) {
@@ -176,6 +230,10 @@ std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
     }
     cut.written.push_back(written);
   }
+  if (at == CutAt::kLayerOutput &&
+      std::find(cut.boundary.begin(), cut.boundary.end(), cut.layer_output) == cut.boundary.end()) {
+    return refuse("nothing reads the output of module '" + layer + "'");
+  }
   if (only_inputs) {
     return refuse("module '" + layer + "' reads only the forward's inputs: nothing before it to "
                   "cache");
@@ -209,16 +267,22 @@ void destroy_in_reverse(const std::vector<Node*>& nodes) {
 
 std::optional<ForwardCutGraphs> cut_forward_graph(const torch::jit::Module& module,
                                                   const std::string& layer,
-                                                  std::string* why_not) {
+                                                  std::string* why_not, CutAt at) {
   ForwardCutGraphs out;
 
   // The prefix: the suffix's nodes removed, the boundary returned as one tuple.
   out.prefix = inlined_forward(module);
-  std::optional<Cut> cut = analyse(out.prefix, layer, why_not);
+  std::optional<Cut> cut = analyse(out.prefix, layer, at, why_not);
   if (!cut) {
     return std::nullopt;
   }
   out.written = cut->written;
+  if (at == CutAt::kLayerOutput) {
+    out.layer_output = static_cast<size_t>(
+        std::find(cut->boundary.begin(), cut->boundary.end(), cut->layer_output) -
+        cut->boundary.begin());
+    out.channel_dim = cut->channel_dim;
+  }
   while (!out.prefix->outputs().empty()) {
     out.prefix->eraseOutput(out.prefix->outputs().size() - 1);
   }
@@ -230,7 +294,7 @@ std::optional<ForwardCutGraphs> cut_forward_graph(const torch::jit::Module& modu
 
   // The suffix: the boundary values become inputs; the prefix's nodes, now unused, go.
   out.suffix = inlined_forward(module);
-  cut = analyse(out.suffix, layer, why_not);
+  cut = analyse(out.suffix, layer, at, why_not);
   if (!cut) {
     return std::nullopt;
   }

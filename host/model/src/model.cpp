@@ -9,7 +9,7 @@ namespace lithe::host {
 Model::~Model() = default;
 ForwardCut::~ForwardCut() = default;
 
-std::unique_ptr<ForwardCut> Model::cut_forward(const std::string& /*layer*/,
+std::unique_ptr<ForwardCut> Model::cut_forward(const std::string& /*layer*/, CutAt /*at*/,
                                                std::string* why_not) {
   *why_not = kind() + " models expose no graph to cut";
   return nullptr;

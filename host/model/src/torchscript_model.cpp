@@ -267,6 +267,9 @@ class TorchScriptForwardCut final : public ForwardCut {
   TorchScriptForwardCut(jit::Module module, ForwardCutGraphs graphs)
       : module_(std::move(module)),
         written_(std::move(graphs.written)),
+        layer_output_(graphs.layer_output ? std::optional<LayerOutput>(LayerOutput{
+                                                *graphs.layer_output, graphs.channel_dim})
+                                          : std::nullopt),
         prefix_("lithe_cut_prefix", std::move(graphs.prefix), nullptr),
         suffix_("lithe_cut_suffix", std::move(graphs.suffix), nullptr) {}
 
@@ -287,9 +290,12 @@ class TorchScriptForwardCut final : public ForwardCut {
     return main_output(stack.back());
   }
 
+  std::optional<LayerOutput> layer_output() const override { return layer_output_; }
+
  private:
   jit::Module module_;
   std::vector<bool> written_;
+  std::optional<LayerOutput> layer_output_;
   jit::GraphFunction prefix_;
   jit::GraphFunction suffix_;
 };
@@ -386,7 +392,7 @@ class TorchScriptModel final : public Model {
     return main_output(output);
   }
 
-  std::unique_ptr<ForwardCut> cut_forward(const std::string& layer,
+  std::unique_ptr<ForwardCut> cut_forward(const std::string& layer, CutAt at,
                                           std::string* why_not) override {
     if (!quant_sites_.empty()) {
       *why_not = "the model is being quantized (its forward changes with the quantizer's state)";
@@ -395,7 +401,7 @@ class TorchScriptModel final : public Model {
     // Shares the parameters (inplace clone); its own training flags, set to eval.
     jit::Module module = original_.clone(/*inplace=*/true);
     module.eval();
-    std::optional<ForwardCutGraphs> graphs = cut_forward_graph(module, layer, why_not);
+    std::optional<ForwardCutGraphs> graphs = cut_forward_graph(module, layer, why_not, at);
     if (!graphs) {
       return nullptr;
     }

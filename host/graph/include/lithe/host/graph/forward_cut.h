@@ -10,14 +10,24 @@
 // or has side effects at all. Everything else is the prefix. The values the prefix hands over
 // are the boundary; those the suffix writes in place are cloned before each run, so one cached
 // prefix result serves any number of suffix runs.
+//
+// A cut after the layer (CutAt::kLayerOutput) moves the layer's one convolution or linear op
+// into the prefix and hands its output over: for masks that zero whole output channels (filter
+// pruning), each evaluation then replaces those channels of the kept output and runs only what
+// follows, without recomputing the layer at all (the first layer included, which a cut before
+// it cannot help: it reads only the input).
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "lithe/host/graph/cut_at.h"
 
 namespace lithe::host {
 
@@ -29,6 +39,10 @@ struct ForwardCutGraphs {
   /// Per boundary value: whether the suffix writes to it in place (a tensor; clone it before
   /// each suffix run).
   std::vector<bool> written;
+  /// CutAt::kLayerOutput: the boundary index of the layer op's output, and the dimension of its
+  /// output channels there (1 for a convolution, -1 for a linear op; the weight's dimension 0).
+  std::optional<size_t> layer_output;
+  int64_t channel_dim = 0;
 };
 
 /// Cuts `module`'s forward at submodule `layer` (dotted name). nullopt, with the reason in
@@ -38,8 +52,13 @@ struct ForwardCutGraphs {
 /// before anything else happens (nothing to cache). `module`'s parameters are read when the
 /// graphs run (the module is passed as `self`), so changing the layer's weights in place between
 /// suffix runs is what the cut is for; changing any other parameter invalidates prefix results.
+/// CutAt::kLayerOutput also needs the layer's weights read by exactly one op, aten::conv1d/2d/3d
+/// or aten::linear, taking them as (weight, bias or None); otherwise nullopt with the reason.
+/// The layer's weights are then read by the prefix only: a prefix result holds the layer's
+/// output for the weights the layer had when the prefix ran.
 std::optional<ForwardCutGraphs> cut_forward_graph(const torch::jit::Module& module,
                                                   const std::string& layer,
-                                                  std::string* why_not);
+                                                  std::string* why_not,
+                                                  CutAt at = CutAt::kLayerInput);
 
 }  // namespace lithe::host

@@ -7,6 +7,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "lithe/host/graph/cut_at.h"
 #include "lithe/host/graph/layer_dependencies.h"
 #include "lithe/sdk/quantizer.h"
 
@@ -70,6 +73,15 @@ class ForwardCut {
   /// The model's output from a prefix() result, with the layer's weights as they are now.
   /// `cached` is left unchanged, so it serves any number of runs.
   virtual at::Tensor suffix(const c10::IValue& cached) = 0;
+  /// A cut after the layer (CutAt::kLayerOutput): where a prefix() result (a tuple) holds the
+  /// layer's output, and the dimension of that output's channels (1 for a convolution, -1 for
+  /// a linear layer). A suffix run may be given a tuple with that element replaced. nullopt
+  /// for a cut before the layer.
+  struct LayerOutput {
+    size_t index = 0;
+    int64_t channel_dim = 0;
+  };
+  virtual std::optional<LayerOutput> layer_output() const { return std::nullopt; }
 };
 
 class Model {
@@ -94,11 +106,12 @@ class Model {
   /// GoogLeNet and Inception return the logits first, their auxiliary heads after) or the "out"
   /// entry of a dict (torchvision's segmentation models). Anything else: sdk::Error(kUnsupported).
   virtual at::Tensor forward(const at::Tensor& input) = 0;
-  /// The forward cut at module `layer` (see ForwardCut). nullptr, with the reason in
-  /// `*why_not`, where the model cannot be cut: C++-frontend models (no graph), models being
-  /// quantized, forwards that assign attributes or write in place across the cut, or a layer
-  /// that reads only the model's input (nothing to keep).
-  virtual std::unique_ptr<ForwardCut> cut_forward(const std::string& layer,
+  /// The forward cut at module `layer` (see ForwardCut), before it or after its op (CutAt).
+  /// nullptr, with the reason in `*why_not`, where the model cannot be cut: C++-frontend models
+  /// (no graph), models being quantized, forwards that assign attributes or write in place
+  /// across the cut, a layer that reads only the model's input (before it: nothing to keep),
+  /// or a layer that is not one convolution or linear op (after it).
+  virtual std::unique_ptr<ForwardCut> cut_forward(const std::string& layer, CutAt at,
                                                   std::string* why_not);
   /// Switches training / evaluation mode.
   virtual void train(bool on) = 0;
