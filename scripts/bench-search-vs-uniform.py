@@ -7,18 +7,26 @@ figure:
             training images 55,000..59,999 are the validation set every search scores
             candidates on; the 10,000 test images are touched only by the final evaluation
   layers    conv1, conv2, fc1, fc2 by L1 filter (row) pruning; 50% of their weights overall
+            (--layers conv1,conv2: the convolutions alone, the recipe NNI v2.0 can run: its L1
+            pruners take Conv2d only)
   arms      uniform            l1_filter, 0.5 in every layer
             simulated_annealing base_algo l1, temperatures 0.05 -> 0.005, cool-down 0.8,
                                seeds 1, 2, 3
             net_adapt          base_algo l1, steps of 0.1, one short-term epoch per candidate
   then      every arm's result fine-tuned the same way: 1 epoch, SGD lr 0.01 momentum 0.9,
-            seed 0, batch 64; validation accuracy from `lithe compress`, test accuracy by
-            `lithe eval`
+            weight decay 5e-4, seed 0, batch 64; validation accuracy from `lithe compress`,
+            test accuracy by `lithe eval`
+  --nni     also NNI v2.0's own SimulatedAnnealingPruner (the same temperatures, seeds 1, 2, 3
+            of numpy's generator) and NetAdaptPruner (the same step, one short-term epoch),
+            base_algo l1, the same validation evaluator, run end to end in NNI: its search,
+            then the same fine-tuning recipe in PyTorch (its masks kept by NNI's wrappers) and
+            the same test images. Its search time is wall time of compress(), beside
+            `lithe compress`'s algorithm time.
 
-Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR]
+Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
+           [--nni]
 """
 import argparse
-import gzip
 import json
 import os
 import pathlib
@@ -26,13 +34,74 @@ import statistics
 import subprocess
 import sys
 
-import numpy as np
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from fashion_bench import fashion_idx  # noqa: E402
+from nni_peer import NNI_LENET_PRELUDE, ready, timed  # noqa: E402
+
 LITHE = ROOT / "build" / "bin" / "lithe"
-FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
-LAYERS = ["conv1", "conv2", "fc1", "fc2"]
+
+# NNI's side of --nni: argv dense.pt train.pt val.pt sa|netadapt SEED LAYERS WORKDIR; prints
+# one JSON line (per-layer weight sparsity, validation and test accuracy, search seconds).
+NNI_SEARCH = NNI_LENET_PRELUDE + r"""
+import os
+from nni.algorithms.compression.pytorch.pruning import NetAdaptPruner, SimulatedAnnealingPruner
+dense, train_pt, val_pt, algo, seed, layers, workdir = sys.argv[1:8]
+layers = layers.split(",")
+np.random.seed(int(seed))
+torch.manual_seed(int(seed))
+train, val = torch.load(train_pt), torch.load(val_pt)
+folder = "/usr/share/datasets/fashion-mnist/"
+test_x = idx(folder + "t10k-images-idx3-ubyte.gz", True)
+test_y = idx(folder + "t10k-labels-idx1-ubyte.gz", False)
+
+def accuracy(model, x, y):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(x), 1000):
+            correct += (model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum().item()
+    return correct / len(x)
+
+def evaluator(model):
+    return accuracy(model, val["images"], val["labels"])
+
+def train_epoch(model):  # lithe compress's recipe: SGD, batches of 64, a seeded shuffle
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    order = torch.randperm(len(train["images"]), generator=torch.Generator().manual_seed(0))
+    for i in range(0, len(order), 64):
+        batch = order[i:i + 64]
+        opt.zero_grad()
+        F.cross_entropy(model(train["images"][batch]), train["labels"][batch]).backward()
+        opt.step()
+
+model = LeNet()
+model.load_state_dict(torch.jit.load(dense).state_dict())
+config = [{"sparsity": 0.5, "op_types": ["Conv2d"], "op_names": layers}]
+start = time.perf_counter()
+if algo == "sa":
+    pruner = SimulatedAnnealingPruner(model, config, evaluator, base_algo="l1",
+                                      start_temperature=0.05, stop_temperature=0.005,
+                                      cool_down_rate=0.8, experiment_data_dir=workdir)
+else:
+    pruner = NetAdaptPruner(model, config, short_term_fine_tuner=train_epoch, evaluator=evaluator,
+                            base_algo="l1", sparsity_per_iteration=0.1, experiment_data_dir=workdir)
+pruned = pruner.compress()
+seconds = time.perf_counter() - start
+train_epoch(pruned)
+val_accuracy = evaluator(pruned)  # the forward also writes the masks into the weights
+modules = dict(pruned.named_modules())
+sparsity = {}
+for name in layers:
+    m = modules[name]
+    w = m.module.weight if hasattr(m, "module") else m.weight
+    sparsity[name] = (w == 0).float().mean().item()
+print(json.dumps({"sparsity": sparsity, "validation": val_accuracy,
+                  "test": accuracy(pruned, test_x, test_y), "seconds": seconds}))
+"""
 
 
 def run(*argv):
@@ -43,22 +112,20 @@ def run(*argv):
     return done.stdout + done.stderr
 
 
-def idx(name, images):
-    with gzip.open(FASHION / f"{name}.gz", "rb") as f:
-        raw = f.read()
-    if images:
-        x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)
-        return (torch.from_numpy(x.copy()).float() / 255 - 0.2860) / 0.3530
-    return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=8).copy()).long()
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", default=str(ROOT / "build" / "bench" / "search"))
+    parser.add_argument("--layers", default="conv1,conv2,fc1,fc2")
+    parser.add_argument("--nni", action="store_true")
     args = parser.parse_args()
+    layers = args.layers.split(",")
+    status = ready() if args.nni else None
+    if status is not None:
+        return status
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    images, labels = idx("train-images-idx3-ubyte", True), idx("train-labels-idx1-ubyte", False)
+    images = fashion_idx("train-images-idx3-ubyte", True)
+    labels = fashion_idx("train-labels-idx1-ubyte", False)
     train, val = work / "train.pt", work / "val.pt"
     torch.save({"images": images[:55000].contiguous(), "labels": labels[:55000].contiguous()},
                str(train))
@@ -68,7 +135,7 @@ def main():
     run("train", "--model", str(ROOT / "samples/models/lenet.pt"), "--epochs", "3", "--seed",
         "0", "--data", str(train), "--output", str(dense))
     dense_accuracy = json.loads(run("eval", "--json", "--model", str(dense)))["accuracy"]
-    selection = {"sparsity": 0.5, "op_names": LAYERS}
+    selection = {"sparsity": 0.5, "op_names": layers}
     arms = [("uniform", {"algorithm": "l1_filter", "config_list": [selection]})]
     for seed in (1, 2, 3):
         arms.append((f"simulated_annealing seed {seed}", {
@@ -82,7 +149,7 @@ def main():
                     "short_term_fine_tune_epochs": 1},
         "config_list": [selection]}))
     print(f"dense LeNet: test accuracy {dense_accuracy:.4f}")
-    print("| arm | sparsity conv1, conv2, fc1, fc2 | overall | validation | test | "
+    print(f"| arm | sparsity {', '.join(layers)} | overall | validation | test | "
           "search time |")
     print("|---|---|---|---|---|---|")
     results = {}
@@ -94,20 +161,45 @@ def main():
                   "--data", str(train), "--test-data", str(val), "--epochs", "1", "--lr", "0.01",
                   "--momentum", "0.9", "--seed", "0", "--output", str(out_path))
         summary = json.loads(out[out.index("{\n"):out.rindex("}") + 1])
-        layers = {l["name"]: l for l in summary["layers"]}
-        sparsities = [layers[n]["pruned"] / layers[n]["params"] for n in LAYERS]
-        overall = (sum(layers[n]["pruned"] for n in LAYERS) /
-                   sum(layers[n]["params"] for n in LAYERS))
+        by_name = {entry["name"]: entry for entry in summary["layers"]}
+        sparsities = [by_name[n]["pruned"] / by_name[n]["params"] for n in layers]
+        overall = (sum(by_name[n]["pruned"] for n in layers) /
+                   sum(by_name[n]["params"] for n in layers))
         test = json.loads(run("eval", "--json", "--model", str(out_path)))["accuracy"]
         seconds = summary["seconds"]["algorithm"]
         results[name] = test
         print(f"| {name} | {', '.join(f'{s:.3f}' for s in sparsities)} | {overall:.4f} | "
               f"{summary['accuracy_after']['accuracy']:.4f} | {test:.4f} | {seconds:.1f} s |",
               flush=True)
-    sa = [v for k, v in results.items() if k.startswith("simulated")]
-    print(f"simulated_annealing mean {statistics.mean(sa):.4f} vs uniform "
-          f"{results['uniform']:.4f}: {100 * (statistics.mean(sa) - results['uniform']):+.2f} pt; "
-          f"net_adapt {100 * (results['net_adapt'] - results['uniform']):+.2f} pt")
+    if args.nni:
+        params = {n: m.weight.numel() for n, m in torch.jit.load(str(dense)).named_modules()
+                  if n in layers}
+        for name, algo, seed in [("NNI SimulatedAnnealingPruner seed 1", "sa", 1),
+                                 ("NNI SimulatedAnnealingPruner seed 2", "sa", 2),
+                                 ("NNI SimulatedAnnealingPruner seed 3", "sa", 3),
+                                 ("NNI NetAdaptPruner", "netadapt", 0)]:
+            nni_work = work / ("nni-" + algo + str(seed))
+            nni_work.mkdir(exist_ok=True)
+            _, out = timed(["/usr/bin/python3", "-c", NNI_SEARCH, str(dense), str(train), str(val),
+                            algo, str(seed), ",".join(layers), str(nni_work)], nni=True)
+            r = json.loads(out.strip().splitlines()[-1])
+            overall = sum(r["sparsity"][n] * params[n] for n in layers) / sum(params.values())
+            results[name] = r["test"]
+            shares = ", ".join("%.3f" % r["sparsity"][n] for n in layers)
+            print(f"| {name} | {shares} | "
+                  f"{overall:.4f} | {r['validation']:.4f} | {r['test']:.4f} | "
+                  f"{r['seconds']:.1f} s |", flush=True)
+
+    def mean_of(prefix):
+        return statistics.mean(v for k, v in results.items() if k.startswith(prefix))
+    uniform = results["uniform"]
+    print(f"simulated_annealing mean {mean_of('simulated'):.4f} vs uniform {uniform:.4f}: "
+          f"{100 * (mean_of('simulated') - uniform):+.2f} pt; "
+          f"net_adapt {100 * (results['net_adapt'] - uniform):+.2f} pt")
+    if args.nni:
+        print(f"Lithe - NNI: simulated annealing (means) "
+              f"{100 * (mean_of('simulated') - mean_of('NNI Simulated')):+.2f} pt; "
+              f"NetAdapt {100 * (results['net_adapt'] - results['NNI NetAdaptPruner']):+.2f} pt")
     return 0
 
 

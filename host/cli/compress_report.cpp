@@ -61,7 +61,10 @@ void print_quantization_table(const std::vector<host::QuantLayerReport>& report)
   }
 }
 
-Json result_json(const host::CompressionRequest& request, const host::CompressionResult& result) {
+}  // namespace
+
+Json compress_result_json(const host::CompressionRequest& request,
+                          const host::CompressionResult& result) {
   const bool quantizer = result.kind == host::AlgorithmKind::kQuantizer;
   Json out;
   out["algorithm"] = request.config.algorithm;
@@ -142,13 +145,11 @@ Json result_json(const host::CompressionRequest& request, const host::Compressio
   return out;
 }
 
-}  // namespace
-
 void print_compress_result(const host::CompressionRequest& request,
                            const host::CompressionResult& result, const std::string& input_shape,
                            bool json) {
   if (json) {
-    std::cout << result_json(request, result).dump(2) << "\n";
+    std::cout << compress_result_json(request, result).dump(2) << "\n";
     return;
   }
   const bool quantizer = result.kind == host::AlgorithmKind::kQuantizer;

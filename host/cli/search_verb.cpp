@@ -1,7 +1,8 @@
 // `lithe search`: auto-compression to a measured budget. Per-layer sparsities for a registered
 // pruner are searched so that the sped-up model fits a FLOPs, parameter or latency budget at the
 // best accuracy; every trial is recorded in a state file (a restarted search continues from
-// it), and the best model is written pruned and sped up, with an optional HTML report.
+// it), and the best model is written pruned and sped up (optionally quantized and converted to
+// int8 as well), with an optional HTML report.
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
@@ -19,8 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "input_shape.h"
-#include "latency_probe.h"
 #include "comma_list.h"
+#include "compress_report.h"
+#include "latency_probe.h"
 #include "lithe/host/io/file_io.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
@@ -34,6 +36,7 @@
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
+#include "search_quantization.h"
 #include "training_options.h"
 #include "verbs.h"
 
@@ -92,6 +95,7 @@ int run_search(const std::vector<std::string>& args) {
   bool json_out = false;
   bool latency_in_process = false;
   host::SearchOptions options;
+  SearchQuantization quantization;
   CommonOptions common;
   po::variables_map given;
   po::options_description desc("options");
@@ -181,6 +185,7 @@ int run_search(const std::vector<std::string>& args) {
       ("epochs", po::value(&epochs)->default_value(0),
        "fine-tune the best model this many epochs before writing it (0: none)")
       ("json", po::bool_switch(&json_out), "print the result as JSON");
+  add_search_quantization_options(desc, quantization);
   add_training_options(desc, options.train, data, test_path, teacher_path);
   add_common_options(desc, common);
   if (!parse_verb_args("search",
@@ -226,13 +231,17 @@ int run_search(const std::vector<std::string>& args) {
               options.algorithm_options_json, "'");
   const bool trains =
       options.trial_epochs > 0 || epochs > 0 || options.recalibrate_bn_batches > 0;
+  const std::vector<host::NamedPath> quantized_outputs =
+      check_search_quantization(quantization, given, output_path);
   for (const std::string& name : training_option_names()) {
     if (name == "data" || name == "test-data" || name == "seed") {
       continue;  // the data is evaluated on, and the seed drives the search
     }
-    LITHE_CHECK(trains || given.count(name) == 0 || given[name].defaulted(),
+    LITHE_CHECK(trains || quantization.epochs > 0 || given.count(name) == 0 ||
+                    given[name].defaulted(),
                 sdk::Errc::kInvalidConfig, "--", name,
-                " has no effect without --trial-epochs, --recalibrate-bn or --epochs");
+                " has no effect without --trial-epochs, --recalibrate-bn, --epochs or "
+                "--quantize-epochs");
   }
   if (epochs > 0) {
     host::TrainOptions final_tune = options.train;
@@ -259,24 +268,32 @@ int run_search(const std::vector<std::string>& args) {
                   options.strategy == host::SearchStrategy::kAnnealing,
               sdk::Errc::kInvalidConfig, "--sensitivity is for --strategy random or annealing, "
               "not ", strategy);
+  std::vector<host::NamedPath> outputs = {
+      {"--output", output_path}, {"--state", state_path}, {"--report", report_path}};
+  outputs.insert(outputs.end(), quantized_outputs.begin(), quantized_outputs.end());
   host::check_output_paths({{"--model", model_path},
                             {"--sensitivity", sensitivity_path},
                             {"--data", data},
                             {"--test-data", test_path},
-                            {"--teacher", teacher_path}},
-                           {{"--output", output_path},
-                            {"--state", state_path},
-                            {"--report", report_path}});
+                            {"--teacher", teacher_path},
+                            {"--quantize", quantization.config_path}},
+                           outputs);
   host::StagedFile output(output_path, "--output");  // checks the directories before any work
   std::optional<host::StagedFile> report;
   if (!report_path.empty()) {
     report.emplace(report_path, "--report");
   }
   { host::StagedFile state_check(state_path, "--state"); }
+  for (const host::NamedPath& named : quantized_outputs) {
+    if (!named.path.empty()) {
+      host::StagedFile check(named.path, named.role);
+    }
+  }
 
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);
   prepare(common, loader);
+  check_search_quantizer(quantization, registry);
   const torch::jit::Module dense = host::load_torchscript_module(model_path);
   const std::unique_ptr<host::Model> dense_model = host::make_torchscript_model(dense);
   const std::unique_ptr<host::Model> teacher = load_teacher(teacher_path, given, options.train);
@@ -447,6 +464,14 @@ int run_search(const std::vector<std::string>& args) {
               "; no model written (try more --trials, --trial-epochs or --epochs, or a larger "
               "budget)");
   output.write(chosen_model->serialize());
+  // Quantized from the staged file: a failing quantization leaves every output untouched.
+  std::optional<host::CompressionRequest> quantize_request;
+  std::optional<host::CompressionResult> quantized;
+  if (!quantization.config_path.empty()) {
+    quantize_request = search_quantization_request(
+        quantization, output.temp_path().string(), data, test_path, options.train);
+    quantized = host::run_compression(*quantize_request, registry);
+  }
   output.commit();
 
   if (json_out) {
@@ -472,6 +497,9 @@ int run_search(const std::vector<std::string>& args) {
                    {"accuracy", final_accuracy.accuracy},
                    {"test_samples", final_accuracy.samples}};
     out["pareto_front"] = host::pareto_front(result, kind);
+    if (quantized) {
+      out["quantized"] = compress_result_json(*quantize_request, *quantized);
+    }
     out["output"] = output_path;
     out["state"] = state_path;
     out["seconds"] = seconds;
@@ -495,6 +523,10 @@ int run_search(const std::vector<std::string>& args) {
   std::printf("wrote %s\n", output_path.c_str());
   if (report) {
     std::printf("wrote %s\n", report_path.c_str());
+  }
+  if (quantized) {
+    std::printf("\nthe best model quantized by %s:\n", quantization.config.algorithm.c_str());
+    print_compress_result(*quantize_request, *quantized, "", false);
   }
   return 0;
 }

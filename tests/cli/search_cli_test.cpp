@@ -1,6 +1,7 @@
 // End-to-end tests of `lithe search` on a LeNet trained on Fashion-MNIST: the best model is
 // written sped up and fits the budget as `lithe flops` counts it, with the accuracy `lithe
-// eval` measures; the report draws every trial; a search killed with SIGKILL mid-trial and
+// eval` measures; the report draws every trial; with --quantize the best model is also
+// quantized and converted to int8 in the same run; a search killed with SIGKILL mid-trial and
 // started again continues from its state file to the same best model, tensor for tensor; a state
 // of another search, a floor above the best and hostile arguments fail in one line and write
 // nothing.
@@ -130,21 +131,43 @@ TEST_F(SearchCliTest, WritesTheSpedUpBestModelWithinTheFlopsBudgetAndItsReport) 
   // The state file sits beside the output by default.
   EXPECT_TRUE(fs::is_regular_file(out / "best.pt.search-state.json"));
 
-  // The searched model goes on to int8 like any model: post-training quantization and native
-  // conversion, at nearly the float model's accuracy.
+}
+
+// --quantize: the best model is quantized (post-training, calibrated on the search's data) and
+// converted to int8 in the same run, at nearly the float model's accuracy; the int8 model loads
+// in plain libtorch.
+TEST_F(SearchCliTest, TheBestModelIsQuantizedAndConvertedToInt8InTheSameRun) {
+  const fs::path out = scratch_dir("cli_search_int8");
   write_text(out / "ptq.json", R"({"algorithm": "ptq", "config_list": [
       {"quant_types": ["weight", "output"], "quant_bits": 8,
        "op_types": ["Conv2d", "Linear"]}]})");
-  const CliRun int8 = run_lithe("compress --json --threads 2 --model " +
-                                (out / "best.pt").string() + " --config " +
-                                (out / "ptq.json").string() + " --calibration-batches 4" +
-                                data_flags() + " --output " + (out / "q.pt").string() +
-                                " --convert " + (out / "int8.pt").string());
-  ASSERT_EQ(int8.exit_code, 0) << int8.out;
-  const nlohmann::json converted = nlohmann::json::parse(int8.out.substr(int8.out.find('{')));
-  EXPECT_GT(converted["int8"]["int8_layers"].get<int>(), 0);
-  EXPECT_NEAR(converted["int8"]["accuracy"]["accuracy"].get<double>(),
-              best["accuracy"].get<double>(), 0.03);
+  const CliRun run = run_lithe(search_args(
+      "--flops-budget 0.5x --trials 2 --eval-samples 200 --json --quantize " +
+      (out / "ptq.json").string() + " --quantize-calibration-batches 4 --convert " +
+      (out / "int8.pt").string() + " --output " + (out / "best.pt").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json result = json_of(run);
+  const nlohmann::json& quantized = result["quantized"];
+  EXPECT_EQ(quantized["algorithm"], "ptq");
+  EXPECT_EQ(quantized["output"], (out / "best.quantized.pt").string());
+  // The job started from the best model: its accuracy before quantizing is the best's.
+  EXPECT_EQ(quantized["accuracy_before"]["accuracy"], result["best"]["accuracy"]);
+  EXPECT_GT(quantized["int8"]["int8_layers"].get<int>(), 0);
+  EXPECT_NEAR(quantized["int8"]["accuracy"]["accuracy"].get<double>(),
+              result["best"]["accuracy"].get<double>(), 0.03);
+  EXPECT_TRUE(fs::is_regular_file(out / "best.pt"));
+  EXPECT_TRUE(fs::is_regular_file(out / "best.quantized.pt"));
+  EXPECT_TRUE(fs::is_regular_file(out / "best.quantized.calibration.json"));
+  // Built for the engine the conversion chose (qnnpack for ptq's asymmetric weights).
+  const std::string engine = quantized["int8"]["engine"].get<std::string>();
+  at::globalContext().setQEngine(engine == "qnnpack" ? at::QEngine::QNNPACK : at::QEngine::ONEDNN);
+  torch::jit::Module int8 = torch::jit::load((out / "int8.pt").string());
+  const at::Tensor logits = int8.forward({torch::zeros({2, 1, 28, 28})}).toTensor();
+  EXPECT_EQ(logits.sizes(), (c10::IntArrayRef{2, 10}));
+  // No temporary file is left beside the outputs.
+  for (const fs::directory_entry& e : fs::directory_iterator(out)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
 }
 
 // A sensitivity table from `lithe sensitivity --csv` seeds trial 1 with what each layer
@@ -361,6 +384,10 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
                                  "got 2"));
 
   const std::string output = " --output " + (out / "best.pt").string();
+  write_text(out / "l1.json", R"({"algorithm": "l1_filter",
+      "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}]})");
+  write_text(out / "ptq.json", R"({"algorithm": "ptq", "config_list": [
+      {"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Conv2d"]}]})");
   const std::vector<std::pair<std::string, std::string>> hostile = {
       {"--trials 2" + output, "give exactly one of --flops-budget, --params-budget and "
                               "--latency-budget, got 0"},
@@ -374,7 +401,19 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       {"--flops-budget 0.5x --metric-floor 2" + output,
        "--metric-floor is a top-1 accuracy in [0, 1], got 2"},
       {"--flops-budget 0.5x --lr 0.1" + output,
-       "--lr has no effect without --trial-epochs, --recalibrate-bn or --epochs"},
+       "--lr has no effect without --trial-epochs, --recalibrate-bn, --epochs or "
+       "--quantize-epochs"},
+      {"--flops-budget 0.5x --convert " + (out / "i.pt").string() + output,
+       "--convert has no effect without --quantize"},
+      {"--flops-budget 0.5x --quantize " + (out / "l1.json").string() + output,
+       "l1.json: /algorithm: --quantize takes a quantizer, got 'l1_filter' (a pruner: the "
+       "search prunes with --algorithm)"},
+      {"--flops-budget 0.5x --quantize " + (out / "ptq.json").string() +
+           " --quantize-epochs -1" + output,
+       "--quantize-epochs must be >= 0, got -1"},
+      {"--flops-budget 0.5x --quantize " + (out / "ptq.json").string() +
+           " --quantized-output " + (out / "best.pt").string() + output,
+       "--quantized-output"},
       {"--flops-budget 0.5x --output " + (*dir_ / "trained.pt").string(), "--output"},
       {"--flops-budget 0.5x --state " + out.string() + output, "--state"},
       {"--flops-budget 0.5x --input-shape 1,0,28" + output, "--input-shape"},
@@ -387,6 +426,18 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
     EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
     EXPECT_FALSE(fs::exists(out / "best.pt")) << args;
   }
+  // A quantization that fails once the search is done: neither the best model nor any
+  // quantized output is written.
+  write_text(out / "ptq_bad.json", R"({"algorithm": "ptq", "config_list": [
+      {"quant_types": ["weight"], "quant_bits": 8, "op_names": ["conv9"]}]})");
+  run = run_lithe(search_args("--flops-budget 0.5x --trials 1 --eval-samples 50 --state " +
+                              (out / "q.json").string() + " --quantize " +
+                              (out / "ptq_bad.json").string() + output));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("conv9"));
+  EXPECT_FALSE(fs::exists(out / "best.pt"));
+  EXPECT_FALSE(fs::exists(out / "best.quantized.pt"));
+  EXPECT_FALSE(fs::exists(out / "best.quantized.calibration.json"));
   // A pruner whose masks remove no whole channel: said so, nothing written but the state.
   run = run_lithe(search_args("--flops-budget 0.5x --trials 1 --eval-samples 50 --state " +
                                   (out / "level.json").string() + output,

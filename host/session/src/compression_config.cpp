@@ -54,7 +54,11 @@ CompressionConfig parse_compression_config(const std::string& json_text,
   check_algorithm(config);
   LITHE_CHECK(document.contains("config_list"), sdk::Errc::kInvalidConfig, source,
               ": missing required key /config_list");
-  config.config_list = detail::parse_config_entries(document["config_list"], "/config_list");
+  try {
+    config.config_list = detail::parse_config_entries(document["config_list"], "/config_list");
+  } catch (const sdk::Error& e) {
+    throw sdk::Error(e.code(), source + ": " + e.what());  // the entries' messages name the path
+  }
   set_options(config, document.contains("options") ? document["options"] : json::object());
   return config;
 }
