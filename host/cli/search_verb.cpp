@@ -102,7 +102,8 @@ int run_search(const std::vector<std::string>& args) {
   desc.add_options()
       ("model", po::value(&model_path)->required(), "TorchScript model")
       ("algorithm", po::value(&options.algorithm)->required(),
-       "a registered pruner whose masks come from the weights (e.g. l1_filter, fpgm)")
+       "a registered pruner whose masks come from the weights (e.g. l1_filter, fpgm), or "
+       "several, comma-separated, that random and annealing trials choose from")
       ("options", po::value(&options.algorithm_options_json)->default_value("{}"),
        "the pruner's \"options\" object, JSON")
       ("output", po::value(&output_path)->required(),
@@ -209,6 +210,14 @@ int run_search(const std::vector<std::string>& args) {
               "give exactly one of --flops-budget, --params-budget and --latency-budget, got ",
               budgets);
   options.strategy = host::parse_search_strategy(strategy, "--strategy");
+  {
+    const std::vector<std::string> pruners = split_commas(options.algorithm);
+    LITHE_CHECK(!pruners.empty(), sdk::Errc::kInvalidConfig, "--algorithm: no pruner in '",
+                options.algorithm, "'");
+    options.algorithm = pruners.front();
+    options.alternatives.assign(pruners.begin() + 1, pruners.end());
+  }
+  const std::string algorithms = host::search_algorithms_text(options);
   options.op_types = split_commas(op_types);
   LITHE_CHECK(!options.op_types.empty(), sdk::Errc::kInvalidConfig,
               "--op-types: no module type in '", op_types, "'");
@@ -412,7 +421,7 @@ int run_search(const std::vector<std::string>& args) {
                  "search: [%zu/%lld] trial %lld (%s) %s %.4fx, latency %.4fx, accuracy %s%s | "
                  "best within budget %s | %s, ~%s left\n",
                  so_far.trials.size(), static_cast<long long>(options.trials),
-                 static_cast<long long>(t.index), t.origin.c_str(),
+                 static_cast<long long>(t.index), host::trial_label(t, options).c_str(),
                  host::resource_kind_name(shown), t.use.ratio(shown, so_far.dense),
                  t.use.ratio(host::ResourceKind::kLatency, so_far.dense), accuracy.c_str(),
                  t.feasible ? "" : " (over budget)", best_text.c_str(),
@@ -423,7 +432,7 @@ int run_search(const std::vector<std::string>& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (report) {
-    report->write(host::search_html(result, {model_path, options.algorithm, options.budget,
+    report->write(host::search_html(result, {model_path, algorithms, options.budget,
                                              strategy, seconds}));
     report->commit();
   }
@@ -435,8 +444,7 @@ int run_search(const std::vector<std::string>& args) {
               result.trials.size(), " fits ", options.budget.describe(),
               " with --max-sparsity ", options.max_sparsity,
               shrank ? std::string()
-                     : std::string("; no candidate lost a single channel: '") +
-                           options.algorithm +
+                     : std::string("; no candidate lost a single channel: '") + algorithms +
                            "' must zero whole filters for speedup to remove them (a filter "
                            "pruner such as l1_filter; fine-grained and data-driven pruners do "
                            "not, here)",
@@ -445,9 +453,8 @@ int run_search(const std::vector<std::string>& args) {
 
   // The best model again (pruning, speedup and trial fine-tuning are deterministic), then the
   // final fine-tune, evaluated on the whole test set.
-  torch::jit::Module chosen = host::build_search_candidate(dense, registry, options,
-                                                           result.layers, best.sparsities,
-                                                           search_data);
+  torch::jit::Module chosen = host::build_search_candidate(
+      dense, registry, options, result.layers, best.sparsities, search_data, best.algorithm);
   const std::unique_ptr<host::Model> chosen_model = host::make_torchscript_model(chosen);
   if (epochs > 0) {
     host::TrainOptions tune = options.train;
@@ -477,7 +484,7 @@ int run_search(const std::vector<std::string>& args) {
   if (json_out) {
     json out;
     out["model"] = model_path;
-    out["algorithm"] = options.algorithm;
+    out["algorithm"] = algorithms;
     out["budget"] = options.budget.describe();
     out["strategy"] = strategy;
     out["layers"] = result.layers;
@@ -485,7 +492,9 @@ int run_search(const std::vector<std::string>& args) {
     out["dense"]["accuracy"] = result.dense_accuracy;
     out["trials"] = json::array();
     for (const host::SearchTrial& t : result.trials) {
-      json trial = {{"index", t.index}, {"origin", t.origin}, {"feasible", t.feasible},
+      json trial = {{"index", t.index}, {"origin", t.origin},
+                    {"algorithm", t.algorithm.empty() ? options.algorithm : t.algorithm},
+                    {"feasible", t.feasible},
                     {"sparsities", t.sparsities}, {"use", use_json(t.use, result)}};
       trial["accuracy"] = t.accuracy ? json(*t.accuracy) : json(nullptr);
       out["trials"].push_back(std::move(trial));
@@ -507,7 +516,7 @@ int run_search(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf("best: trial %lld (%s), sparsities", static_cast<long long>(best.index),
-              best.origin.c_str());
+              host::trial_label(best, options).c_str());
   for (size_t i = 0; i < result.layers.size(); ++i) {
     std::printf(" %s=%.4f", result.layers[i].c_str(), best.sparsities[i]);
   }

@@ -1,10 +1,10 @@
 // End-to-end tests of `lithe search` on a LeNet trained on Fashion-MNIST: the best model is
 // written sped up and fits the budget as `lithe flops` counts it, with the accuracy `lithe
-// eval` measures; the report draws every trial; with --quantize the best model is also
-// quantized and converted to int8 in the same run; a search killed with SIGKILL mid-trial and
-// started again continues from its state file to the same best model, tensor for tensor; a state
-// of another search, a floor above the best and hostile arguments fail in one line and write
-// nothing.
+// eval` measures; the report draws every trial; several pruners can be searched at once; with
+// --quantize the best model is also quantized and converted to int8 in the same run; a search
+// killed with SIGKILL mid-trial and started again continues from its state file to the same
+// best model, tensor for tensor; a state of another search, a floor above the best and hostile
+// arguments fail in one line and write nothing.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -168,6 +168,28 @@ TEST_F(SearchCliTest, TheBestModelIsQuantizedAndConvertedToInt8InTheSameRun) {
   for (const fs::directory_entry& e : fs::directory_iterator(out)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   }
+}
+
+// --algorithm a,b: each pruner's uniform baseline, then trials that name their pruner; the best
+// is written with its own.
+TEST_F(SearchCliTest, SeveralPrunersAreTriedAndEachTrialNamesItsOwn) {
+  const fs::path out = scratch_dir("cli_search_pruners");
+  const CliRun run = run_lithe(search_args(
+      "--flops-budget 0.5x --trials 4 --eval-samples 200 --json --report " +
+          (out / "r.html").string() + " --output " + (out / "best.pt").string(),
+      "l1_filter,l2_filter"));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("trial 1 (uniform, l2_filter)"));
+  const nlohmann::json result = json_of(run);
+  EXPECT_EQ(result["algorithm"], "l1_filter,l2_filter");
+  EXPECT_EQ(result["trials"][0]["algorithm"], "l1_filter");
+  EXPECT_EQ(result["trials"][1]["algorithm"], "l2_filter");
+  EXPECT_THAT(read_text(out / "r.html"), HasSubstr("<td>uniform, l2_filter</td>"));
+  const CliRun twice = run_lithe(search_args(
+      "--flops-budget 0.5x --output " + (out / "b2.pt").string(), "l1_filter,l1_filter"));
+  EXPECT_NE(twice.exit_code, 0);
+  EXPECT_THAT(twice.out, HasSubstr("--algorithm: 'l1_filter' is named twice"));
+  EXPECT_FALSE(fs::exists(out / "b2.pt"));
 }
 
 // A sensitivity table from `lithe sensitivity --csv` seeds trial 1 with what each layer

@@ -11,7 +11,6 @@
 #include <torch/script.h>
 
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +57,7 @@ void expect_same_trials(const SearchResult& a, const SearchResult& b) {
     const SearchTrial& x = a.trials[i];
     const SearchTrial& y = b.trials[i];
     EXPECT_EQ(x.origin, y.origin) << i;
+    EXPECT_EQ(x.algorithm, y.algorithm) << i;
     EXPECT_EQ(x.direction, y.direction) << i;
     EXPECT_EQ(x.scale, y.scale) << i;
     EXPECT_EQ(x.sparsities, y.sparsities) << i;
@@ -173,6 +173,54 @@ TEST_F(BudgetSearchTest, SameSeedSameTrialsAtAnyThreadCountAndWhenResumed) {
       run_budget_search(dense_, filter_registry(), other, {&test_, nullptr});
   EXPECT_NE(different.trials[1].direction, one.trials[1].direction);
   EXPECT_EQ(different.trials[0].direction, one.trials[0].direction);  // uniform either way
+}
+
+// Several pruners: each has its uniform baseline (the same sparsities: FLOPs count channels,
+// not which ones), every later trial names the pruner it used, the best is rebuilt with its own
+// pruner, and the trials replay exactly when resumed.
+TEST_F(BudgetSearchTest, AlternativePrunersEachGetABaselineAndTheBestIsRebuiltWithItsOwn) {
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 8);
+  options.alternatives = {"l2_filter"};
+  const SearchResult result =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  ASSERT_EQ(result.trials.size(), 8U);
+  EXPECT_EQ(result.trials[0].origin, "uniform");
+  EXPECT_EQ(result.trials[0].algorithm, "l1_filter");
+  EXPECT_EQ(result.trials[1].origin, "uniform");
+  EXPECT_EQ(result.trials[1].algorithm, "l2_filter");
+  EXPECT_EQ(result.trials[1].sparsities, result.trials[0].sparsities);
+  for (size_t i = 2; i < result.trials.size(); ++i) {
+    EXPECT_EQ(result.trials[i].origin, "annealing") << i;
+    EXPECT_TRUE(result.trials[i].algorithm == "l1_filter" ||
+                result.trials[i].algorithm == "l2_filter") << result.trials[i].algorithm;
+  }
+  // Past the baselines the directions are the ones a single-pruner search proposes (from a
+  // uniform current direction either way).
+  SearchOptions single = options;
+  single.alternatives.clear();
+  single.trials = 2;
+  const SearchResult alone =
+      run_budget_search(dense_, filter_registry(), single, {&test_, nullptr});
+  EXPECT_EQ(result.trials[2].direction, alone.trials[1].direction);
+  ASSERT_TRUE(result.best.has_value());
+  const SearchTrial& best = result.trials[static_cast<size_t>(*result.best)];
+  torch::jit::Module rebuilt = build_search_candidate(
+      dense_, filter_registry(), options, result.layers, best.sparsities, {&test_, nullptr},
+      best.algorithm);
+  const std::unique_ptr<Model> model = make_torchscript_model(rebuilt);
+  EXPECT_EQ(evaluate(*model, test_, options.train.eval_batch_size).accuracy, *best.accuracy);
+  expect_resumes_identically(dense_, options, test_, result, 3);
+
+  // Only random and annealing choose among pruners; a pruner named twice is an error.
+  SearchOptions netadapt = options;
+  netadapt.strategy = SearchStrategy::kNetAdapt;
+  EXPECT_THAT([&] { check_search_options(netadapt); },
+              ThrowsMessage<sdk::Error>(HasSubstr("several pruners (--algorithm a,b) are for the "
+                                                  "random and annealing strategies, not netadapt")));
+  SearchOptions twice = options;
+  twice.alternatives = {"l2_filter", "l1_filter"};
+  EXPECT_THAT([&] { check_search_options(twice); },
+              ThrowsMessage<sdk::Error>(HasSubstr("--algorithm: 'l1_filter' is named twice")));
 }
 
 TEST_F(BudgetSearchTest, RandomDrawsEveryDirectionAfreshAndALatencyBudgetIsTimed) {

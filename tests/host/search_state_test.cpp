@@ -65,6 +65,7 @@ TEST(SearchStateTest, WrittenStateReadsBackTheSameTrials) {
     const SearchTrial& x = read.trials[i];
     const SearchTrial& y = written.trials[i];
     EXPECT_EQ(x.origin, y.origin);
+    EXPECT_EQ(x.algorithm, y.algorithm);
     EXPECT_EQ(x.direction, y.direction);
     EXPECT_EQ(x.scale, y.scale);
     EXPECT_EQ(x.sparsities, y.sparsities);
@@ -74,6 +75,33 @@ TEST(SearchStateTest, WrittenStateReadsBackTheSameTrials) {
     EXPECT_EQ(x.accuracy, y.accuracy);
   }
   EXPECT_EQ(search_state_json(read, fingerprint(3)), text);  // and writes the same bytes
+}
+
+// A search with alternative pruners records each trial's; one the search does not name is
+// refused with its path; the alternatives are part of the fingerprint.
+TEST(SearchStateTest, EachTrialsPrunerIsRecordedAndMustBeOneOfTheSearchs) {
+  SearchOptions o;
+  o.algorithm = "l1_filter";
+  o.alternatives = {"l2_filter"};
+  o.latency.input_shape = {1, 1, 28, 28};
+  const nlohmann::ordered_json print = search_fingerprint(o, content_digest("m"), "d");
+  SearchResult written = sample();
+  written.trials[0].algorithm = "l1_filter";
+  written.trials[1].algorithm = "l2_filter";
+  const std::string text = search_state_json(written, print);
+  const SearchResult read = read_search_state(text, "s.json", print);
+  EXPECT_EQ(read.trials[1].algorithm, "l2_filter");
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text);
+  doc["trials"][1]["algorithm"] = "fpgm";
+  EXPECT_THAT([&] { (void)read_search_state(doc.dump(), "s.json", print); },
+              ThrowsMessage<sdk::Error>(HasSubstr(
+                  "s.json: /trials/1/algorithm: must be the search's pruner or one of its "
+                  "alternatives, got \"fpgm\"")));
+  o.alternatives = {"fpgm"};
+  EXPECT_THAT([&] {
+    (void)read_search_state(text, "s.json", search_fingerprint(o, content_digest("m"), "d"));
+  }, ThrowsMessage<sdk::Error>(HasSubstr("/search/alternatives is [\"l2_filter\"] there and "
+                                         "[\"fpgm\"] now")));
 }
 
 TEST(SearchStateTest, AnotherSearchsStateIsRefusedNamingTheOption) {

@@ -62,6 +62,9 @@ constexpr uint64_t kAcceptStream = 2;
 constexpr uint64_t kAmcActStream = 3;
 constexpr uint64_t kAmcUpdateStream = 4;
 constexpr uint64_t kAmcInitStream = 5;
+constexpr uint64_t kAlgorithmStream = 6;
+// Annealing with alternatives: how often a trial tries another pruner than the current one.
+constexpr double kSwitchProbability = 1.0 / 3.0;
 // No layer's share below this fraction of the largest: the scale's range stays bounded, and a
 // layer left almost dense is still expressible (0.05 × 0.9 ≈ 4%).
 constexpr double kMinShare = 0.05;
@@ -132,6 +135,7 @@ nlohmann::json config_list_for(const std::vector<std::string>& layers,
 torch::jit::Module pruned_and_sped_up(const torch::jit::Module& dense,
                                       const PluginRegistry& registry,
                                       const SearchOptions& options,
+                                      const std::string& algorithm,
                                       const std::vector<std::string>& layers,
                                       const std::vector<double>& sparsities) {
   const nlohmann::json list = config_list_for(layers, sparsities);
@@ -143,7 +147,7 @@ torch::jit::Module pruned_and_sped_up(const torch::jit::Module& dense,
   torch::jit::Module copy = dense.clone();
   const std::unique_ptr<Model> model = make_torchscript_model(copy);
   PruningSession session(*model, registry,
-                         make_compression_config(options.algorithm, list.dump(),
+                         make_compression_config(algorithm, list.dump(),
                                                  options.algorithm_options_json, "<search>"));
   session.compress();
   const at::Tensor input = at::zeros(options.latency.input_shape);
@@ -210,6 +214,21 @@ SearchStrategy parse_search_strategy(const std::string& text, const std::string&
                                                   "netadapt or amc, got '" + text + "'");
 }
 
+std::string search_algorithms_text(const SearchOptions& options) {
+  std::string text = options.algorithm;
+  for (const std::string& name : options.alternatives) {
+    text += "," + name;
+  }
+  return text;
+}
+
+std::string trial_label(const SearchTrial& trial, const SearchOptions& options) {
+  if (options.alternatives.empty()) {
+    return trial.origin;
+  }
+  return trial.origin + ", " + (trial.algorithm.empty() ? options.algorithm : trial.algorithm);
+}
+
 void check_search_options(const SearchOptions& options) {
   const auto check = [](bool ok, const std::string& option, const std::string& rule,
                         const std::string& seen) {
@@ -231,6 +250,18 @@ void check_search_options(const SearchOptions& options) {
   for (const double share : options.start_direction) {
     check(std::isfinite(share) && share > 0, "every share of the start direction", "> 0",
           std::to_string(share));
+  }
+  LITHE_CHECK(options.alternatives.empty() || options.strategy == SearchStrategy::kRandom ||
+                  options.strategy == SearchStrategy::kAnnealing,
+              sdk::Errc::kInvalidConfig,
+              "several pruners (--algorithm a,b) are for the random and annealing strategies, "
+              "not ", search_strategy_name(options.strategy));
+  for (size_t i = 0; i < options.alternatives.size(); ++i) {
+    const std::string& name = options.alternatives[i];
+    LITHE_CHECK(name != options.algorithm &&
+                    std::find(options.alternatives.begin(), options.alternatives.begin() + i,
+                              name) == options.alternatives.begin() + i,
+                sdk::Errc::kInvalidConfig, "--algorithm: '", name, "' is named twice");
   }
   LITHE_CHECK(options.start_direction.empty() || options.strategy == SearchStrategy::kRandom ||
                   options.strategy == SearchStrategy::kAnnealing,
@@ -310,10 +341,13 @@ torch::jit::Module build_search_candidate(const torch::jit::Module& dense,
                                           const SearchOptions& options,
                                           const std::vector<std::string>& layers,
                                           const std::vector<double>& sparsities,
-                                          const SearchData& data) {
+                                          const SearchData& data,
+                                          const std::string& algorithm) {
   LITHE_CHECK(sparsities.size() == layers.size(), sdk::Errc::kInvalidConfig, "a candidate needs ",
               layers.size(), " sparsities (one per searched layer), got ", sparsities.size());
-  torch::jit::Module module = pruned_and_sped_up(dense, registry, options, layers, sparsities);
+  torch::jit::Module module = pruned_and_sped_up(
+      dense, registry, options, algorithm.empty() ? options.algorithm : algorithm, layers,
+      sparsities);
   adapt(module, options, data);
   return module;
 }
@@ -347,6 +381,11 @@ class SearchRun {
       result_.trials.assign(resumed->trials.begin(),
                             resumed->trials.begin() +
                                 std::min<int64_t>(options_.trials, resumed->trials.size()));
+      for (SearchTrial& trial : result_.trials) {  // states written before alternatives existed
+        if (trial.algorithm.empty()) {
+          trial.algorithm = options_.algorithm;
+        }
+      }
     } else {
       torch::jit::Module copy = dense_.clone();
       result_.dense = measure(copy, true);
@@ -384,8 +423,41 @@ class SearchRun {
     return measure_resources(module, reference_, options_.flops_mode, options_.latency, time_it);
   }
 
+  torch::jit::Module pruned(const std::vector<double>& sparsities,
+                            const std::string& algorithm) {
+    return pruned_and_sped_up(dense_, registry_, options_, algorithm, result_.layers,
+                              sparsities);
+  }
   torch::jit::Module pruned(const std::vector<double>& sparsities) {
-    return pruned_and_sped_up(dense_, registry_, options_, result_.layers, sparsities);
+    return pruned(sparsities, options_.algorithm);
+  }
+
+  std::string algorithm_of(const SearchTrial& trial) const {
+    return trial.algorithm.empty() ? options_.algorithm : trial.algorithm;
+  }
+
+  // The pruner of direction trial `index` after the baselines: random draws one; annealing
+  // keeps the current trial's or switches to another.
+  std::string choose_algorithm(int64_t index, const SearchTrial* current) const {
+    const std::vector<std::string>& others = options_.alternatives;
+    if (others.empty()) {
+      return options_.algorithm;
+    }
+    std::vector<std::string> all = {options_.algorithm};
+    all.insert(all.end(), others.begin(), others.end());
+    TrialRandom random(options_.seed, index, kAlgorithmStream);
+    const auto pick = [&](size_t n) {
+      return std::min(static_cast<size_t>(random.uniform() * static_cast<double>(n)), n - 1);
+    };
+    if (options_.strategy != SearchStrategy::kAnnealing || current == nullptr) {
+      return all[pick(all.size())];
+    }
+    const std::string kept = algorithm_of(*current);
+    if (random.uniform() >= kSwitchProbability) {
+      return kept;
+    }
+    all.erase(std::find(all.begin(), all.end(), kept));
+    return all[pick(all.size())];
   }
 
   double ratio(const ResourceUse& use) const {
@@ -435,24 +507,35 @@ class SearchRun {
     trial.accuracy = accuracy_of(module, options_, data_);
   }
 
-  // A direction's trial: the smallest overall scale along it that fits the budget.
-  SearchTrial direction_trial(int64_t index, const std::vector<double>* current) {
+  // A direction's trial: the smallest overall scale along it that fits the budget. With
+  // alternatives, trials 0..k are each pruner's uniform baseline, and the directions after
+  // them are proposed as trials 1, 2, ... would be without alternatives.
+  SearchTrial direction_trial(int64_t index, const SearchTrial* current) {
+    const auto baselines = static_cast<int64_t>(options_.alternatives.size());
+    if (index > 0 && index <= baselines) {
+      return fitted_trial(std::vector<double>(result_.layers.size(), 1.0), "uniform",
+                          options_.alternatives[static_cast<size_t>(index - 1)]);
+    }
     std::string origin;
     std::vector<double> direction =
-        propose(options_, index, result_.layers.size(), current, &origin);
-    return fitted_trial(std::move(direction), std::move(origin));
+        propose(options_, index > 0 ? index - baselines : 0, result_.layers.size(),
+                current != nullptr ? &current->direction : nullptr, &origin);
+    return fitted_trial(std::move(direction), std::move(origin),
+                        index > 0 ? choose_algorithm(index, current) : options_.algorithm);
   }
 
-  SearchTrial fitted_trial(std::vector<double> direction, std::string origin) {
+  SearchTrial fitted_trial(std::vector<double> direction, std::string origin,
+                           const std::string& algorithm) {
     SearchTrial trial;
     trial.direction = std::move(direction);
     trial.origin = std::move(origin);
+    trial.algorithm = algorithm;
     const double top = options_.max_sparsity /
                        *std::min_element(trial.direction.begin(), trial.direction.end());
     // The largest scale first: a direction that cannot fit the budget even there is reported
     // as infeasible with what it reached.
     std::vector<double> sparsities = sparsities_at(trial.direction, top, options_.max_sparsity);
-    torch::jit::Module fitting = pruned(sparsities);
+    torch::jit::Module fitting = pruned(sparsities, algorithm);
     ResourceUse use = measure(fitting, timed_);
     double hi = top;
     trial.feasible = within_budget(options_.budget, use, result_.dense);
@@ -468,7 +551,7 @@ class SearchRun {
           lo = mid;  // rounding made it the same candidate
           continue;
         }
-        torch::jit::Module candidate = pruned(at_mid);
+        torch::jit::Module candidate = pruned(at_mid, algorithm);
         const ResourceUse mid_use = measure(candidate, timed_);
         if (within_budget(options_.budget, mid_use, result_.dense)) {
           hi = mid;
@@ -496,8 +579,7 @@ class SearchRun {
     while (cursor_ < options_.trials) {
       const int64_t index = cursor_;
       SearchTrial& trial = next_trial([&] {
-        return direction_trial(index,
-                               current.has_value() ? &result_.trials[*current].direction : nullptr);
+        return direction_trial(index, current.has_value() ? &result_.trials[*current] : nullptr);
       });
       LITHE_CHECK(!trial.direction.empty(), sdk::Errc::kInvalidConfig, "trial ", trial.index,
                   " of the state file is a ", trial.origin, " trial, which ",
@@ -529,6 +611,7 @@ class SearchRun {
   SearchTrial layer_trial(const std::vector<double>& current, size_t layer, double target) {
     SearchTrial trial;
     trial.origin = "netadapt";
+    trial.algorithm = options_.algorithm;
     std::vector<double> sparsities = current;
     sparsities[layer] = options_.max_sparsity;
     torch::jit::Module fitting = pruned(sparsities);
@@ -739,7 +822,7 @@ class SearchRun {
         for (const double a : amc_actions(index, agent)) {
           shares.push_back(std::max(1.0 - a, 1e-6));
         }
-        return fitted_trial(normalised(shares), "amc");
+        return fitted_trial(normalised(shares), "amc", options_.algorithm);
       });
       LITHE_CHECK(trial.origin == (index == 0 ? "uniform" : "amc"), sdk::Errc::kInvalidConfig,
                   "trial ", trial.index, " of the state file is a ", trial.origin,

@@ -3,12 +3,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "lithe/host/pipeline/svg_chart.h"
 
 namespace lithe::host {
 namespace {
+
+// A trial's origin, and its pruner when the search chose among several.
+std::string trial_name(const SearchResult& result, const SearchTrial& t) {
+  std::set<std::string> pruners;
+  for (const SearchTrial& other : result.trials) {
+    pruners.insert(other.algorithm);
+  }
+  return pruners.size() > 1 ? t.origin + ", " + t.algorithm : t.origin;
+}
 
 std::string fixed(double value, int decimals) {
   char text[64];
@@ -37,7 +47,7 @@ ChartSpec accuracy_chart(const SearchResult& result, ResourceKind kind, const st
     const double x = t.use.ratio(kind, result.dense);
     trials.points.emplace_back(x, *t.accuracy);
     const bool chosen = result.best.has_value() && *result.best == t.index;
-    trials.tooltips.push_back("trial " + std::to_string(t.index) + " (" + t.origin + ")" +
+    trials.tooltips.push_back("trial " + std::to_string(t.index) + " (" + trial_name(result, t) + ")" +
                               (chosen ? ", chosen" : "") + ": " + what + " " +
                               shortest_decimal(x) + "x, accuracy " +
                               shortest_decimal(*t.accuracy));
@@ -101,7 +111,7 @@ std::string search_html(const SearchResult& result, const SearchReportInfo& info
     }
     const bool chosen = result.best.has_value() && *result.best == t.index;
     body += std::string("<tr") + (chosen ? " class=\"chosen\"" : "") + "><td>" +
-            std::to_string(t.index) + (chosen ? " (chosen)" : "") + "</td><td>" + t.origin +
+            std::to_string(t.index) + (chosen ? " (chosen)" : "") + "</td><td>" + trial_name(result, t) +
             "</td><td>" + (t.feasible ? "yes" : "no") + "</td><td>" +
             fixed(t.use.ratio(ResourceKind::kFlops, result.dense), 4) + "x</td><td>" +
             fixed(t.use.ratio(ResourceKind::kParams, result.dense), 4) + "x</td><td>" +

@@ -1,5 +1,6 @@
 #include "lithe/host/pipeline/search_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -149,7 +150,7 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
              {"weight_decay", t.weight_decay}, {"lr_step", t.lr_step},
              {"lr_gamma", t.lr_gamma}};
   }
-  return {{"model", model_digest},
+  json fingerprint = {{"model", model_digest},
           {"data", data_description},
           {"algorithm", options.algorithm},
           {"options", options.algorithm_options_json},
@@ -177,6 +178,10 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
           {"recalibrate_bn", options.recalibrate_bn_batches},
           {"eval_batch_size", options.train.eval_batch_size},
           {"train", train}};
+  if (!options.alternatives.empty()) {  // absent otherwise: earlier states stay resumable
+    fingerprint["alternatives"] = options.alternatives;
+  }
+  return fingerprint;
 }
 
 std::string search_state_json(const SearchResult& result, const json& fingerprint) {
@@ -195,6 +200,9 @@ std::string search_state_json(const SearchResult& result, const json& fingerprin
                   {"use", use_json(t.use)}};
     trial["accuracy"] = t.accuracy.has_value() ? json(*t.accuracy) : json(nullptr);
     trial["seconds"] = t.seconds;
+    if (!t.algorithm.empty()) {
+      trial["algorithm"] = t.algorithm;
+    }
     out["trials"].push_back(std::move(trial));
   }
   return out.dump(1) + "\n";
@@ -261,6 +269,18 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
              origin);
     }
     trial.origin = origin.get<std::string>();
+    if (t.contains("algorithm")) {  // absent in states written before alternatives existed
+      const json& algorithm = t["algorithm"];
+      const json pruners = expected.value("alternatives", json::array());
+      const bool known = algorithm.is_string() &&
+                         (algorithm == expected["algorithm"] ||
+                          std::find(pruners.begin(), pruners.end(), algorithm) != pruners.end());
+      if (!known) {
+        r.fail(path + "/algorithm", "must be the search's pruner or one of its alternatives",
+               algorithm);
+      }
+      trial.algorithm = algorithm.get<std::string>();
+    }
     const json& direction = r.member(t, path, "direction");
     if (trial.origin == "netadapt") {  // NetAdapt prunes one layer further: no direction
       if (direction != json::array()) {

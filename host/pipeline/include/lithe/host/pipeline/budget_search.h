@@ -45,7 +45,12 @@ SearchStrategy parse_search_strategy(const std::string& text, const std::string&
 
 struct SearchOptions {
   std::string algorithm;                     ///< a registered pruner (one layer per entry)
-  std::string algorithm_options_json = "{}";  ///< its "options" object
+  std::string algorithm_options_json = "{}";  ///< its "options" object (every pruner's)
+  /// Random and annealing: further pruners a trial may prune with instead of `algorithm`. Trials
+  /// 0..k (k alternatives) are the uniform baselines of `algorithm` and of each alternative in
+  /// turn; after them, random draws a pruner per trial, and annealing keeps the current one or
+  /// switches to another with probability 1/3. Empty: `algorithm` alone.
+  std::vector<std::string> alternatives;
   std::vector<std::string> op_types = {"Conv2d"};  ///< the module types searched
   std::vector<std::string> layers;           ///< only these (each of op_types); empty: all
   ResourceBudget budget;
@@ -97,6 +102,9 @@ struct SearchTrial {
   /// "uniform", "sensitivity" (SearchOptions::start_direction), "random", "annealing",
   /// "netadapt" or "amc"
   std::string origin;
+  /// The pruner that made it (SearchOptions::algorithm or an alternative); empty is
+  /// SearchOptions::algorithm (state files written before alternatives existed).
+  std::string algorithm;
   /// Each layer's relative share (SearchResult::layers order); empty for NetAdapt's trials,
   /// which prune one layer further than the round's start.
   std::vector<double> direction;
@@ -133,6 +141,12 @@ struct SearchData {
 /// Called after the dense model is measured (no trial yet) and after every trial.
 using SearchProgress = std::function<void(const SearchResult&)>;
 
+/// "l1_filter", or with alternatives "l1_filter,fpgm": the pruners a search chooses from.
+std::string search_algorithms_text(const SearchOptions& options);
+/// A trial as progress lines name it: its origin, and its pruner when the search has
+/// alternatives ("annealing, fpgm").
+std::string trial_label(const SearchTrial& trial, const SearchOptions& options);
+
 /// sdk::Error(kInvalidConfig) naming the option for a value out of range (trials < 1, a
 /// start direction with a share <= 0 or given to NetAdapt,
 /// max_sparsity outside (0, 1), perturbation <= 0, temperatures, bisection steps, latency
@@ -155,7 +169,8 @@ SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegi
                                const SearchResult* resumed = nullptr,
                                const SearchProgress& on_progress = {});
 
-/// The sped-up model of `sparsities` (one per layer of `layers`): pruned by the algorithm, sped
+/// The sped-up model of `sparsities` (one per layer of `layers`): pruned by `algorithm` (empty:
+/// options.algorithm; a trial's SearchTrial::algorithm), sped
 /// up on an input of options.latency.input_shape, fine-tuned for options.trial_epochs and its
 /// BatchNorm statistics re-estimated on options.recalibrate_bn_batches — the model a trial
 /// evaluated. In eval mode.
@@ -164,7 +179,8 @@ torch::jit::Module build_search_candidate(const torch::jit::Module& dense,
                                           const SearchOptions& options,
                                           const std::vector<std::string>& layers,
                                           const std::vector<double>& sparsities,
-                                          const SearchData& data);
+                                          const SearchData& data,
+                                          const std::string& algorithm = {});
 
 /// The trials no other trial beats on both accuracy and the budget's resource (lower use, higher
 /// accuracy), by ascending use; feasible or not, evaluated ones only.
