@@ -316,11 +316,8 @@ int run_search(const std::vector<std::string>& args) {
     train_data = host::load_dataset(data, "train");
     host::check_dataset_fits_model(*dense_model, train_data);
   }
-  host::Dataset trial_test = test;
-  if (eval_samples > 0 && eval_samples < test.size()) {
-    trial_test.images = test.images.narrow(0, 0, eval_samples);
-    trial_test.labels = test.labels.narrow(0, 0, eval_samples);
-  }
+  const host::Dataset trial_test =
+      host::first_samples(test, eval_samples > 0 ? eval_samples : -1);
   if (options.latency.input_shape.empty()) {
     options.latency.input_shape = test.images.sizes().vec();
     options.latency.input_shape[0] = 1;

@@ -181,9 +181,8 @@ int run_sensitivity(const std::vector<std::string>& args) {
               "' is a file: give the data to evaluate on with --test-data (or a directory with "
               "a test split)");
   host::check_dataset_fits_model(*model, test);
-  if (eval_samples > 0 && eval_samples < test.size()) {
-    test.images = test.images.narrow(0, 0, eval_samples);
-    test.labels = test.labels.narrow(0, 0, eval_samples);
+  if (eval_samples > 0) {
+    test = host::first_samples(test, eval_samples);
   }
   // Each layer's trials reuse what the forward computes before that layer.
   host::LayerCachedEvaluation evaluation(*model, test);

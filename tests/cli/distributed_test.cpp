@@ -128,11 +128,10 @@ class DistributedCliTest : public ::testing::Test {
       return;
     }
     dir_ = new fs::path(scratch_dir("distributed_data_" + std::to_string(::getpid())));
-    host::Dataset train = host::load_mnist_directory(host::kDefaultDataDir, "train");
     // 611 samples: 9 steps of 64, then one of 35 (18 and 17): an uneven last step too.
-    train.images = train.images.narrow(0, 0, 611).clone();
-    train.labels = train.labels.narrow(0, 0, 611).clone();
-    host::save_tensor_file(train, *dir_ / "train.pt");
+    host::save_tensor_file(
+        host::first_samples(host::load_mnist_directory(host::kDefaultDataDir, "train"), 611),
+        *dir_ / "train.pt");
   }
   void SetUp() override {
     if (dir_ == nullptr) {

@@ -13,6 +13,7 @@
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/model/model.h"
 #include "support/cli_run.h"
+#include "support/fashion_data.h"
 #include "support/paths.h"
 
 namespace lithe::test {
@@ -31,15 +32,7 @@ class FineTuneCliTest : public ::testing::Test {
     // CTest runs every test in its own process, in parallel: one data folder per process.
     dir_ = new std::filesystem::path(
         scratch_dir("cli_fine_tune_data_" + std::to_string(::getpid())));
-    auto slice = [](host::Dataset d, int64_t n) {
-      d.images = d.images.narrow(0, 0, n).clone();
-      d.labels = d.labels.narrow(0, 0, n).clone();
-      return d;
-    };
-    host::save_tensor_file(slice(host::load_mnist_directory(host::kDefaultDataDir, "train"), 2000),
-                           *dir_ / "train.pt");
-    host::save_tensor_file(slice(host::load_mnist_directory(host::kDefaultDataDir, "test"), 500),
-                           *dir_ / "test.pt");
+    write_fashion_files(*dir_, 2000, 500);
     host::Dataset wrong;  // 3 x 32 x 32 samples: LeNet takes 1 x 28 x 28
     wrong.images = at::zeros({8, 3, 32, 32});
     wrong.labels = at::zeros({8}, at::kLong);

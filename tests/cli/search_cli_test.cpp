@@ -25,6 +25,7 @@
 
 #include "lithe/host/train/dataset.h"
 #include "support/cli_run.h"
+#include "support/fashion_data.h"
 #include "support/paths.h"
 
 namespace lithe::test {
@@ -41,15 +42,7 @@ class SearchCliTest : public ::testing::Test {
       return;
     }
     dir_ = new fs::path(scratch_dir("cli_search_data_" + std::to_string(::getpid())));
-    auto slice = [](host::Dataset d, int64_t n) {
-      d.images = d.images.narrow(0, 0, n).clone();
-      d.labels = d.labels.narrow(0, 0, n).clone();
-      return d;
-    };
-    host::save_tensor_file(slice(host::load_mnist_directory(host::kDefaultDataDir, "train"), 2000),
-                           *dir_ / "train.pt");
-    host::save_tensor_file(slice(host::load_mnist_directory(host::kDefaultDataDir, "test"), 500),
-                           *dir_ / "test.pt");
+    write_fashion_files(*dir_, 2000, 500);
     const CliRun trained = run_lithe("train --model " + lenet_model().string() +
                                      " --epochs 2 --lr 0.05 --threads 2" + data_flags() +
                                      " --output " + (*dir_ / "trained.pt").string());

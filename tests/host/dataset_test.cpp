@@ -107,6 +107,25 @@ TEST(DatasetTest, TensorFilesRoundTripAndAreValidated) {
               ThrowsMessage<sdk::Error>(HasSubstr("bad.pt': 5 images but 2 labels")));
 }
 
+// A slice written to a file holds its own samples, not the storage it shares.
+TEST(DatasetTest, TheFirstSamplesWriteOnlyThemselves) {
+  const auto dir = test::scratch_dir("dataset_slice");
+  Dataset data;
+  data.images = torch::randn({1000, 1, 8, 8});
+  data.labels = torch::randint(10, {1000}, torch::kLong);
+  const Dataset ten = first_samples(data, 10);
+  EXPECT_EQ(ten.size(), 10);
+  EXPECT_EQ(first_samples(data, 5000).size(), 1000);
+  EXPECT_EQ(first_samples(data, -1).size(), 1000);
+  save_tensor_file(ten, dir / "ten.pt");
+  save_tensor_file(data, dir / "all.pt");
+  EXPECT_LT(std::filesystem::file_size(dir / "ten.pt") * 20,
+            std::filesystem::file_size(dir / "all.pt"));
+  const Dataset back = load_tensor_file(dir / "ten.pt");
+  EXPECT_TRUE(back.images.equal(data.images.narrow(0, 0, 10)));
+  EXPECT_TRUE(back.labels.equal(data.labels.narrow(0, 0, 10)));
+}
+
 TEST(DatasetTest, ReadsDebiansFashionMnist) {
   const std::filesystem::path dir = kDefaultDataDir;
   if (!std::filesystem::is_directory(dir)) {

@@ -16,8 +16,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-using test::head;
-
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -50,7 +48,7 @@ TEST_F(TrainerTest, SameSeedGivesIdenticalWeights) {
   std::vector<at::Tensor> weights;
   for (int run = 0; run < 2; ++run) {
     auto model = load_torchscript_model(test::lenet_model());
-    train(*model, head(train_, 640), nullptr, options_);
+    train(*model, first_samples(train_, 640), nullptr, options_);
     weights.push_back(model->find_module("fc1")->weight->clone());
   }
   EXPECT_TRUE(weights[0].equal(weights[1]));
@@ -87,7 +85,7 @@ TEST_F(TrainerTest, BadInputsFailBeforeAnyWork) {
               ThrowsMessage<sdk::Error>(HasSubstr(
                   "dataset 'cifar.pt' has samples of shape [3, 32, 32], which the model does not "
                   "accept")));
-  Dataset too_many_classes = head(train_, 8);
+  Dataset too_many_classes = first_samples(train_, 8);
   too_many_classes.labels = torch::full({8}, 12, torch::kLong);
   EXPECT_THAT([&] { train(*model, too_many_classes, nullptr, options_); },
               ThrowsMessage<sdk::Error>(HasSubstr("sample 0 has label 12; labels must be in [0, 10)")));

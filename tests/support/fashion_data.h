@@ -12,14 +12,6 @@
 
 namespace lithe::test {
 
-/// The first `n` samples of `data` (views of its tensors).
-inline host::Dataset head(const host::Dataset& data, int64_t n) {
-  host::Dataset out = data;
-  out.images = data.images.narrow(0, 0, n);
-  out.labels = data.labels.narrow(0, 0, n);
-  return out;
-}
-
 inline bool fashion_installed() { return std::filesystem::is_directory(host::kDefaultDataDir); }
 
 /// The first `n` samples of split "train" or "test".
@@ -29,7 +21,14 @@ inline host::Dataset fashion(const std::string& split, int64_t n) {
   if (it == splits.end()) {
     it = splits.emplace(split, host::load_mnist_directory(host::kDefaultDataDir, split)).first;
   }
-  return head(it->second, n);
+  return host::first_samples(it->second, n);
+}
+
+/// Writes the first `train` and `test` samples of the two splits as the tensor files
+/// DIR/train.pt and DIR/test.pt (what CLI tests pass as --data and --test-data).
+inline void write_fashion_files(const std::filesystem::path& dir, int64_t train, int64_t test) {
+  host::save_tensor_file(fashion("train", train), dir / "train.pt");
+  host::save_tensor_file(fashion("test", test), dir / "test.pt");
 }
 
 }  // namespace lithe::test

@@ -204,10 +204,32 @@ Dataset load_tensor_file(const fs::path& file) {
   return data;
 }
 
+namespace {
+
+// `t` owning exactly its elements: a view of a larger tensor (a slice) would otherwise write
+// the whole storage it shares.
+at::Tensor compact(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  const bool exact = c.storage_offset() == 0 &&
+                     c.storage().nbytes() == static_cast<size_t>(c.numel()) * c.element_size();
+  return exact ? c : c.clone();
+}
+
+}  // namespace
+
+Dataset first_samples(const Dataset& data, int64_t n) {
+  Dataset out = data;
+  if (n >= 0 && n < data.size()) {
+    out.images = data.images.narrow(0, 0, n);
+    out.labels = data.labels.narrow(0, 0, n);
+  }
+  return out;
+}
+
 void save_tensor_file(const Dataset& data, const fs::path& file) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-  dict.insert("images", data.images.contiguous());
-  dict.insert("labels", data.labels.contiguous());
+  dict.insert("images", compact(data.images));
+  dict.insert("labels", compact(data.labels));
   const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
   write_file_atomic(file, std::string(bytes.begin(), bytes.end()));
 }

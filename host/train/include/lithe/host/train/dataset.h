@@ -51,7 +51,12 @@ Dataset load_dataset(const std::filesystem::path& data, const std::string& split
 Dataset load_test_dataset(const std::filesystem::path& data,
                           const std::filesystem::path& test_data);
 
-/// Writes `data` as a tensor file readable by load_tensor_file and Python's torch.load.
+/// The first `n` samples of `data` (views of its tensors); all of it when n is negative or at
+/// least its size.
+Dataset first_samples(const Dataset& data, int64_t n);
+
+/// Writes `data` as a tensor file readable by load_tensor_file and Python's torch.load. A slice
+/// of a larger dataset (first_samples) writes its own samples only.
 void save_tensor_file(const Dataset& data, const std::filesystem::path& file);
 
 }  // namespace lithe::host
