@@ -20,8 +20,8 @@ using LatencyProbe = std::function<std::pair<double, double>(const torch::jit::M
 
 /// A probe that saves the candidate into a private temporary folder under TMPDIR (removed when
 /// the last copy of the probe goes; one a killed search left, named after a process that no
-/// longer exists, is removed when the next probe is made) and runs this executable's `latency` verb on it with `dense_model`
-/// as the baseline: `runs` alternating rounds after `warmup` forwards, on zeros of
+/// longer exists, is removed when the next probe is made) and runs this executable's `latency`
+/// verb on it with `dense_model` as the baseline: `runs` alternating rounds after `warmup` forwards, on zeros of
 /// `input_shape`, with `threads` intra-op threads. sdk::Error(kIo) with the OS reason when the
 /// folder, the file or the process cannot be made, and with the child's message when it fails.
 LatencyProbe fresh_process_latency_probe(const std::string& dense_model,

@@ -418,7 +418,7 @@ int run_search(const std::vector<std::string>& args) {
                  "search: [%zu/%lld] trial %lld (%s) %s %.4fx, latency %.4fx, accuracy %s%s | "
                  "best within budget %s | %s, ~%s left\n",
                  so_far.trials.size(), static_cast<long long>(options.trials),
-                 static_cast<long long>(t.index), host::trial_label(t, options).c_str(),
+                 static_cast<long long>(t.index), host::trial_label(t, !options.alternatives.empty()).c_str(),
                  host::resource_kind_name(shown), t.use.ratio(shown, so_far.dense),
                  t.use.ratio(host::ResourceKind::kLatency, so_far.dense), accuracy.c_str(),
                  t.feasible ? "" : " (over budget)", best_text.c_str(),
@@ -490,7 +490,7 @@ int run_search(const std::vector<std::string>& args) {
     out["trials"] = json::array();
     for (const host::SearchTrial& t : result.trials) {
       json trial = {{"index", t.index}, {"origin", t.origin},
-                    {"algorithm", t.algorithm.empty() ? options.algorithm : t.algorithm},
+                    {"algorithm", t.algorithm},
                     {"feasible", t.feasible},
                     {"sparsities", t.sparsities}, {"use", use_json(t.use, result)}};
       trial["accuracy"] = t.accuracy ? json(*t.accuracy) : json(nullptr);
@@ -513,7 +513,7 @@ int run_search(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf("best: trial %lld (%s), sparsities", static_cast<long long>(best.index),
-              host::trial_label(best, options).c_str());
+              host::trial_label(best, !options.alternatives.empty()).c_str());
   for (size_t i = 0; i < result.layers.size(); ++i) {
     std::printf(" %s=%.4f", result.layers[i].c_str(), best.sparsities[i]);
   }

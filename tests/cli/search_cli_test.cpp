@@ -183,6 +183,11 @@ TEST_F(SearchCliTest, SeveralPrunersAreTriedAndEachTrialNamesItsOwn) {
   EXPECT_NE(twice.exit_code, 0);
   EXPECT_THAT(twice.out, HasSubstr("--algorithm: 'l1_filter' is named twice"));
   EXPECT_FALSE(fs::exists(out / "b2.pt"));
+  const CliRun none = run_lithe(search_args(
+      "--flops-budget 0.5x --output " + (out / "b2.pt").string(), ","));
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_THAT(none.out, HasSubstr("--algorithm: no pruner in ','"));
+  EXPECT_FALSE(fs::exists(out / "b2.pt"));
 }
 
 // A sensitivity table from `lithe sensitivity --csv` seeds trial 1 with what each layer
@@ -403,6 +408,8 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}]})");
   write_text(out / "ptq.json", R"({"algorithm": "ptq", "config_list": [
       {"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Conv2d"]}]})");
+  write_text(out / "nope.json", R"({"algorithm": "nope_quantizer", "config_list": [
+      {"quant_types": ["weight"], "quant_bits": 8, "op_types": ["Conv2d"]}]})");
   const std::vector<std::pair<std::string, std::string>> hostile = {
       {"--trials 2" + output, "give exactly one of --flops-budget, --params-budget and "
                               "--latency-budget, got 0"},
@@ -426,6 +433,12 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       {"--flops-budget 0.5x --quantize " + (out / "ptq.json").string() +
            " --quantize-epochs -1" + output,
        "--quantize-epochs must be >= 0, got -1"},
+      {"--flops-budget 0.5x --quantize " + (out / "ptq.json").string() +
+           " --quantize-calibration-batches -2" + output,
+       "--quantize-calibration-batches must be >= 0, got -2"},
+      {"--flops-budget 0.5x --quantize " + (out / "nope.json").string() + output,
+       "nope.json: /algorithm: --quantize takes a quantizer, got 'nope_quantizer' (not "
+       "registered)"},
       {"--flops-budget 0.5x --quantize " + (out / "ptq.json").string() +
            " --quantized-output " + (out / "best.pt").string() + output,
        "--quantized-output"},

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lithe/host/graph/forward_cut.h"
+#include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"
 
@@ -25,6 +26,7 @@ namespace lithe::host {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 // `samples` random images of `shape` (one sample) and labels in [0, classes).
 Dataset random_data(std::vector<int64_t> shape, int64_t samples, int64_t classes) {
@@ -254,6 +256,18 @@ TEST(LayerCachedEvaluationTest, ModelsAndLayersThatCannotBeCutAreEvaluatedWhole)
   EXPECT_FALSE(
       cut_forward_graph(in_place_model(), "b", &why_not, CutAt::kLayerOutput).has_value());
   EXPECT_THAT(why_not, HasSubstr("is read by 'aten::t', not one convolution or linear op"));
+  // A layer whose weight something else reads too: more than one op.
+  torch::jit::Module twice("Twice");
+  torch::jit::Module conv("Conv");
+  conv.register_parameter("weight", torch::randn({4, 1, 3, 3}), false);
+  conv.register_parameter("bias", torch::randn({4}), false);
+  conv.define("def forward(self, x):\n  return torch.conv2d(x, self.weight, self.bias)\n");
+  twice.register_module("conv", conv);
+  twice.define(
+      "def forward(self, x):\n"
+      "  return self.conv.forward(x) + self.conv.weight.sum()\n");
+  EXPECT_FALSE(cut_forward_graph(twice, "conv", &why_not, CutAt::kLayerOutput).has_value());
+  EXPECT_THAT(why_not, HasSubstr("module 'conv' is read by more than one op"));
 
   // A C++-frontend model has no graph.
   torch::nn::Sequential net(torch::nn::Linear(5, 8), torch::nn::ReLU(), torch::nn::Linear(8, 3));
@@ -262,6 +276,11 @@ TEST(LayerCachedEvaluationTest, ModelsAndLayersThatCannotBeCutAreEvaluatedWhole)
   LayerCachedEvaluation nn_evaluation(*nn_model, data, 16);
   expect_same(nn_evaluation.evaluate("2"), evaluate(*nn_model, data, 16), "nn model");
   EXPECT_THAT(nn_evaluation.last_mode(), HasSubstr("expose no graph"));
+
+  // Only a weighted module of the model can be named.
+  LayerCachedEvaluation named(*nn_model, data, 16);
+  EXPECT_THAT([&] { (void)named.evaluate("nothing"); },
+              ThrowsMessage<sdk::Error>(HasSubstr("the model has no weighted module 'nothing'")));
 
   // Kept values past the bound: the whole forward, with the reason.
   auto lenet = load_torchscript_model(test::lenet_model());

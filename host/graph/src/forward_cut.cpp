@@ -36,8 +36,9 @@ struct Cut {
   std::unordered_set<const Node*> in_suffix;
   std::unordered_set<const Value*> statics;  // constants, attribute reads and pure nodes of
                                              // them alone: both sides recompute them
-  const Value* layer_output = nullptr;       // CutAt::kLayerOutput: the layer op's output
-  int64_t channel_dim = 0;
+  const Value* layer_output = nullptr;       // CutAt::kLayerOutput: the layer op's output,
+  int64_t channel_dim = 0;                   // its channels' dimension
+  std::optional<LayerOutputSlot> slot;       // and where the boundary holds it
 };
 
 // The dimension of `n`'s output that holds the weight's rows (output channels), when `n` is an
@@ -230,9 +231,13 @@ std::optional<Cut> analyse(const std::shared_ptr<torch::jit::Graph>& shared,
     }
     cut.written.push_back(written);
   }
-  if (at == CutAt::kLayerOutput &&
-      std::find(cut.boundary.begin(), cut.boundary.end(), cut.layer_output) == cut.boundary.end()) {
-    return refuse("nothing reads the output of module '" + layer + "'");
+  if (at == CutAt::kLayerOutput) {
+    const auto found = std::find(cut.boundary.begin(), cut.boundary.end(), cut.layer_output);
+    if (found == cut.boundary.end()) {
+      return refuse("nothing reads the output of module '" + layer + "'");
+    }
+    cut.slot = LayerOutputSlot{static_cast<size_t>(found - cut.boundary.begin()),
+                               cut.channel_dim};
   }
   if (only_inputs) {
     return refuse("module '" + layer + "' reads only the forward's inputs: nothing before it to "
@@ -277,12 +282,7 @@ std::optional<ForwardCutGraphs> cut_forward_graph(const torch::jit::Module& modu
     return std::nullopt;
   }
   out.written = cut->written;
-  if (at == CutAt::kLayerOutput) {
-    out.layer_output = static_cast<size_t>(
-        std::find(cut->boundary.begin(), cut->boundary.end(), cut->layer_output) -
-        cut->boundary.begin());
-    out.channel_dim = cut->channel_dim;
-  }
+  out.layer_output = cut->slot;
   while (!out.prefix->outputs().empty()) {
     out.prefix->eraseOutput(out.prefix->outputs().size() - 1);
   }

@@ -267,9 +267,7 @@ class TorchScriptForwardCut final : public ForwardCut {
   TorchScriptForwardCut(jit::Module module, ForwardCutGraphs graphs)
       : module_(std::move(module)),
         written_(std::move(graphs.written)),
-        layer_output_(graphs.layer_output ? std::optional<LayerOutput>(LayerOutput{
-                                                *graphs.layer_output, graphs.channel_dim})
-                                          : std::nullopt),
+        layer_output_(graphs.layer_output),
         prefix_("lithe_cut_prefix", std::move(graphs.prefix), nullptr),
         suffix_("lithe_cut_suffix", std::move(graphs.suffix), nullptr) {}
 
@@ -290,12 +288,12 @@ class TorchScriptForwardCut final : public ForwardCut {
     return main_output(stack.back());
   }
 
-  std::optional<LayerOutput> layer_output() const override { return layer_output_; }
+  std::optional<LayerOutputSlot> layer_output() const override { return layer_output_; }
 
  private:
   jit::Module module_;
   std::vector<bool> written_;
-  std::optional<LayerOutput> layer_output_;
+  std::optional<LayerOutputSlot> layer_output_;
   jit::GraphFunction prefix_;
   jit::GraphFunction suffix_;
 };

@@ -222,11 +222,8 @@ std::string search_algorithms_text(const SearchOptions& options) {
   return text;
 }
 
-std::string trial_label(const SearchTrial& trial, const SearchOptions& options) {
-  if (options.alternatives.empty()) {
-    return trial.origin;
-  }
-  return trial.origin + ", " + (trial.algorithm.empty() ? options.algorithm : trial.algorithm);
+std::string trial_label(const SearchTrial& trial, bool several_pruners) {
+  return several_pruners ? trial.origin + ", " + trial.algorithm : trial.origin;
 }
 
 void check_search_options(const SearchOptions& options) {
@@ -428,13 +425,6 @@ class SearchRun {
     return pruned_and_sped_up(dense_, registry_, options_, algorithm, result_.layers,
                               sparsities);
   }
-  torch::jit::Module pruned(const std::vector<double>& sparsities) {
-    return pruned(sparsities, options_.algorithm);
-  }
-
-  std::string algorithm_of(const SearchTrial& trial) const {
-    return trial.algorithm.empty() ? options_.algorithm : trial.algorithm;
-  }
 
   // The pruner of direction trial `index` after the baselines: random draws one; annealing
   // keeps the current trial's or switches to another.
@@ -452,7 +442,7 @@ class SearchRun {
     if (options_.strategy != SearchStrategy::kAnnealing || current == nullptr) {
       return all[pick(all.size())];
     }
-    const std::string kept = algorithm_of(*current);
+    const std::string& kept = current->algorithm;
     if (random.uniform() >= kSwitchProbability) {
       return kept;
     }
@@ -614,7 +604,7 @@ class SearchRun {
     trial.algorithm = options_.algorithm;
     std::vector<double> sparsities = current;
     sparsities[layer] = options_.max_sparsity;
-    torch::jit::Module fitting = pruned(sparsities);
+    torch::jit::Module fitting = pruned(sparsities, options_.algorithm);
     ResourceUse use = measure(fitting, timed_);
     if (ratio(use) > target) {
       trial.sparsities = sparsities;
@@ -631,7 +621,7 @@ class SearchRun {
         lo = 0.5 * (lo + hi);
         continue;
       }
-      torch::jit::Module candidate = pruned(at_mid);
+      torch::jit::Module candidate = pruned(at_mid, options_.algorithm);
       const ResourceUse mid_use = measure(candidate, timed_);
       if (ratio(mid_use) <= target) {
         hi = at_mid[layer];

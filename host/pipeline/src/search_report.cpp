@@ -11,13 +11,13 @@
 namespace lithe::host {
 namespace {
 
-// A trial's origin, and its pruner when the search chose among several.
-std::string trial_name(const SearchResult& result, const SearchTrial& t) {
+// Whether the search chose among several pruners (its trials name theirs then).
+bool several_pruners(const SearchResult& result) {
   std::set<std::string> pruners;
-  for (const SearchTrial& other : result.trials) {
-    pruners.insert(other.algorithm);
+  for (const SearchTrial& t : result.trials) {
+    pruners.insert(t.algorithm);
   }
-  return pruners.size() > 1 ? t.origin + ", " + t.algorithm : t.origin;
+  return pruners.size() > 1;
 }
 
 std::string fixed(double value, int decimals) {
@@ -29,6 +29,7 @@ std::string fixed(double value, int decimals) {
 // Accuracy against one resource's ratio to the dense model.
 ChartSpec accuracy_chart(const SearchResult& result, ResourceKind kind, const std::string& what,
                          const ResourceBudget& budget) {
+  const bool several = several_pruners(result);
   ChartSpec chart;
   if (budget.kind == kind && budget.relative) {  // the budget as a line where it is a share
     chart.reference_x = budget.value;
@@ -47,7 +48,8 @@ ChartSpec accuracy_chart(const SearchResult& result, ResourceKind kind, const st
     const double x = t.use.ratio(kind, result.dense);
     trials.points.emplace_back(x, *t.accuracy);
     const bool chosen = result.best.has_value() && *result.best == t.index;
-    trials.tooltips.push_back("trial " + std::to_string(t.index) + " (" + trial_name(result, t) + ")" +
+    trials.tooltips.push_back("trial " + std::to_string(t.index) + " (" + trial_label(t, several) +
+                              ")" +
                               (chosen ? ", chosen" : "") + ": " + what + " " +
                               shortest_decimal(x) + "x, accuracy " +
                               shortest_decimal(*t.accuracy));
@@ -104,6 +106,7 @@ std::string search_html(const SearchResult& result, const SearchReportInfo& info
   }
   body += ")</caption>\n<tr><th>trial</th><th>origin</th><th>fits</th><th>FLOPs</th><th>"
           "params</th><th>latency</th><th>accuracy</th><th>sparsities</th></tr>\n";
+  const bool several = several_pruners(result);
   for (const SearchTrial& t : result.trials) {
     std::string sparsities;
     for (size_t i = 0; i < t.sparsities.size(); ++i) {
@@ -111,7 +114,8 @@ std::string search_html(const SearchResult& result, const SearchReportInfo& info
     }
     const bool chosen = result.best.has_value() && *result.best == t.index;
     body += std::string("<tr") + (chosen ? " class=\"chosen\"" : "") + "><td>" +
-            std::to_string(t.index) + (chosen ? " (chosen)" : "") + "</td><td>" + trial_name(result, t) +
+            std::to_string(t.index) + (chosen ? " (chosen)" : "") + "</td><td>" +
+            trial_label(t, several) +
             "</td><td>" + (t.feasible ? "yes" : "no") + "</td><td>" +
             fixed(t.use.ratio(ResourceKind::kFlops, result.dense), 4) + "x</td><td>" +
             fixed(t.use.ratio(ResourceKind::kParams, result.dense), 4) + "x</td><td>" +

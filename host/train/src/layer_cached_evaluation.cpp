@@ -149,7 +149,7 @@ EvalResult LayerCachedEvaluation::run_suffix(const std::optional<ChannelEdit>& e
   const UnobservedForwards unobserved;
   at::NoGradGuard no_grad;
   detail::EvalTally tally;
-  std::optional<ForwardCut::LayerOutput> slot = cut_->layer_output();
+  const std::optional<LayerOutputSlot> slot = cut_->layer_output();
   for (size_t b = 0; b < cached_.size(); ++b) {
     const int64_t start = static_cast<int64_t>(b) * batch_size_;
     const int64_t n = std::min(batch_size_, data_.size() - start);

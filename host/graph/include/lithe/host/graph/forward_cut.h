@@ -20,8 +20,6 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 
-#include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,10 +37,8 @@ struct ForwardCutGraphs {
   /// Per boundary value: whether the suffix writes to it in place (a tensor; clone it before
   /// each suffix run).
   std::vector<bool> written;
-  /// CutAt::kLayerOutput: the boundary index of the layer op's output, and the dimension of its
-  /// output channels there (1 for a convolution, -1 for a linear op; the weight's dimension 0).
-  std::optional<size_t> layer_output;
-  int64_t channel_dim = 0;
+  /// CutAt::kLayerOutput: where the boundary holds the layer op's output.
+  std::optional<LayerOutputSlot> layer_output;
 };
 
 /// Cuts `module`'s forward at submodule `layer` (dotted name). nullopt, with the reason in

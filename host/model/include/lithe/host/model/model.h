@@ -7,8 +7,6 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
-#include <cstddef>
-#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -74,14 +72,9 @@ class ForwardCut {
   /// `cached` is left unchanged, so it serves any number of runs.
   virtual at::Tensor suffix(const c10::IValue& cached) = 0;
   /// A cut after the layer (CutAt::kLayerOutput): where a prefix() result (a tuple) holds the
-  /// layer's output, and the dimension of that output's channels (1 for a convolution, -1 for
-  /// a linear layer). A suffix run may be given a tuple with that element replaced. nullopt
-  /// for a cut before the layer.
-  struct LayerOutput {
-    size_t index = 0;
-    int64_t channel_dim = 0;
-  };
-  virtual std::optional<LayerOutput> layer_output() const { return std::nullopt; }
+  /// layer's output. A suffix run may be given a tuple with that element replaced. nullopt for
+  /// a cut before the layer.
+  virtual std::optional<LayerOutputSlot> layer_output() const { return std::nullopt; }
 };
 
 class Model {

@@ -102,8 +102,9 @@ struct SearchTrial {
   /// "uniform", "sensitivity" (SearchOptions::start_direction), "random", "annealing",
   /// "netadapt" or "amc"
   std::string origin;
-  /// The pruner that made it (SearchOptions::algorithm or an alternative); empty is
-  /// SearchOptions::algorithm (state files written before alternatives existed).
+  /// The pruner that made it (SearchOptions::algorithm or an alternative). Set on every trial
+  /// run_budget_search returns; empty only as read from a state file written before
+  /// alternatives existed (the search then fills in SearchOptions::algorithm).
   std::string algorithm;
   /// Each layer's relative share (SearchResult::layers order); empty for NetAdapt's trials,
   /// which prune one layer further than the round's start.
@@ -143,9 +144,9 @@ using SearchProgress = std::function<void(const SearchResult&)>;
 
 /// "l1_filter", or with alternatives "l1_filter,fpgm": the pruners a search chooses from.
 std::string search_algorithms_text(const SearchOptions& options);
-/// A trial as progress lines name it: its origin, and its pruner when the search has
-/// alternatives ("annealing, fpgm").
-std::string trial_label(const SearchTrial& trial, const SearchOptions& options);
+/// A trial as progress lines and reports name it: its origin, and its pruner when the search
+/// chose among several ("annealing, fpgm").
+std::string trial_label(const SearchTrial& trial, bool several_pruners);
 
 /// sdk::Error(kInvalidConfig) naming the option for a value out of range (trials < 1, a
 /// start direction with a share <= 0 or given to NetAdapt,
