@@ -116,6 +116,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", default=str(ROOT / "build" / "bench" / "search_budget"))
     parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--trial-epochs", type=int, default=0,
+                        help="fine-tune every trial this many epochs before scoring it (every arm)")
+    parser.add_argument("--arms", default="latency,flops,netadapt,amc,uniform",
+                        help="which searches to run (uniform is always run: the baseline)")
     args = parser.parse_args()
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -138,6 +142,8 @@ def main():
             ("netadapt", ["--flops-budget", "0.5x", "--strategy", "netadapt"], 60),
             ("amc", ["--flops-budget", "0.5x", "--strategy", "amc"], 24),
             ("uniform", ["--flops-budget", "0.5x"], 1))
+    chosen = set(args.arms.split(",")) | {"uniform"}
+    arms = tuple(arm for arm in arms if arm[0] in chosen)
     for name, budget, trials in arms:
         output = work / f"{name}.pt"
         state = work / f"{name}.state.json"
@@ -146,7 +152,7 @@ def main():
         start = time.perf_counter()
         done = lithe("search", "--model", str(dense), "--algorithm", "l1_filter", *budget,
                      "--input-shape", f"{BATCH},1,28,28", "--trials", str(trials),
-                     "--recalibrate-bn", "20",
+                     "--recalibrate-bn", "20", "--trial-epochs", str(args.trial_epochs),
                      "--latency-runs", "20", "--bisection-steps", "10",
                      "--data", str(work / "tune.pt"), "--test-data", str(work / "val.pt"),
                      "--epochs", "1", "--lr", "0.01", "--output", str(output),
@@ -157,9 +163,9 @@ def main():
         results[name] = {"summary": summary, "seconds": seconds, "output": output,
                          "uniform_val": uniform["accuracy"]}
 
-    dense_ms, (latency_ms, flops_ms, netadapt_ms, amc_ms, uniform_ms) = fresh_latency(
-        dense,
-        [results[n]["output"] for n in ("latency", "flops", "netadapt", "amc", "uniform")])
+    names = [arm[0] for arm in arms]
+    dense_ms, measured = fresh_latency(dense, [results[n]["output"] for n in names])
+    latencies = dict(zip(names, measured))
     dense_flops = flops_of(dense)
     print(f"ResNet-8 on Fashion-MNIST, batch {BATCH}, {THREADS} threads; dense "
           f"{dense_flops} FLOPs, {dense_ms:.3f} ms, test accuracy "
@@ -168,8 +174,7 @@ def main():
           f"{'val best':>9} {'val uniform':>12} {'test':>7} {'time':>6}")
     verdicts = []
     tests = {}
-    for name, ms in (("latency", latency_ms), ("flops", flops_ms), ("netadapt", netadapt_ms),
-                     ("amc", amc_ms), ("uniform", uniform_ms)):
+    for name, ms in latencies.items():
         r = results[name]
         best = r["summary"]["best"]
         flops_ratio = flops_of(r["output"]) / dense_flops
@@ -191,7 +196,7 @@ def main():
             verdicts.append(f"FLOPs budget: FLOPs {flops_ratio:.4f}x but latency "
                             f"{fresh_ratio:.4f}x; FLOPs overstate the speedup by "
                             f"{100 * (fresh_ratio - flops_ratio) / fresh_ratio:.1f}%")
-    for arm in ("flops", "netadapt", "amc"):
+    for arm in (a for a in ("flops", "netadapt", "amc") if a in tests):
         gain = 100 * (tests[arm] - tests["uniform"])
         verdicts.append(f"FLOPs 0.5x: {'annealing' if arm == 'flops' else arm} "
                         f"{tests[arm]:.4f} vs uniform {tests['uniform']:.4f} after the same "

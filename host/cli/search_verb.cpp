@@ -27,6 +27,7 @@
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/pipeline/auto_compress_state.h"
 #include "lithe/host/pipeline/budget_search.h"
 #include "lithe/host/pipeline/search_report.h"
 #include "lithe/host/pipeline/search_state.h"
@@ -36,6 +37,7 @@
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
+#include "search_auto_compress.h"
 #include "search_quantization.h"
 #include "training_options.h"
 #include "verbs.h"
@@ -60,14 +62,32 @@ std::string duration(double seconds) {
   return text;
 }
 
-json use_json(const host::ResourceUse& use, const host::SearchResult& result) {
+json use_json(const host::ResourceUse& use, const host::ResourceUse& dense) {
   return {{"flops", use.flops},
           {"params", use.params},
           {"latency_ms", use.latency_ms},
-          {"flops_ratio", use.ratio(host::ResourceKind::kFlops, result.dense)},
-          {"params_ratio", use.ratio(host::ResourceKind::kParams, result.dense)},
-          {"latency_ratio", use.ratio(host::ResourceKind::kLatency, result.dense)}};
+          {"flops_ratio", use.ratio(host::ResourceKind::kFlops, dense)},
+          {"params_ratio", use.ratio(host::ResourceKind::kParams, dense)},
+          {"latency_ratio", use.ratio(host::ResourceKind::kLatency, dense)}};
 }
+
+// AutoCompress's rounds for --json: budget, trials, sparsities by layer, use, accuracy.
+json auto_compress_rounds_json(const host::AutoCompressResult& result) {
+  json rounds = json::array();
+  for (const host::AutoCompressRound& r : result.rounds) {
+    json sparsities = json::object();
+    for (size_t i = 0; i < r.search.layers.size(); ++i) {
+      sparsities[r.search.layers[i]] = r.sparsities[i];
+    }
+    rounds.push_back({{"budget", r.budget.describe()},
+                      {"trials", r.search.trials.size()},
+                      {"sparsities", sparsities},
+                      {"use", use_json(r.use, result.dense)},
+                      {"accuracy", r.accuracy}});
+  }
+  return rounds;
+}
+
 
 }  // namespace
 
@@ -94,7 +114,8 @@ int run_search(const std::vector<std::string>& args) {
   int64_t epochs = 0;
   bool json_out = false;
   bool latency_in_process = false;
-  host::SearchOptions options;
+  host::AutoCompressOptions auto_compress;
+  host::SearchOptions& options = auto_compress.search;
   SearchQuantization quantization;
   CommonOptions common;
   po::variables_map given;
@@ -122,7 +143,15 @@ int run_search(const std::vector<std::string>& args) {
        "current shares kept by Metropolis' rule; netadapt: rounds lowering the resource by "
        "--netadapt-step, one candidate per layer, the most accurate kept; amc: a DDPG agent "
        "proposes each layer's preserve ratio and learns from every trial (trial 0 is always "
-       "uniform)")
+       "uniform); auto_compress: --rounds rounds of an annealing search, ADMM training toward "
+       "its best sparsities and speedup (NNI's AutoCompressPruner)")
+      ("rounds", po::value(&auto_compress.rounds)->default_value(auto_compress.rounds),
+       "auto_compress: rounds, each removing the same share of what is left of the budget's "
+       "resource; --trials is per round")
+      ("admm-options",
+       po::value(&auto_compress.admm_options_json)->default_value("{}"),
+       "auto_compress: the admm pruner's options but base_algo (num_iterations 30, "
+       "training_epochs 5, row 1e-4 by default), JSON; ADMM trains with the training options")
       ("amc-warmup", po::value(&options.amc_warmup)->default_value(options.amc_warmup),
        "amc: episodes of random actions before the agent acts")
       ("amc-noise", po::value(&options.amc_noise)->default_value(options.amc_noise),
@@ -209,7 +238,20 @@ int run_search(const std::vector<std::string>& args) {
   LITHE_CHECK(budgets == 1, sdk::Errc::kInvalidConfig,
               "give exactly one of --flops-budget, --params-budget and --latency-budget, got ",
               budgets);
-  options.strategy = host::parse_search_strategy(strategy, "--strategy");
+  const bool rounds = strategy == "auto_compress";
+  try {  // auto_compress is the CLI's: rounds of the pipeline's annealing search
+    options.strategy = rounds ? host::SearchStrategy::kAnnealing
+                              : host::parse_search_strategy(strategy, "--strategy");
+  } catch (const sdk::Error&) {
+    throw sdk::Error(sdk::Errc::kInvalidConfig,
+                     "--strategy: the strategy must be random, annealing, netadapt, amc or "
+                     "auto_compress, got '" + strategy + "'");
+  }
+  for (const char* option : {"rounds", "admm-options"}) {
+    LITHE_CHECK(rounds || given.count(option) == 0 || given[option].defaulted(),
+                sdk::Errc::kInvalidConfig, "--", option,
+                " is for --strategy auto_compress, not ", strategy);
+  }
   {
     const std::vector<std::string> pruners = split_commas(options.algorithm);
     LITHE_CHECK(!pruners.empty(), sdk::Errc::kInvalidConfig, "--algorithm: no pruner in '",
@@ -239,7 +281,7 @@ int run_search(const std::vector<std::string>& args) {
               sdk::Errc::kInvalidConfig, "--options is not valid JSON: '",
               options.algorithm_options_json, "'");
   const bool trains =
-      options.trial_epochs > 0 || epochs > 0 || options.recalibrate_bn_batches > 0;
+      rounds || options.trial_epochs > 0 || epochs > 0 || options.recalibrate_bn_batches > 0;
   const std::vector<host::NamedPath> quantized_outputs =
       check_search_quantization(quantization, given, output_path);
   for (const std::string& name : training_option_names()) {
@@ -266,6 +308,11 @@ int run_search(const std::vector<std::string>& args) {
       shape_free.latency.input_shape = {1};
     }
     host::check_search_options(shape_free);
+    if (rounds) {
+      host::AutoCompressOptions checked = auto_compress;
+      checked.search = shape_free;
+      host::check_auto_compress_options(checked);
+    }
   }
   LITHE_CHECK(std::isfinite(sensitivity_threshold) && sensitivity_threshold >= 0,
               sdk::Errc::kInvalidConfig, "--sensitivity-threshold must be >= 0, got ",
@@ -273,13 +320,19 @@ int run_search(const std::vector<std::string>& args) {
   LITHE_CHECK(!sensitivity_path.empty() || given["sensitivity-threshold"].defaulted(),
               sdk::Errc::kInvalidConfig,
               "--sensitivity-threshold has no effect without --sensitivity");
-  LITHE_CHECK(sensitivity_path.empty() || options.strategy == host::SearchStrategy::kRandom ||
-                  options.strategy == host::SearchStrategy::kAnnealing,
+  LITHE_CHECK(sensitivity_path.empty() ||
+                  (!rounds && (options.strategy == host::SearchStrategy::kRandom ||
+                               options.strategy == host::SearchStrategy::kAnnealing)),
               sdk::Errc::kInvalidConfig, "--sensitivity is for --strategy random or annealing, "
               "not ", strategy);
   std::vector<host::NamedPath> outputs = {
       {"--output", output_path}, {"--state", state_path}, {"--report", report_path}};
   outputs.insert(outputs.end(), quantized_outputs.begin(), quantized_outputs.end());
+  if (rounds) {
+    const std::vector<host::NamedPath> models =
+        auto_compress_round_outputs(state_path, auto_compress.rounds);
+    outputs.insert(outputs.end(), models.begin(), models.end());
+  }
   host::check_output_paths({{"--model", model_path},
                             {"--sensitivity", sensitivity_path},
                             {"--data", data},
@@ -365,8 +418,100 @@ int run_search(const std::vector<std::string>& args) {
   if (!teacher_path.empty()) {
     data_description += ", teacher " + host::content_digest(host::read_file(teacher_path));
   }
-  const json fingerprint = host::search_fingerprint(
-      options, host::content_digest(host::read_file(model_path)), data_description);
+  const std::string model_digest = host::content_digest(host::read_file(model_path));
+
+  // The chosen model: the final fine-tune, the floor, the staged output, the quantization
+  // (from the staged file: a failing quantization leaves every output untouched), the commit.
+  std::optional<host::CompressionRequest> quantize_request;
+  std::optional<host::CompressionResult> quantized;
+  const auto finish = [&](torch::jit::Module chosen, const std::string& what) {
+    const std::unique_ptr<host::Model> chosen_model = host::make_torchscript_model(chosen);
+    if (epochs > 0) {
+      host::TrainOptions tune = options.train;
+      tune.epochs = epochs;
+      (void)host::train(*chosen_model, train_data, nullptr, tune);
+    }
+    chosen_model->train(false);
+    const host::EvalResult accuracy =
+        host::evaluate(*chosen_model, test, options.train.eval_batch_size);
+    LITHE_CHECK(!floor_given || accuracy.accuracy >= metric_floor, sdk::Errc::kInvalidConfig,
+                what, " reaches accuracy ", accuracy.accuracy, " on ", accuracy.samples,
+                " test samples, below --metric-floor ", metric_floor,
+                "; no model written (try more --trials, --trial-epochs or --epochs, or a "
+                "larger budget)");
+    output.write(chosen_model->serialize());
+    if (!quantization.config_path.empty()) {
+      quantize_request = search_quantization_request(
+          quantization, output.temp_path().string(), data, test_path, options.train);
+      quantized = host::run_compression(*quantize_request, registry);
+    }
+    output.commit();
+    return accuracy;
+  };
+  const auto print_quantized = [&] {
+    if (quantized) {
+      std::printf("\nthe best model quantized by %s:\n", quantization.config.algorithm.c_str());
+      print_compress_result(*quantize_request, *quantized, "", false);
+    }
+  };
+
+  if (rounds) {
+    const auto start = std::chrono::steady_clock::now();
+    const host::AutoCompressResult result = run_search_auto_compress(
+        dense, registry, auto_compress, search_data, state_path,
+        host::auto_compress_fingerprint(auto_compress, model_digest, data_description));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (report) {
+      report->write(host::auto_compress_html(result, {model_path, algorithms, options.budget,
+                                                      strategy, seconds}));
+      report->commit();
+    }
+    const host::EvalResult final_accuracy = finish(
+        result.model, "the model of round " + std::to_string(result.rounds.size()));
+    const host::AutoCompressRound& last = result.rounds.back();
+    if (json_out) {
+      json out;
+      out["model"] = model_path;
+      out["algorithm"] = algorithms;
+      out["budget"] = options.budget.describe();
+      out["strategy"] = strategy;
+      out["dense"] = use_json(result.dense, result.dense);
+      out["dense"]["accuracy"] = result.dense_accuracy;
+      out["rounds"] = auto_compress_rounds_json(result);
+      out["best"] = {{"round", result.rounds.size()},
+                     {"use", use_json(last.use, result.dense)},
+                     {"accuracy", final_accuracy.accuracy},
+                     {"test_samples", final_accuracy.samples}};
+      if (quantized) {
+        out["quantized"] = compress_result_json(*quantize_request, *quantized);
+      }
+      out["output"] = output_path;
+      out["state"] = state_path;
+      out["seconds"] = seconds;
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    std::printf("auto_compress: %zu rounds\n", result.rounds.size());
+    for (size_t r = 0; r < result.rounds.size(); ++r) {
+      const host::AutoCompressRound& round = result.rounds[r];
+      std::printf("  round %zu (%s): FLOPs %.4fx, params %.4fx, latency %.4fx, accuracy %.4f\n",
+                  r + 1, round.budget.describe().c_str(),
+                  round.use.ratio(host::ResourceKind::kFlops, result.dense),
+                  round.use.ratio(host::ResourceKind::kParams, result.dense),
+                  round.use.ratio(host::ResourceKind::kLatency, result.dense), round.accuracy);
+    }
+    std::printf("  accuracy %.4f on %lld test samples (dense %.4f on %lld)\n",
+                final_accuracy.accuracy, static_cast<long long>(final_accuracy.samples),
+                result.dense_accuracy, static_cast<long long>(trial_test.size()));
+    std::printf("wrote %s\n", output_path.c_str());
+    if (report) {
+      std::printf("wrote %s\n", report_path.c_str());
+    }
+    print_quantized();
+    return 0;
+  }
+  const json fingerprint = host::search_fingerprint(options, model_digest, data_description);
   std::optional<host::SearchResult> resumed;
   std::error_code ec;
   if (fs::exists(state_path, ec)) {
@@ -448,35 +593,11 @@ int run_search(const std::vector<std::string>& args) {
               " (nothing written but the state", report ? " and the report" : "", ")");
   const host::SearchTrial& best = result.trials[*result.best];
 
-  // The best model again (pruning, speedup and trial fine-tuning are deterministic), then the
-  // final fine-tune, evaluated on the whole test set.
-  torch::jit::Module chosen = host::build_search_candidate(
-      dense, registry, options, result.layers, best.sparsities, search_data, best.algorithm);
-  const std::unique_ptr<host::Model> chosen_model = host::make_torchscript_model(chosen);
-  if (epochs > 0) {
-    host::TrainOptions tune = options.train;
-    tune.epochs = epochs;
-    (void)host::train(*chosen_model, train_data, nullptr, tune);
-  }
-  chosen_model->train(false);
+  // The best model again (pruning, speedup and trial fine-tuning are deterministic).
   const host::EvalResult final_accuracy =
-      host::evaluate(*chosen_model, test, options.train.eval_batch_size);
-  LITHE_CHECK(!floor_given || final_accuracy.accuracy >= metric_floor, sdk::Errc::kInvalidConfig,
-              "the best model (trial ", best.index, ") reaches accuracy ",
-              final_accuracy.accuracy, " on ", final_accuracy.samples,
-              " test samples, below --metric-floor ", metric_floor,
-              "; no model written (try more --trials, --trial-epochs or --epochs, or a larger "
-              "budget)");
-  output.write(chosen_model->serialize());
-  // Quantized from the staged file: a failing quantization leaves every output untouched.
-  std::optional<host::CompressionRequest> quantize_request;
-  std::optional<host::CompressionResult> quantized;
-  if (!quantization.config_path.empty()) {
-    quantize_request = search_quantization_request(
-        quantization, output.temp_path().string(), data, test_path, options.train);
-    quantized = host::run_compression(*quantize_request, registry);
-  }
-  output.commit();
+      finish(host::build_search_candidate(dense, registry, options, result.layers,
+                                          best.sparsities, search_data, best.algorithm),
+             "the best model (trial " + std::to_string(best.index) + ")");
 
   if (json_out) {
     json out;
@@ -485,20 +606,20 @@ int run_search(const std::vector<std::string>& args) {
     out["budget"] = options.budget.describe();
     out["strategy"] = strategy;
     out["layers"] = result.layers;
-    out["dense"] = use_json(result.dense, result);
+    out["dense"] = use_json(result.dense, result.dense);
     out["dense"]["accuracy"] = result.dense_accuracy;
     out["trials"] = json::array();
     for (const host::SearchTrial& t : result.trials) {
       json trial = {{"index", t.index}, {"origin", t.origin},
                     {"algorithm", t.algorithm},
                     {"feasible", t.feasible},
-                    {"sparsities", t.sparsities}, {"use", use_json(t.use, result)}};
+                    {"sparsities", t.sparsities}, {"use", use_json(t.use, result.dense)}};
       trial["accuracy"] = t.accuracy ? json(*t.accuracy) : json(nullptr);
       out["trials"].push_back(std::move(trial));
     }
     out["best"] = {{"trial", best.index},
                    {"sparsities", best.sparsities},
-                   {"use", use_json(best.use, result)},
+                   {"use", use_json(best.use, result.dense)},
                    {"trial_accuracy", *best.accuracy},
                    {"accuracy", final_accuracy.accuracy},
                    {"test_samples", final_accuracy.samples}};
@@ -530,10 +651,7 @@ int run_search(const std::vector<std::string>& args) {
   if (report) {
     std::printf("wrote %s\n", report_path.c_str());
   }
-  if (quantized) {
-    std::printf("\nthe best model quantized by %s:\n", quantization.config.algorithm.c_str());
-    print_compress_result(*quantize_request, *quantized, "", false);
-  }
+  print_quantized();
   return 0;
 }
 

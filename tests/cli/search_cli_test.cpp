@@ -16,7 +16,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -188,6 +190,62 @@ TEST_F(SearchCliTest, SeveralPrunersAreTriedAndEachTrialNamesItsOwn) {
   EXPECT_NE(none.exit_code, 0);
   EXPECT_THAT(none.out, HasSubstr("--algorithm: no pruner in ','"));
   EXPECT_FALSE(fs::exists(out / "b2.pt"));
+}
+
+// AutoCompress: rounds of search, ADMM and speedup to the budget. The state keeps each round's
+// model beside it; a run started again reads them instead of running the rounds again, and
+// refuses a round model that is not the one the state recorded.
+TEST_F(SearchCliTest, AutoCompressShrinksInRoundsAndResumesFromItsRoundModels) {
+  const fs::path out = scratch_dir("cli_search_auto_compress");
+  const std::string args = search_args(
+      "--flops-budget 0.5x --strategy auto_compress --rounds 2 --trials 2 --eval-samples 200 "
+      "--admm-options '{\"num_iterations\": 2, \"training_epochs\": 1}' --json");
+  const CliRun run = run_lithe(args + " --report " + (out / "r.html").string() + " --output " +
+                               (out / "best.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("round 1/2 searches 2 trials for flops "));
+  EXPECT_THAT(run.out, HasSubstr("round 2/2 done (ADMM, speedup)"));
+  const nlohmann::json result = json_of(run);
+  ASSERT_EQ(result["rounds"].size(), 2U);
+  EXPECT_LE(result["rounds"][0]["use"]["flops_ratio"].get<double>(), std::sqrt(0.5));
+  EXPECT_LE(result["best"]["use"]["flops_ratio"].get<double>(), 0.5);
+  EXPECT_LT(result["rounds"][1]["use"]["flops"].get<int64_t>(),
+            result["rounds"][0]["use"]["flops"].get<int64_t>());
+  const CliRun flops = run_lithe("flops --json --input-shape 1,1,28,28 --model " +
+                                 (out / "best.pt").string());
+  ASSERT_EQ(flops.exit_code, 0) << flops.out;
+  EXPECT_EQ(nlohmann::json::parse(flops.out)["total_flops"], result["best"]["use"]["flops"]);
+  const std::string state = (out / "best.pt").string() + ".search-state.json";
+  EXPECT_TRUE(fs::exists(state + ".round-1.pt"));
+  EXPECT_TRUE(fs::exists(state + ".round-2.pt"));
+  EXPECT_THAT(read_text(out / "r.html"), HasSubstr("<h2>Round 2</h2>"));
+
+  // Started again: both rounds come from the state, the model is the same tensor for tensor.
+  const CliRun again = run_lithe(args + " --output " + (out / "again.pt").string() +
+                                 " --state " + state);
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_THAT(again.out, HasSubstr("resuming auto_compress from " + state + ": 2 of 2 rounds"));
+  EXPECT_THAT(again.out, ::testing::Not(HasSubstr("round 1/2 searches")));
+  EXPECT_EQ(json_of(again)["rounds"], result["rounds"]);
+  auto a = torch::jit::load((out / "best.pt").string());
+  auto b = torch::jit::load((out / "again.pt").string());
+  const auto pa = a.named_parameters();
+  auto pb = b.named_parameters().begin();
+  for (const auto& p : pa) {
+    EXPECT_TRUE(at::equal(p.value, (*pb).value)) << p.name;
+    ++pb;
+  }
+
+  // A round model replaced: refused by its digest, nothing written.
+  fs::copy_file(state + ".round-1.pt", state + ".round-2.pt",
+                fs::copy_options::overwrite_existing);
+  const std::string before = read_text(out / "again.pt");
+  const CliRun tampered = run_lithe(args + " --output " + (out / "again.pt").string() +
+                                    " --state " + state);
+  EXPECT_NE(tampered.exit_code, 0);
+  EXPECT_THAT(tampered.out, HasSubstr(state + ".round-2.pt: the model of round 2 has digest"));
+  EXPECT_EQ(std::count(tampered.out.begin(), tampered.out.end(), '\n'), 1) << tampered.out;
+  EXPECT_EQ(read_text(out / "again.pt"), before);
 }
 
 // A sensitivity table from `lithe sensitivity --csv` seeds trial 1 with what each layer
@@ -419,7 +477,14 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       {"--latency-budget 3" + output, "--latency-budget: a latency budget is a share"},
       {"--flops-budget 0.5x --trials 0" + output, "--trials must be in [1, 100000], got 0"},
       {"--flops-budget 0.5x --strategy grid" + output,
-       "--strategy: the strategy must be random, annealing, netadapt or amc, got 'grid'"},
+       "--strategy: the strategy must be random, annealing, netadapt, amc or auto_compress, "
+       "got 'grid'"},
+      {"--flops-budget 0.5x --rounds 2" + output,
+       "--rounds is for --strategy auto_compress, not annealing"},
+      {"--flops-budget 0.5x --strategy auto_compress --rounds 0" + output,
+       "--rounds must be >= 1, got 0"},
+      {"--flops-budget 0.5x --strategy auto_compress --admm-options '[1]'" + output,
+       "--admm-options must be a JSON object (num_iterations, training_epochs, row), got '[1]'"},
       {"--flops-budget 0.5x --metric-floor 2" + output,
        "--metric-floor is a top-1 accuracy in [0, 1], got 2"},
       {"--flops-budget 0.5x --lr 0.1" + output,

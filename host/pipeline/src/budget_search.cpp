@@ -18,6 +18,7 @@
 #include "ddpg_agent.h"
 #include "lithe/host/graph/flops_counter.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/model/trainable_clone.h"
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/speedup/speedup.h"
@@ -120,17 +121,6 @@ std::vector<double> propose(const SearchOptions& options, int64_t index, size_t 
   return normalised(shares);
 }
 
-nlohmann::json config_list_for(const std::vector<std::string>& layers,
-                               const std::vector<double>& sparsities) {
-  nlohmann::json list = nlohmann::json::array();
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (sparsities[i] > 0) {
-      list.push_back({{"sparsity", sparsities[i]}, {"op_names", {layers[i]}}});
-    }
-  }
-  return list;
-}
-
 // Pruned by the algorithm and sped up; no fine-tuning.
 torch::jit::Module pruned_and_sped_up(const torch::jit::Module& dense,
                                       const PluginRegistry& registry,
@@ -138,9 +128,9 @@ torch::jit::Module pruned_and_sped_up(const torch::jit::Module& dense,
                                       const std::string& algorithm,
                                       const std::vector<std::string>& layers,
                                       const std::vector<double>& sparsities) {
-  const nlohmann::json list = config_list_for(layers, sparsities);
+  const nlohmann::json list = search_config_list(layers, sparsities);
   if (list.empty()) {
-    torch::jit::Module copy = dense.clone();
+    torch::jit::Module copy = trainable_clone(dense);  // adapt() may fine-tune it
     copy.eval();
     return copy;
   }
@@ -185,6 +175,17 @@ double accuracy_of(torch::jit::Module& module, const SearchOptions& options,
 }
 
 }  // namespace
+
+nlohmann::json search_config_list(const std::vector<std::string>& layers,
+                                  const std::vector<double>& sparsities) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (sparsities[i] > 0) {
+      list.push_back({{"sparsity", sparsities[i]}, {"op_names", {layers[i]}}});
+    }
+  }
+  return list;
+}
 
 const char* search_strategy_name(SearchStrategy strategy) {
   switch (strategy) {

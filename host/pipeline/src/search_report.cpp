@@ -71,10 +71,9 @@ ChartSpec accuracy_chart(const SearchResult& result, ResourceKind kind, const st
   return chart;
 }
 
-}  // namespace
-
-std::string search_html(const SearchResult& result, const SearchReportInfo& info) {
-  std::string body = "<h1>Search to a measured budget</h1>\n<p>Model <code>" +
+// The dense model, the chosen trial, both charts and the table of trials.
+std::string search_section(const SearchResult& result, const SearchReportInfo& info) {
+  std::string body = "<p>Model <code>" +
                      xml_escape(info.model) + "</code>, pruner <code>" +
                      xml_escape(info.algorithm) + "</code>, budget <b>" +
                      xml_escape(info.budget.describe()) + "</b>, strategy " +
@@ -124,7 +123,47 @@ std::string search_html(const SearchResult& result, const SearchReportInfo& info
             sparsities + "</td></tr>\n";
   }
   body += "</table>\n";
-  return html_page("Search: " + info.model, body);
+  return body;
+}
+
+}  // namespace
+
+std::string search_html(const SearchResult& result, const SearchReportInfo& info) {
+  return html_page("Search: " + info.model,
+                   "<h1>Search to a measured budget</h1>\n" + search_section(result, info));
+}
+
+std::string auto_compress_html(const AutoCompressResult& result, const SearchReportInfo& info) {
+  std::string body =
+      "<h1>AutoCompress to a measured budget</h1>\n<p>Model <code>" + xml_escape(info.model) +
+      "</code>, base pruner <code>" + xml_escape(info.algorithm) + "</code> (ADMM's base_algo), "
+      "budget <b>" + xml_escape(info.budget.describe()) + "</b>, " +
+      std::to_string(result.rounds.size()) + " rounds (" + fixed(info.seconds, 1) +
+      " s in this run). Dense model: " + std::to_string(result.dense.flops) + " FLOPs, " +
+      std::to_string(result.dense.params) + " parameters, accuracy " +
+      shortest_decimal(result.dense_accuracy) + ".</p>\n<table>\n<caption>Rounds: each searched "
+      "per-layer sparsities for its budget, trained toward them with ADMM and sped up"
+      "</caption>\n<tr><th>round</th><th>budget</th><th>FLOPs</th><th>params</th><th>latency"
+      "</th><th>accuracy</th></tr>\n";
+  for (size_t i = 0; i < result.rounds.size(); ++i) {
+    const AutoCompressRound& r = result.rounds[i];
+    body += "<tr><td>" + std::to_string(i + 1) + "</td><td>" + xml_escape(r.budget.describe()) +
+            "</td><td>" + fixed(r.use.ratio(ResourceKind::kFlops, result.dense), 4) +
+            "x</td><td>" + fixed(r.use.ratio(ResourceKind::kParams, result.dense), 4) +
+            "x</td><td>" + fixed(r.use.ratio(ResourceKind::kLatency, result.dense), 4) +
+            "x</td><td>" + shortest_decimal(r.accuracy) + "</td></tr>\n";
+  }
+  body += "</table>\n";
+  for (size_t i = 0; i < result.rounds.size(); ++i) {
+    SearchReportInfo round = info;
+    round.model = i == 0 ? info.model : "the model of round " + std::to_string(i);
+    round.budget = result.rounds[i].budget;
+    round.seconds = 0;
+    body += "<h2>Round " + std::to_string(i + 1) + "</h2>\n<p>FLOPs and parameters against the "
+            "model the round started from; latency against the dense model.</p>\n" +
+            search_section(result.rounds[i].search, round);
+  }
+  return html_page("AutoCompress: " + info.model, body);
 }
 
 }  // namespace lithe::host

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "lithe/host/pipeline/resource_budget.h"
 #include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/host/train/dataset.h"
@@ -169,6 +171,11 @@ SearchResult run_budget_search(const torch::jit::Module& dense, const PluginRegi
                                const SearchOptions& options, const SearchData& data,
                                const SearchResult* resumed = nullptr,
                                const SearchProgress& on_progress = {});
+
+/// The config_list of a candidate: one entry per layer with a sparsity > 0
+/// ({"sparsity": s, "op_names": [layer]}); layers at 0 are left out.
+nlohmann::json search_config_list(const std::vector<std::string>& layers,
+                                  const std::vector<double>& sparsities);
 
 /// The sped-up model of `sparsities` (one per layer of `layers`): pruned by `algorithm` (empty:
 /// options.algorithm; a trial's SearchTrial::algorithm), sped

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "lithe/host/pipeline/auto_compress.h"
 #include "lithe/host/pipeline/budget_search.h"
 
 namespace lithe::host {
@@ -24,5 +25,9 @@ struct SearchReportInfo {
 /// resource ratio, `data-y` the accuracy, exact; the tooltip names the trial), "Pareto front"
 /// and "dense" (1, the dense accuracy); the chosen trial is highlighted in "trials".
 std::string search_html(const SearchResult& result, const SearchReportInfo& info);
+
+/// AutoCompress's page: the rounds (budget, use against the dense model, accuracy), then each
+/// round's search as search_html shows it (`info.seconds`: the whole run's).
+std::string auto_compress_html(const AutoCompressResult& result, const SearchReportInfo& info);
 
 }  // namespace lithe::host
