@@ -13,7 +13,9 @@
             timed in a fresh process: --latency-budget 0.5x, then --flops-budget 0.5x, then
             NetAdapt at --flops-budget 0.5x (rounds of 0.1, at most 60 trials), then AMC at
             --flops-budget 0.5x (24 trials, 8 of them warm-up), then the uniform arm
-            (--flops-budget 0.5x --trials 1: trial 0 alone)
+            (--flops-budget 0.5x --trials 1: trial 0 alone), then AutoCompress at
+            --flops-budget 0.5x (3 rounds of 4 trials, ADMM 2 iterations of 1 epoch per round)
+            and uniform_long, the uniform arm fine-tuned as many epochs in all (7)
   check     a fresh `lithe latency` process times the dense model and the three results
             alternately (batch 16, 2 threads, 300 rounds, medians): the latency-budget model's
             ratio to the dense model must be within +-7% of 0.5; FLOPs ratios from `lithe flops`;
@@ -21,6 +23,7 @@
             evaluated on the test set
 
 Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
+           [--trial-epochs N] [--arms latency,flops,netadapt,amc,uniform,auto_compress,...]
 """
 import argparse
 import json
@@ -118,7 +121,8 @@ def main():
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--trial-epochs", type=int, default=0,
                         help="fine-tune every trial this many epochs before scoring it (every arm)")
-    parser.add_argument("--arms", default="latency,flops,netadapt,amc,uniform",
+    parser.add_argument("--arms", default="latency,flops,netadapt,amc,uniform,auto_compress,"
+                        "uniform_long",
                         help="which searches to run (uniform is always run: the baseline)")
     args = parser.parse_args()
     work = pathlib.Path(args.work)
@@ -141,7 +145,13 @@ def main():
             ("flops", ["--flops-budget", "0.5x"], args.trials),
             ("netadapt", ["--flops-budget", "0.5x", "--strategy", "netadapt"], 60),
             ("amc", ["--flops-budget", "0.5x", "--strategy", "amc"], 24),
-            ("uniform", ["--flops-budget", "0.5x"], 1))
+            ("uniform", ["--flops-budget", "0.5x"], 1),
+            # AutoCompress trains with ADMM in every round (3 rounds x 2 iterations x 1 epoch):
+            # uniform_long is the uniform arm with as many epochs of fine-tuning in all.
+            ("auto_compress", ["--flops-budget", "0.5x", "--strategy", "auto_compress",
+                               "--rounds", "3", "--admm-options",
+                               '{"num_iterations": 2, "training_epochs": 1}'], 4),
+            ("uniform_long", ["--flops-budget", "0.5x"], 1))
     chosen = set(args.arms.split(",")) | {"uniform"}
     arms = tuple(arm for arm in arms if arm[0] in chosen)
     for name, budget, trials in arms:
@@ -155,11 +165,12 @@ def main():
                      "--recalibrate-bn", "20", "--trial-epochs", str(args.trial_epochs),
                      "--latency-runs", "20", "--bisection-steps", "10",
                      "--data", str(work / "tune.pt"), "--test-data", str(work / "val.pt"),
-                     "--epochs", "1", "--lr", "0.01", "--output", str(output),
+                     "--epochs", "7" if name == "uniform_long" else "1", "--lr", "0.01",
+                     "--output", str(output),
                      "--state", str(state), "--report", str(work / f"{name}.html"), "--json")
         seconds = time.perf_counter() - start
         summary = json.loads(done.stdout[done.stdout.index("{"):])
-        uniform = summary["trials"][0]
+        uniform = summary["trials"][0] if "trials" in summary else {"accuracy": None}
         results[name] = {"summary": summary, "seconds": seconds, "output": output,
                          "uniform_val": uniform["accuracy"]}
 
@@ -178,14 +189,19 @@ def main():
         r = results[name]
         best = r["summary"]["best"]
         flops_ratio = flops_of(r["output"]) / dense_flops
+        # The best trial's score; AutoCompress: its last round's, before the final fine-tune.
+        rounds = r["summary"].get("rounds")
+        scored = rounds[-1]["accuracy"] if rounds else best["trial_accuracy"]
         fresh_ratio = ms / dense_ms
         tests[name] = eval_accuracy(r["output"], FASHION)
         label = {"latency": "--latency-budget 0.5x", "flops": "--flops-budget 0.5x",
                  "netadapt": "--flops-budget 0.5x netadapt",
                  "amc": "--flops-budget 0.5x amc",
-                 "uniform": "--flops-budget 0.5x --trials 1"}[name]
+                 "uniform": "--flops-budget 0.5x --trials 1",
+                 "auto_compress": "--flops-budget 0.5x auto_compress",
+                 "uniform_long": "uniform, 7 epochs"}[name]
         print(f"{label:<30} {flops_ratio:>7.4f} {best['use']['latency_ratio']:>17.4f} "
-              f"{fresh_ratio:>16.4f} {best['trial_accuracy']:>9.4f} "
+              f"{fresh_ratio:>16.4f} {scored:>9.4f} "
               f"{r['uniform_val'] or 0:>12.4f} {tests[name]:>7.4f} {r['seconds']:>5.0f}s")
         if name == "latency":
             off = fresh_ratio / 0.5 - 1
@@ -196,6 +212,10 @@ def main():
             verdicts.append(f"FLOPs budget: FLOPs {flops_ratio:.4f}x but latency "
                             f"{fresh_ratio:.4f}x; FLOPs overstate the speedup by "
                             f"{100 * (fresh_ratio - flops_ratio) / fresh_ratio:.1f}%")
+    if "auto_compress" in tests and "uniform_long" in tests:
+        gain = 100 * (tests["auto_compress"] - tests["uniform_long"])
+        verdicts.append(f"FLOPs 0.5x: auto_compress {tests['auto_compress']:.4f} vs uniform "
+                        f"with as much training {tests['uniform_long']:.4f}: {gain:+.2f} pt")
     for arm in (a for a in ("flops", "netadapt", "amc") if a in tests):
         gain = 100 * (tests[arm] - tests["uniform"])
         verdicts.append(f"FLOPs 0.5x: {'annealing' if arm == 'flops' else arm} "

@@ -238,9 +238,9 @@ int run_search(const std::vector<std::string>& args) {
   LITHE_CHECK(budgets == 1, sdk::Errc::kInvalidConfig,
               "give exactly one of --flops-budget, --params-budget and --latency-budget, got ",
               budgets);
-  const bool rounds = strategy == "auto_compress";
+  const bool auto_compressing = strategy == "auto_compress";
   try {  // auto_compress is the CLI's: rounds of the pipeline's annealing search
-    options.strategy = rounds ? host::SearchStrategy::kAnnealing
+    options.strategy = auto_compressing ? host::SearchStrategy::kAnnealing
                               : host::parse_search_strategy(strategy, "--strategy");
   } catch (const sdk::Error&) {
     throw sdk::Error(sdk::Errc::kInvalidConfig,
@@ -248,7 +248,7 @@ int run_search(const std::vector<std::string>& args) {
                      "auto_compress, got '" + strategy + "'");
   }
   for (const char* option : {"rounds", "admm-options"}) {
-    LITHE_CHECK(rounds || given.count(option) == 0 || given[option].defaulted(),
+    LITHE_CHECK(auto_compressing || given.count(option) == 0 || given[option].defaulted(),
                 sdk::Errc::kInvalidConfig, "--", option,
                 " is for --strategy auto_compress, not ", strategy);
   }
@@ -280,8 +280,8 @@ int run_search(const std::vector<std::string>& args) {
                    .is_discarded(),
               sdk::Errc::kInvalidConfig, "--options is not valid JSON: '",
               options.algorithm_options_json, "'");
-  const bool trains =
-      rounds || options.trial_epochs > 0 || epochs > 0 || options.recalibrate_bn_batches > 0;
+  const bool trains = auto_compressing || options.trial_epochs > 0 || epochs > 0 ||
+                      options.recalibrate_bn_batches > 0;
   const std::vector<host::NamedPath> quantized_outputs =
       check_search_quantization(quantization, given, output_path);
   for (const std::string& name : training_option_names()) {
@@ -308,7 +308,7 @@ int run_search(const std::vector<std::string>& args) {
       shape_free.latency.input_shape = {1};
     }
     host::check_search_options(shape_free);
-    if (rounds) {
+    if (auto_compressing) {
       host::AutoCompressOptions checked = auto_compress;
       checked.search = shape_free;
       host::check_auto_compress_options(checked);
@@ -321,14 +321,14 @@ int run_search(const std::vector<std::string>& args) {
               sdk::Errc::kInvalidConfig,
               "--sensitivity-threshold has no effect without --sensitivity");
   LITHE_CHECK(sensitivity_path.empty() ||
-                  (!rounds && (options.strategy == host::SearchStrategy::kRandom ||
+                  (!auto_compressing && (options.strategy == host::SearchStrategy::kRandom ||
                                options.strategy == host::SearchStrategy::kAnnealing)),
               sdk::Errc::kInvalidConfig, "--sensitivity is for --strategy random or annealing, "
               "not ", strategy);
   std::vector<host::NamedPath> outputs = {
       {"--output", output_path}, {"--state", state_path}, {"--report", report_path}};
   outputs.insert(outputs.end(), quantized_outputs.begin(), quantized_outputs.end());
-  if (rounds) {
+  if (auto_compressing) {
     const std::vector<host::NamedPath> models =
         auto_compress_round_outputs(state_path, auto_compress.rounds);
     outputs.insert(outputs.end(), models.begin(), models.end());
@@ -455,7 +455,7 @@ int run_search(const std::vector<std::string>& args) {
     }
   };
 
-  if (rounds) {
+  if (auto_compressing) {
     const auto start = std::chrono::steady_clock::now();
     const host::AutoCompressResult result = run_search_auto_compress(
         dense, registry, auto_compress, search_data, state_path,

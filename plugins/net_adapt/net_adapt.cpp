@@ -18,14 +18,16 @@
 // related(layer) = its weight count × (1 − the previous layer's sparsity, if pruned) + the
 // weights the next layer keeps: what one layer's channels touch in a chain.
 //
+// As NNI's, "total weights" counts every Conv2d and Linear module of the model, and the previous
+// and next layers are the model's Conv2d/Linear modules in named_modules order, compressed or
+// not (SDK 1.9 weighted_modules). A host that does not list them (a test double, an SDK 1.8
+// host) leaves the compressed layers alone to count, with a warning; that agrees with NNI when
+// every Conv2d/Linear module is compressed.
+//
 // Everything runs when the session attaches (compress()), through SDK 1.7's fine_tune and
 // evaluate and SDK 1.8's snapshots.
 //
 // Departures from NNI:
-// - NNI's previous and next layers are the model's Conv2d/Linear modules in named_modules
-//   order, compressed or not; a plugin sees the compressed layers only, so Lithe's are the
-//   previous and next compressed layers. The two agree when every Conv2d/Linear module is
-//   compressed (level with op_types default; filter pruning of an all-convolution chain).
 // - When no layer can take a step, NNI halves the step but not delta, so it tries the same
 //   candidates again forever; Lithe halves both, and stops (keeping what it has, with a
 //   warning) once a step would prune less than one weight.
@@ -34,7 +36,10 @@
 
 #include <lithe/sdk.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -128,11 +133,7 @@ class NetAdaptPruner final : public sdk::Pruner {
                 fine_tune_epochs_, ") and the host cannot fine-tune (lithe compress: give "
                 "--data; C++: session.set_fine_tuner), or set short_term_fine_tune_epochs 0");
     sparsity_.assign(layers.size(), 0.0);
-    int64_t total = 0;
-    for (const sdk::LayerView* layer : layers) {
-      total += layer->weight().numel();
-    }
-    search(context, layers, target, total);
+    search(context, layers, target, read_chain(context, layers));
   }
 
   std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer) override {
@@ -155,14 +156,64 @@ class NetAdaptPruner final : public sdk::Pruner {
     return layer.masks().weight.sum().item<double>();
   }
 
-  // NNI's _calc_num_related_weights over the compressed layers (see the departures).
-  double related(const std::vector<sdk::LayerView*>& layers, size_t i) const {
-    double weights = static_cast<double>(layers[i]->weight().numel());
-    if (i > 0 && sparsity_[i - 1] > 0.0) {
-      weights *= 1.0 - sparsity_[i - 1];
+  // The modules NNI's arithmetic walks, in named_modules order: the model's weighted modules
+  // (SDK 1.9), or the compressed layers where the host does not list them. Returns the total
+  // weight count of the Conv2d and Linear modules among them.
+  int64_t read_chain(sdk::CompressionContext& context,
+                     const std::vector<sdk::LayerView*>& layers) {
+    chain_.clear();
+    std::map<std::string, int64_t> index;
+    for (const sdk::LayerView* layer : layers) {
+      index[layer->name()] = layer->index();
     }
-    if (i + 1 < layers.size()) {
-      weights += kept(*layers[i + 1]);
+    try {
+      for (const sdk::ModuleSummary& m : context.weighted_modules()) {
+        int64_t weights = 1;
+        for (const int64_t size : m.weight_shape) {
+          weights *= size;
+        }
+        const auto found = index.find(m.name);
+        chain_.push_back({m.name, m.type == "Conv2d" || m.type == "Linear", weights,
+                          found == index.end() ? -1 : found->second});
+      }
+    } catch (const sdk::Error& e) {
+      if (e.code() != sdk::Errc::kUnsupported) {
+        throw;
+      }
+      LITHE_LOG(kWarn, "net_adapt: ", e.what(), "; counting the compressed layers alone, "
+                "which agrees with NNI only when every Conv2d/Linear module is compressed");
+      chain_.clear();
+      for (const sdk::LayerView* layer : layers) {
+        chain_.push_back({layer->name(), true, layer->weight().numel(), layer->index()});
+      }
+    }
+    int64_t total = 0;
+    for (const Link& link : chain_) {
+      total += link.counted ? link.weights : 0;
+    }
+    return total;
+  }
+
+  // NNI's _calc_num_related_weights: the layer's weights, times (1 − the sparsity of the
+  // Conv2d/Linear module before it, when that one is pruned), plus the weights the
+  // Conv2d/Linear module after it keeps (all of them when it is not compressed).
+  double related(const std::vector<sdk::LayerView*>& layers, size_t i) const {
+    const auto at = std::find_if(chain_.begin(), chain_.end(), [&](const Link& link) {
+      return link.layer == static_cast<int64_t>(i);
+    });
+    LITHE_CHECK(at != chain_.end(), sdk::Errc::kInternal, "net_adapt: layer '",
+                layers[i]->name(), "' is not among the model's weighted modules");
+    double weights = static_cast<double>(layers[i]->weight().numel());
+    const auto before = std::find_if(std::make_reverse_iterator(at), chain_.rend(),
+                                     [](const Link& link) { return link.counted; });
+    if (before != chain_.rend() && before->layer >= 0 && sparsity_[before->layer] > 0.0) {
+      weights *= 1.0 - sparsity_[before->layer];
+    }
+    const auto after = std::find_if(std::next(at), chain_.end(),
+                                    [](const Link& link) { return link.counted; });
+    if (after != chain_.end()) {
+      weights += after->layer >= 0 ? kept(*layers[after->layer])
+                                   : static_cast<double>(after->weights);
     }
     return weights;
   }
@@ -245,6 +296,14 @@ class NetAdaptPruner final : public sdk::Pruner {
   int64_t fine_tune_epochs_;
   std::unique_ptr<sdk::WeightMasker> masker_;
   std::vector<double> sparsity_;  // per layer index: its sparsity so far (0: not pruned)
+  // One weighted module of the model, as NNI's arithmetic sees it.
+  struct Link {
+    std::string name;
+    bool counted;     // a Conv2d or Linear module: in the total, a previous or next layer
+    int64_t weights;  // its weight count
+    int64_t layer;    // its compressed layer's index, or -1
+  };
+  std::vector<Link> chain_;
   bool finished_ = false;
 };
 
@@ -253,7 +312,7 @@ class NetAdaptPruner final : public sdk::Pruner {
 void register_algorithms(sdk::Registry& registry) {
   registry.add_pruner({kAlgorithm, "NNI's NetAdaptPruner: one layer more pruned per step, the "
                                    "one whose fine-tuned candidate evaluates best (SDK 1.8 "
-                                   "snapshots)"},
+                                   "snapshots, SDK 1.9 weighted modules)"},
                       [](const sdk::Options& options, const sdk::Registry& algorithms) {
                         return std::make_unique<NetAdaptPruner>(options, algorithms);
                       });
@@ -263,4 +322,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::net_adapt
 
-LITHE_PLUGIN("net_adapt", "1.0.0", lithe::plugins::net_adapt::register_algorithms)
+LITHE_PLUGIN("net_adapt", "1.1.0", lithe::plugins::net_adapt::register_algorithms)

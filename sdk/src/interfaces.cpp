@@ -46,6 +46,11 @@ void CompressionContext::fine_tune(int64_t) { unsupported("fine-tuner"); }
 int64_t CompressionContext::save_snapshot() { unsupported("snapshots"); }
 void CompressionContext::restore_snapshot(int64_t) { unsupported("snapshots"); }
 void CompressionContext::release_snapshot(int64_t) { unsupported("snapshots"); }
+std::vector<ModuleSummary> CompressionContext::weighted_modules() {
+  throw Error(Errc::kUnsupported,
+              "this host does not list the model's weighted modules (SDK 1.9+; Lithe's host "
+              "does, a test double or an older host may not)");
+}
 
 Pruner::~Pruner() = default;
 void Pruner::attach(CompressionContext&) {}

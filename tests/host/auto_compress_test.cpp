@@ -20,8 +20,10 @@
 
 #include "lithe/host/graph/flops_counter.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/model/trainable_clone.h"
 #include "lithe/host/pipeline/auto_compress_state.h"
 #include "lithe/host/pipeline/search_report.h"
+#include "lithe/host/train/batchnorm_recalibration.h"
 #include "lithe/sdk/error.h"
 #include "plugins/admm/admm.h"
 #include "plugins/filter_norm/filter_norm.h"
@@ -244,6 +246,35 @@ TEST_F(AutoCompressTest, AStateFileOfAnotherRunOrMalformedIsNamed) {
               ThrowsMessage<sdk::Error>(HasSubstr("not a state of --strategy auto_compress")));
 }
 
+// A BatchNorm network: ADMM masks its trained weights in one shot, so each round's model gets
+// its statistics re-estimated (recalibrate_bn_batches) before it is scored and searched again:
+// re-estimating them once more changes nothing.
+TEST_F(AutoCompressTest, EachRoundsBatchNormStatisticsAreReestimated) {
+  const torch::jit::Module resblock =
+      load_torchscript_module(test::source_dir() / "tests/data/nni/models/resblock.pt");
+  Dataset data;
+  data.images = at::randn({64, 3, 16, 16}, at::detail::createCPUGenerator(1));
+  data.labels = at::randint(0, 10, {64}, at::detail::createCPUGenerator(2), at::kLong);
+  AutoCompressOptions options = lenet_options();
+  options.search.latency.input_shape = {1, 3, 16, 16};
+  options.search.budget = parse_resource_budget(ResourceKind::kFlops, "0.6x", "--flops-budget");
+  options.search.recalibrate_bn_batches = 2;
+  options.search.train.batch_size = 16;
+  options.rounds = 1;
+  const AutoCompressResult result =
+      run_auto_compress(resblock, admm_registry(), options, {&data, &data});
+  ASSERT_EQ(result.rounds.size(), 1U);
+  EXPECT_LE(result.rounds[0].use.ratio(ResourceKind::kFlops, result.dense), 0.6);
+  torch::jit::Module again = trainable_clone(result.model);
+  const std::unique_ptr<Model> model = make_torchscript_model(again);
+  (void)recalibrate_batchnorm(*model, data, 2, 16);
+  const auto mean = [](const torch::jit::Module& m) {
+    return m.attr("bn1").toModule().attr("running_mean").toTensor();
+  };
+  EXPECT_TRUE(at::equal(mean(again), mean(result.model)));
+  EXPECT_EQ(evaluate(*model, data).accuracy, result.rounds[0].accuracy);
+}
+
 TEST(AutoCompressBudgetTest, EveryRoundRemovesTheSameShareOfWhatIsLeft) {
   ResourceUse dense;
   dense.flops = 1000;
@@ -290,6 +321,16 @@ TEST_F(AutoCompressTest, BadOptionsAreNamed) {
   o = lenet_options();
   o.search.budget = parse_resource_budget(ResourceKind::kFlops, "10", "--flops-budget");
   refused(o, data(), "auto_compress round 1 of 2: no trial of 3 fits the round's budget");
+
+  // A resume that cannot be continued.
+  AutoCompressResume resume;
+  resume.rounds.resize(1);
+  EXPECT_THAT([&] { run_auto_compress(dense_, admm_registry(), lenet_options(), data(), &resume); },
+              ThrowsMessage<sdk::Error>(HasSubstr("after 1 rounds needs the model they left")));
+  resume.rounds.resize(3);
+  resume.model = dense_.clone();
+  EXPECT_THAT([&] { run_auto_compress(dense_, admm_registry(), lenet_options(), data(), &resume); },
+              ThrowsMessage<sdk::Error>(HasSubstr("ran 3 rounds; --rounds is 2")));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/speedup/speedup.h"
+#include "lithe/host/train/batchnorm_recalibration.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -85,6 +86,13 @@ torch::jit::Module admm_round(const torch::jit::Module& start, const PluginRegis
   const at::Tensor input = at::zeros(options.search.latency.input_shape);
   SpeedupResult sped = speedup_model(copy, session.masks(), input, where + "'s ADMM masks");
   torch::jit::Module out = *sped.module;
+  if (options.search.recalibrate_bn_batches > 0) {
+    // ADMM's last step masks the trained weights in one shot: the BatchNorm statistics are
+    // still the unmasked model's, and the next round's search scores from this model.
+    const std::unique_ptr<Model> sped_model = make_torchscript_model(out);
+    (void)recalibrate_batchnorm(*sped_model, *data.train, options.search.recalibrate_bn_batches,
+                                options.search.train.batch_size);
+  }
   out.eval();
   return out;
 }
@@ -152,10 +160,10 @@ AutoCompressResult run_auto_compress(const torch::jit::Module& dense,
   reference.eval();
 
   AutoCompressResult result;
-  if (resumed != nullptr && !resumed->rounds.empty()) {
-    LITHE_CHECK(resumed->model.has_value(), sdk::Errc::kInvalidConfig,
-                "resuming auto_compress after ", resumed->rounds.size(),
-                " rounds needs the model they left");
+  if (resumed != nullptr) {  // the dense measurements as recorded: the rounds' budgets follow
+    LITHE_CHECK(resumed->rounds.empty() || resumed->model.has_value(),
+                sdk::Errc::kInvalidConfig, "resuming auto_compress after ",
+                resumed->rounds.size(), " rounds needs the model they left");
     LITHE_CHECK(static_cast<int64_t>(resumed->rounds.size()) <= options.rounds,
                 sdk::Errc::kInvalidConfig, "the resumed auto_compress ran ",
                 resumed->rounds.size(), " rounds; --rounds is ", options.rounds);
@@ -166,7 +174,9 @@ AutoCompressResult run_auto_compress(const torch::jit::Module& dense,
       result.rounds[i].budget = auto_compress_round_budget(
           options.search.budget, result.dense, static_cast<int64_t>(i) + 1, options.rounds);
     }
-    result.model = trainable_clone(*resumed->model);  // `lithe search --epochs` trains it
+    // `lithe search --epochs` trains the result.
+    result.model = trainable_clone(result.rounds.empty() ? dense : *resumed->model);
+    result.model.eval();
   } else {
     result.model = trainable_clone(dense);
     result.model.eval();

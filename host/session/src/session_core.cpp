@@ -3,6 +3,11 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "lithe/host/runtime/invoke_plugin.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk_internal/options_json.h"
@@ -226,6 +231,21 @@ bool SessionCore::take_optimizer_state_reset() {
   const bool reset = reset_optimizer_state_;
   reset_optimizer_state_ = false;
   return reset;
+}
+
+std::vector<sdk::ModuleSummary> SessionCore::weighted_modules() {
+  std::set<std::string> compressed;
+  for (const std::unique_ptr<sdk::LayerView>& view : views_) {
+    compressed.insert(view->name());
+  }
+  std::vector<sdk::ModuleSummary> out;
+  for (const ModuleRecord& record : model_.modules()) {
+    if (record.weight.has_value()) {
+      out.push_back({record.name, record.op_type, record.weight->sizes().vec(),
+                     compressed.count(record.name) != 0});
+    }
+  }
+  return out;
 }
 
 std::vector<std::vector<std::string>> SessionCore::channel_dependency_sets() {

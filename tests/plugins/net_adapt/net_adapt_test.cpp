@@ -1,7 +1,8 @@
 // NNI's NetAdaptPruner through a real PruningSession on the bundled LeNet: steps until the
 // overall sparsity, the evaluator's best candidate chosen at each step (in either mode), every
-// candidate fine-tuned from the state the last step left, and the errors. (The path against
-// NNI's, fine-tuning included, is the golden case's job: golden/net_adapt_lenet_level_s0.3.)
+// candidate fine-tuned from the state the last step left, NNI's whole-model arithmetic when only
+// some modules are compressed, and the errors. (The path against NNI's, fine-tuning included,
+// is the golden cases' job: golden/net_adapt_lenet_level_s0.3, net_adapt_lenet_l1_conv_s0.3.)
 #include "plugins/net_adapt/net_adapt.h"
 
 #include <gmock/gmock.h>
@@ -114,6 +115,34 @@ TEST_F(NetAdaptTest, EachStepKeepsTheBestCandidateUntilTheOverallSparsity) {
       EXPECT_GE(at_fine_tune[k].at(chosen), expected_zeros[k / 3 - 1]) << "candidate " << k;
     }
   }
+}
+
+// Only the convolutions compressed: as in NNI, the step counts every Conv2d/Linear weight of
+// the model (LeNet: 44,190, so 4,419 per step of 0.1) and a layer's neighbours are the model's
+// Conv2d/Linear modules (SDK 1.9 weighted_modules). conv1's step would remove 4,419 of the
+// 150 + 2,400 weights it touches, so it is never a candidate; conv2's touches its 2,400 and
+// fc1's 30,720 (not compressed: all kept), 0.1334 per step. Its filters go 2, 4, then 6 of 16
+// (NNI's config 0.3834: golden case net_adapt_lenet_l1_conv_s0.3).
+TEST_F(NetAdaptTest, OnlyTheConvolutionsCompressedTheStepCountsTheWholeModelAsNni) {
+  auto conv = session(R"({"base_algo": "l1", "sparsity_per_iteration": 0.1,
+                          "short_term_fine_tune_epochs": 0})",
+                      R"([{"sparsity": 0.3, "op_types": ["Conv2d"]}])");
+  const std::vector<sdk::ModuleSummary> modules = conv->weighted_modules();
+  ASSERT_EQ(modules.size(), 5U);
+  EXPECT_EQ(modules[0].name, "conv1");
+  EXPECT_EQ(modules[0].type, "Conv2d");
+  EXPECT_EQ(modules[0].weight_shape, (std::vector<int64_t>{6, 1, 5, 5}));
+  EXPECT_TRUE(modules[0].compressed);
+  EXPECT_EQ(modules[2].name, "fc1");
+  EXPECT_EQ(modules[2].type, "Linear");
+  EXPECT_FALSE(modules[2].compressed);
+  int evaluations = 0;
+  conv->set_evaluator([&] { return static_cast<double>(++evaluations); });
+  conv->compress();
+  EXPECT_EQ(evaluations, 3);  // one candidate (conv2) per step
+  const std::map<std::string, int64_t> z = zeros();
+  EXPECT_EQ(z.at("conv1"), 0);
+  EXPECT_EQ(z.at("conv2"), 6 * 6 * 5 * 5);  // 6 of 16 filters
 }
 
 TEST_F(NetAdaptTest, ErrorsNameTheRuleAndTheValue) {

@@ -22,6 +22,14 @@ class Registry;
 /// The tensor is the real output: do not modify it in place.
 using ActivationCollector = std::function<void(const LayerView& layer, const at::Tensor& output)>;
 
+/// A module of the model that has a weight (weighted_modules, SDK 1.9).
+struct ModuleSummary {
+  std::string name;                   ///< dotted, as LayerView::name() for compressed ones
+  std::string type;                   ///< NNI's op type: "Conv2d", "Linear", "BatchNorm2d", …
+  std::vector<int64_t> weight_shape;  ///< the weight's sizes as the model has them now
+  bool compressed = false;            ///< whether it is one of layers()
+};
+
 /// How reduce_over_processes combines the processes' values, element-wise.
 enum class Reduction : int { kSum = 0, kMin = 1, kMax = 2 };
 
@@ -173,6 +181,16 @@ class LITHE_SDK_API CompressionContext {
   virtual void restore_snapshot(int64_t handle);
   /// Frees a snapshot; throws sdk::Error(kInvalidConfig) for an unknown or released handle.
   virtual void release_snapshot(int64_t handle);
+
+  // --- appended in SDK 1.9: the model beyond the compressed layers, for algorithms whose
+  // arithmetic counts the whole model (NNI's NetAdapt divides its step by every Conv2d and
+  // Linear weight, and by the layers before and after one, compressed or not). Not pure; the
+  // default refuses (kUnsupported), so contexts written for 1.8 keep compiling. ---
+
+  /// Every module of the model that has a weight, compressed or not, in named_modules order.
+  /// Throws sdk::Error(kUnsupported) when the host offers none (a test double, an older
+  /// host): an algorithm then falls back to layers() and says so.
+  virtual std::vector<ModuleSummary> weighted_modules();
 };
 
 }  // namespace lithe::sdk

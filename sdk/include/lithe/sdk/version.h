@@ -39,7 +39,7 @@
 /// Minor version of the SDK: raised when host-implemented interfaces gain functions. A plugin
 /// may call every function of its own minor version, so a host accepts plugins of its minor
 /// version or older and refuses newer ones (see the ABI tag).
-#define LITHE_SDK_MINOR_VERSION 8
+#define LITHE_SDK_MINOR_VERSION 9
 
 /// The part of the ABI tag after the SDK version: libtorch version, compiler family and
 /// libstdc++'s dual ABI, e.g. ";torch1.13.0;gcc;cxx11abi1".

@@ -6,16 +6,16 @@ outputs are checked in):
     PYTHONPATH=NNI:NNI/deps:NNI/stubs PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 \
         /usr/bin/python3 tests/data/nni/generators/gen_net_adapt_cases.py tests/data/nni
 
-with NNI = the nni-v2.0 checkout. Writes golden/net_adapt_lenet_level_s0.3 and adds it to
-golden/index.json.
+with NNI = the nni-v2.0 checkout. Writes golden/net_adapt_lenet_level_s0.3 and
+golden/net_adapt_lenet_l1_conv_s0.3 and adds them to golden/index.json.
 
 NetAdapt fine-tunes every candidate before evaluating it, so the case fixes everything that
 depends on: the short-term fine-tuner is NNI's documented shape (model.train(); a fresh
 SGD(lr=0.01) over the recorded batches `train.0`, `train.1` with cross-entropy), the evaluator
 minus the mean cross-entropy in eval mode on `batch.0`. Every candidate's metric is recorded in
-order (`results.history`), then the final masks. Level pruning of every Conv2d/Linear layer, so
-that NNI's "previous and next Conv2d/Linear module" are the previous and next compressed layers
-(Lithe's rule, see plugins/net_adapt).
+order (`results.history`), then the final masks. The level case prunes every Conv2d/Linear
+layer; the l1 case prunes the convolutions alone, so NNI's step and "previous and next
+Conv2d/Linear module" count modules that are not compressed (plugins/net_adapt, SDK 1.9).
 """
 import json
 import pathlib
@@ -125,6 +125,13 @@ def main():
         "cross-entropy of a third",
         [{"sparsity": 0.3, "op_types": ["default"]}],
         {"base_algo": "level", "sparsity_per_iteration": 0.1})
+    index["cases"]["net_adapt_lenet_l1_conv_s0.3"] = net_adapt_case(
+        "net_adapt_lenet_l1_conv_s0.3",
+        "NetAdaptPruner l1 to 0.3 over the Conv2d layers of lenet in steps of 0.1: NNI's step "
+        "counts every Conv2d/Linear weight of the model and a layer's neighbours are the "
+        "model's Conv2d/Linear modules, compressed or not (SDK 1.9 weighted_modules)",
+        [{"sparsity": 0.3, "op_types": ["Conv2d"]}],
+        {"base_algo": "l1", "sparsity_per_iteration": 0.1})
     write_json(index_path, index)
 
 

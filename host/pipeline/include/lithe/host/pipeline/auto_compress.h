@@ -6,7 +6,9 @@
 ///      annealing as NNI's SimulatedAnnealingPruner) for this round's share of the budget;
 ///   2. trains the model toward the best trial's sparsities with ADMM (the registered `admm`
 ///      pruner, its base_algo the search's pruner) and masks it;
-///   3. speeds the masked model up, so the next round starts from a physically smaller model.
+///   3. speeds the masked model up, so the next round starts from a physically smaller model,
+///      and re-estimates its BatchNorm statistics (search.recalibrate_bn_batches, as the
+///      search's trials get: ADMM masks the trained weights in one shot at its end).
 /// Round r of R aims at dense · (budget / dense)^(r / R): every round removes the same share of
 /// what is left, as NNI's sparsity_each_round = 1 − (1 − S)^(1/R) does for weights.
 ///

@@ -65,6 +65,9 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   /// The model's channel dependency sets (analysed on first use, then kept).
   std::vector<std::vector<std::string>> channel_dependency_sets() override;
   std::map<std::string, int64_t> group_dependencies() override;
+  /// SDK 1.9: the model's modules with a weight (Model::modules()), marked compressed when a
+  /// view of this session is theirs.
+  std::vector<sdk::ModuleSummary> weighted_modules() override;
   /// Over the process group set with set_process_group; nothing in a single process.
   void reduce_over_processes(std::vector<at::Tensor>& tensors, sdk::Reduction op) override {
     reduce_with_group(tensors, op);
