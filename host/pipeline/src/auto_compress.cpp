@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
