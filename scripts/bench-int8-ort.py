@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""The int8 conversion certificate against ONNX Runtime (issue: int8 + PTQ): the native int8
+model `lithe compress --convert` writes, and the QDQ ONNX file `--onnx` writes from the same
+quantized model, run on the same test images, one run of this script:
+
+  models    the bundled LeNet and the small ResNet of bench-int8-fashion.py (BatchNorm), trained
+            here by lithe train for EPOCHS epochs (seed 0)
+  quantize  lithe compress qat with --calibration-batches 16 (PTQ, no training), BatchNorm
+            folded, the zoo's int8_config; one run writes the int8 TorchScript model
+            (--convert, oneDNN) and the QDQ ONNX file (--onnx, opset 13, batch of N)
+  compare   the first N test images through the int8 model (Python's torch.jit.load, as a
+            server without Lithe would run it) and through ONNX Runtime (onnxruntime-node on
+            the QDQ file, scripts/ort_run_batch.js); max |int8 - ORT| in steps of the
+            classifier's output grid (its scale from the calibration JSON), the share of
+            outputs that differ, top-1 agreement, and each side's test accuracy on the N images
+
+Needs node and onnxruntime-node (scripts/setup-ort.sh installs it into build/ort).
+
+Usage: /usr/bin/python3 scripts/bench-int8-ort.py [--lithe build/bin/lithe]
+           [--work build/bench-int8-ort] [--epochs 1] [--threads 2] [--images 1000]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import zoo  # noqa: E402  (int8_config)
+from fashion_bench import add_common_arguments, fashion_idx, lithe, small_resnet  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    add_common_arguments(parser, "bench-int8-ort")
+    parser.add_argument("--images", type=int, default=1000)
+    parser.add_argument("--ort", default=os.path.join(ROOT, "build/ort/node_modules"))
+    args = parser.parse_args()
+    if not os.path.exists(os.path.join(args.ort, "onnxruntime-node/package.json")):
+        sys.exit(f"onnxruntime-node is not in {args.ort}: run scripts/setup-ort.sh")
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.backends.quantized.engine = "onednn"
+    os.makedirs(args.work, exist_ok=True)
+    w = lambda name: os.path.join(args.work, name)  # noqa: E731
+
+    images = fashion_idx("t10k-images-idx3-ubyte", True)[:args.images].contiguous()
+    labels = fashion_idx("t10k-labels-idx1-ubyte", False)[:args.images]
+    images.numpy().tofile(w("input.bin"))
+    shape = ",".join(str(d) for d in images.shape)
+
+    small_resnet(w("resnet.pt"))
+    models = {"lenet": os.path.join(ROOT, "samples/models/lenet.pt"), "resnet": w("resnet.pt")}
+    print(f"| model | images | int8 accuracy | ORT (QDQ) accuracy | top-1 agreement | "
+          f"max |int8 − ORT| (output steps) | outputs that differ |")
+    print("|---|---|---|---|---|---|---|")
+    for name, source in models.items():
+        dense = w(name + ".dense.pt")
+        lithe(args, "train", "--model", source, "--epochs", str(args.epochs), "--output", dense)
+        config = w(name + ".int8.json")
+        with open(config, "w") as f:
+            json.dump(zoo.int8_config(dense), f)
+        lithe(args, "compress", "--model", dense, "--config", config, "--output",
+              w(name + ".ptq.pt"), "--calibration-batches", "16", "--fold-batchnorm",
+              "--convert", w(name + ".int8.pt"), "--onnx", w(name + ".qdq.onnx"),
+              "--input-shape", shape)
+        with open(w(name + ".ptq.calibration.json")) as f:
+            layers = json.load(f)["layers"]
+        classifier = list(layers)[-1]
+        step = float(layers[classifier]["output"]["scale"])
+
+        model = torch.jit.load(w(name + ".int8.pt"))
+        model.eval()
+        with torch.no_grad():
+            int8 = model(images)
+        ran = subprocess.run(["node", os.path.join(ROOT, "scripts/ort_run_batch.js"),
+                              w(name + ".qdq.onnx"), w("input.bin"), shape, w(name + ".ort.bin")],
+                             capture_output=True, text=True,
+                             env=dict(os.environ, NODE_PATH=args.ort))
+        if ran.returncode != 0:
+            sys.exit(f"FAILED: ORT on {name}: {ran.stdout}{ran.stderr}")
+        import numpy as np
+        ort = torch.from_numpy(np.fromfile(w(name + ".ort.bin"), dtype=np.float32))
+        ort = ort.reshape(int8.shape)
+        diff = (int8 - ort).abs()
+        steps = float(diff.max()) / step
+        differ = float((diff > step / 2).float().mean())
+        agree = float((int8.argmax(1) == ort.argmax(1)).float().mean())
+        acc_int8 = float((int8.argmax(1) == labels).float().mean())
+        acc_ort = float((ort.argmax(1) == labels).float().mean())
+        print(f"| {name} | {args.images} | {acc_int8:.4f} | {acc_ort:.4f} | {100 * agree:.1f}% | "
+              f"{steps:.2f} | {100 * differ:.2f}% |")
+    print(ran.stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
