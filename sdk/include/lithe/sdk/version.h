@@ -14,9 +14,6 @@
 /// package.
 #define LITHE_SDK_API_VERSION 1
 
-/// Human-readable SDK version (semantic versioning; major == LITHE_SDK_API_VERSION).
-#define LITHE_SDK_VERSION_STRING "1.8.0"
-
 #define LITHE_DETAIL_STR2(x) #x
 #define LITHE_DETAIL_STR(x) LITHE_DETAIL_STR2(x)
 
@@ -40,6 +37,12 @@
 /// may call every function of its own minor version, so a host accepts plugins of its minor
 /// version or older and refuses newer ones (see the ABI tag).
 #define LITHE_SDK_MINOR_VERSION 9
+
+/// Human-readable SDK version (semantic versioning; major == LITHE_SDK_API_VERSION), built from
+/// the two numbers so that it cannot disagree with them (the top-level CMakeLists.txt checks
+/// that the project version is the same).
+#define LITHE_SDK_VERSION_STRING \
+  LITHE_DETAIL_STR(LITHE_SDK_API_VERSION) "." LITHE_DETAIL_STR(LITHE_SDK_MINOR_VERSION) ".0"
 
 /// The part of the ABI tag after the SDK version: libtorch version, compiler family and
 /// libstdc++'s dual ABI, e.g. ";torch1.13.0;gcc;cxx11abi1".
