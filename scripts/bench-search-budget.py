@@ -149,8 +149,9 @@ def main():
             # AutoCompress trains with ADMM in every round (3 rounds x 2 iterations x 1 epoch):
             # uniform_long is the uniform arm with as many epochs of fine-tuning in all.
             ("auto_compress", ["--flops-budget", "0.5x", "--strategy", "auto_compress",
-                               "--rounds", "3", "--admm-options",
-                               '{"num_iterations": 2, "training_epochs": 1}'], 4),
+                               "--rounds", "3", "--round-algorithm", "admm", "--round-options",
+                               '{"base_algo": "l1", "num_iterations": 2, "training_epochs": 1}'],
+             4),
             ("uniform_long", ["--flops-budget", "0.5x"], 1))
     chosen = set(args.arms.split(",")) | {"uniform"}
     arms = tuple(arm for arm in arms if arm[0] in chosen)

@@ -78,7 +78,7 @@ host::AutoCompressResult run_search_auto_compress(const torch::jit::Module& dens
                                                                          digests, fingerprint));
       const host::AutoCompressRound& done = so_far.rounds.back();
       std::fprintf(stderr,
-                   "search: round %zu/%lld done (ADMM, speedup): FLOPs %.4fx, params %.4fx, "
+                   "search: round %zu/%lld done (trained, sped up): FLOPs %.4fx, params %.4fx, "
                    "latency %.4fx of the dense model, accuracy %.4f | %.0fs\n",
                    round, static_cast<long long>(options.rounds),
                    done.use.ratio(host::ResourceKind::kFlops, so_far.dense),

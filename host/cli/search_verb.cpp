@@ -143,15 +143,18 @@ int run_search(const std::vector<std::string>& args) {
        "current shares kept by Metropolis' rule; netadapt: rounds lowering the resource by "
        "--netadapt-step, one candidate per layer, the most accurate kept; amc: a DDPG agent "
        "proposes each layer's preserve ratio and learns from every trial (trial 0 is always "
-       "uniform); auto_compress: --rounds rounds of an annealing search, ADMM training toward "
-       "its best sparsities and speedup (NNI's AutoCompressPruner)")
+       "uniform); auto_compress: --rounds rounds of an annealing search, training toward its "
+       "best sparsities (--round-algorithm) and speedup (NNI's AutoCompressPruner)")
       ("rounds", po::value(&auto_compress.rounds)->default_value(auto_compress.rounds),
        "auto_compress: rounds, each removing the same share of what is left of the budget's "
        "resource; --trials is per round")
-      ("admm-options",
-       po::value(&auto_compress.admm_options_json)->default_value("{}"),
-       "auto_compress: the admm pruner's options but base_algo (num_iterations 30, "
-       "training_epochs 5, row 1e-4 by default), JSON; ADMM trains with the training options")
+      ("round-algorithm", po::value(&auto_compress.round_algorithm),
+       "auto_compress: the pruner each round trains toward the searched sparsities with "
+       "(NNI's: admm)")
+      ("round-options",
+       po::value(&auto_compress.round_options_json)->default_value("{}"),
+       "auto_compress: its options, JSON (admm: base_algo as --algorithm, num_iterations, "
+       "training_epochs, row); it trains with the training options")
       ("amc-warmup", po::value(&options.amc_warmup)->default_value(options.amc_warmup),
        "amc: episodes of random actions before the agent acts")
       ("amc-noise", po::value(&options.amc_noise)->default_value(options.amc_noise),
@@ -247,7 +250,7 @@ int run_search(const std::vector<std::string>& args) {
                      "--strategy: the strategy must be random, annealing, netadapt, amc or "
                      "auto_compress, got '" + strategy + "'");
   }
-  for (const char* option : {"rounds", "admm-options"}) {
+  for (const char* option : {"rounds", "round-algorithm", "round-options"}) {
     LITHE_CHECK(auto_compressing || given.count(option) == 0 || given[option].defaulted(),
                 sdk::Errc::kInvalidConfig, "--", option,
                 " is for --strategy auto_compress, not ", strategy);

@@ -199,12 +199,13 @@ TEST_F(SearchCliTest, AutoCompressShrinksInRoundsAndResumesFromItsRoundModels) {
   const fs::path out = scratch_dir("cli_search_auto_compress");
   const std::string args = search_args(
       "--flops-budget 0.5x --strategy auto_compress --rounds 2 --trials 2 --eval-samples 200 "
-      "--admm-options '{\"num_iterations\": 2, \"training_epochs\": 1}' --json");
+      "--round-algorithm admm --round-options "
+      "'{\"base_algo\": \"l1\", \"num_iterations\": 2, \"training_epochs\": 1}' --json");
   const CliRun run = run_lithe(args + " --report " + (out / "r.html").string() + " --output " +
                                (out / "best.pt").string());
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("round 1/2 searches 2 trials for flops "));
-  EXPECT_THAT(run.out, HasSubstr("round 2/2 done (ADMM, speedup)"));
+  EXPECT_THAT(run.out, HasSubstr("round 2/2 done (trained, sped up)"));
   const nlohmann::json result = json_of(run);
   ASSERT_EQ(result["rounds"].size(), 2U);
   EXPECT_LE(result["rounds"][0]["use"]["flops_ratio"].get<double>(), std::sqrt(0.5));
@@ -483,8 +484,11 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
        "--rounds is for --strategy auto_compress, not annealing"},
       {"--flops-budget 0.5x --strategy auto_compress --rounds 0" + output,
        "--rounds must be >= 1, got 0"},
-      {"--flops-budget 0.5x --strategy auto_compress --admm-options '[1]'" + output,
-       "--admm-options must be a JSON object (num_iterations, training_epochs, row), got '[1]'"},
+      {"--flops-budget 0.5x --strategy auto_compress --round-algorithm admm --round-options "
+       "'[1]'" + output,
+       "--round-options must be a JSON object, got '[1]'"},
+      {"--flops-budget 0.5x --strategy auto_compress" + output,
+       "auto_compress needs --round-algorithm"},
       {"--flops-budget 0.5x --metric-floor 2" + output,
        "--metric-floor is a top-1 accuracy in [0, 1], got 2"},
       {"--flops-budget 0.5x --lr 0.1" + output,

@@ -62,7 +62,9 @@ AutoCompressOptions lenet_options() {
   o.search.train.lr = 0.01;
   o.search.train.progress = false;
   o.rounds = 2;
-  o.admm_options_json = R"({"num_iterations": 2, "training_epochs": 1, "row": 0.0001})";
+  o.round_algorithm = "admm";
+  o.round_options_json =
+      R"({"base_algo": "l1", "num_iterations": 2, "training_epochs": 1, "row": 0.0001})";
   return o;
 }
 
@@ -306,18 +308,19 @@ TEST_F(AutoCompressTest, BadOptionsAreNamed) {
   refused(o, data(), "--rounds must be >= 1, got 0");
   o = lenet_options();
   o.search.alternatives = {"fpgm"};
-  refused(o, data(), "auto_compress takes one pruner (ADMM's base_algo), got l1_filter,fpgm");
+  refused(o, data(), "auto_compress searches with one pruner, got l1_filter,fpgm");
   o = lenet_options();
-  o.search.algorithm = "taylor_fo";
-  refused(o, data(), "--algorithm 'taylor_fo' is none of them");
+  o.round_algorithm.clear();
+  refused(o, data(), "auto_compress needs --round-algorithm");
   o = lenet_options();
-  o.admm_options_json = "[1]";
-  refused(o, data(), "--admm-options must be a JSON object");
-  o.admm_options_json = R"({"base_algo": "l2"})";
-  refused(o, data(), "base_algo comes from --algorithm");
-  o.admm_options_json = R"({"num_iterations": 0})";
-  refused(o, data(), "--admm-options: ");  // the plugin's own check, before any round
-  refused(lenet_options(), {&test_, nullptr}, "auto_compress trains with ADMM: give training data");
+  o.round_options_json = "[1]";
+  refused(o, data(), "--round-options must be a JSON object, got '[1]'");
+  o.round_options_json = R"({"num_iterations": 0})";
+  refused(o, data(), "--round-algorithm, --round-options: ");  // the plugin's check, first
+  o = lenet_options();
+  o.round_algorithm = "no_such_pruner";
+  refused(o, data(), "--round-algorithm, --round-options: ");
+  refused(lenet_options(), {&test_, nullptr}, "auto_compress trains every round: give training data");
   o = lenet_options();
   o.search.budget = parse_resource_budget(ResourceKind::kFlops, "10", "--flops-budget");
   refused(o, data(), "auto_compress round 1 of 2: no trial of 3 fits the round's budget");

@@ -22,13 +22,6 @@
 namespace lithe::host {
 namespace {
 
-// The search's pruner → ADMM's base_algo (NNI's names).
-const std::map<std::string, std::string>& base_algorithms() {
-  static const std::map<std::string, std::string> names = {
-      {"level", "level"}, {"l1_filter", "l1"}, {"l2_filter", "l2"}, {"fpgm", "fpgm"}};
-  return names;
-}
-
 std::string round_name(int64_t round, int64_t rounds) {
   return "auto_compress round " + std::to_string(round) + " of " + std::to_string(rounds);
 }
@@ -58,7 +51,8 @@ ResourceUse measured(const torch::jit::Module& model, torch::jit::Module& dense,
   return use;
 }
 
-// ADMM from `start` toward `sparsities`, its masks applied, then sped up; in eval mode.
+// The round's pruner (ADMM) from `start` toward `sparsities`, its masks applied, then sped up;
+// in eval mode.
 torch::jit::Module admm_round(const torch::jit::Module& start, const PluginRegistry& registry,
                               const AutoCompressOptions& options,
                               const std::vector<std::string>& layers,
@@ -70,15 +64,14 @@ torch::jit::Module admm_round(const torch::jit::Module& start, const PluginRegis
   PruningSession session(
       *model, registry,
       make_compression_config(
-          "admm", search_config_list(layers, sparsities).dump(),
-          auto_compress_admm_options(options.admm_options_json, options.search.algorithm),
-          "<" + where + ">"));
+          options.round_algorithm, search_config_list(layers, sparsities).dump(),
+          options.round_options_json, "<" + where + ">"));
   int64_t fine_tunes = 0;
   session.set_fine_tuner([&](int64_t epochs) {
     TrainOptions tune = options.search.train;
     tune.epochs = epochs;
     tune.progress = false;
-    // Each of ADMM's trainings, in each round, shuffles with its own seed.
+    // Each training of the round's pruner, in each round, shuffles with its own seed.
     tune.seed = options.search.train.seed + 1000003ULL * static_cast<uint64_t>(++fine_tunes) +
                 7919ULL * static_cast<uint64_t>(round);
     (void)train(*model, *data.train, nullptr, tune, &session);
@@ -100,29 +93,19 @@ torch::jit::Module admm_round(const torch::jit::Module& start, const PluginRegis
 
 }  // namespace
 
-std::string auto_compress_admm_options(const std::string& admm_options_json,
-                                       const std::string& algorithm) {
-  nlohmann::json admm = nlohmann::json::parse(admm_options_json, nullptr, false);
-  LITHE_CHECK(admm.is_object(), sdk::Errc::kInvalidConfig,
-              "--admm-options must be a JSON object (num_iterations, training_epochs, row), got '",
-              admm_options_json, "'");
-  LITHE_CHECK(!admm.contains("base_algo"), sdk::Errc::kInvalidConfig,
-              "--admm-options: base_algo comes from --algorithm; leave it out");
-  const auto base = base_algorithms().find(algorithm);
-  LITHE_CHECK(base != base_algorithms().end(), sdk::Errc::kInvalidConfig,
-              "auto_compress trains with ADMM, whose base_algo is level, l1_filter, l2_filter or "
-              "fpgm; --algorithm '", algorithm, "' is none of them");
-  admm["base_algo"] = base->second;
-  return admm.dump();
-}
-
 void check_auto_compress_options(const AutoCompressOptions& options) {
   LITHE_CHECK(options.rounds >= 1, sdk::Errc::kInvalidConfig, "--rounds must be >= 1, got ",
               options.rounds);
   LITHE_CHECK(options.search.alternatives.empty(), sdk::Errc::kInvalidConfig,
-              "auto_compress takes one pruner (ADMM's base_algo), got ",
+              "auto_compress searches with one pruner, got ",
               search_algorithms_text(options.search));
-  (void)auto_compress_admm_options(options.admm_options_json, options.search.algorithm);
+  LITHE_CHECK(!options.round_algorithm.empty(), sdk::Errc::kInvalidConfig,
+              "auto_compress needs --round-algorithm: the pruner each round trains toward the "
+              "searched sparsities with (NNI's AutoCompress: admm, with --round-options "
+              "{\"base_algo\": ...} the search's pruner)");
+  LITHE_CHECK(nlohmann::json::parse(options.round_options_json, nullptr, false).is_object(),
+              sdk::Errc::kInvalidConfig, "--round-options must be a JSON object, got '",
+              options.round_options_json, "'");
   check_search_options(options.search);
 }
 
@@ -153,7 +136,7 @@ AutoCompressResult run_auto_compress(const torch::jit::Module& dense,
   LITHE_CHECK(data.test != nullptr && data.test->size() > 0, sdk::Errc::kInvalidConfig,
               "auto_compress needs test data to evaluate its trials");
   LITHE_CHECK(data.train != nullptr && data.train->size() > 0, sdk::Errc::kInvalidConfig,
-              "auto_compress trains with ADMM: give training data");
+              "auto_compress trains every round: give training data");
   const auto probe = options.search.latency_probe
                          ? options.search.latency_probe
                          : in_process_probe(dense, options.search);
@@ -187,7 +170,7 @@ AutoCompressResult run_auto_compress(const torch::jit::Module& dense,
         evaluate(*model, *data.test, options.search.train.eval_batch_size).accuracy;
   }
 
-  {  // ADMM's options are checked (by the plugin) before the first round searches
+  {  // the round pruner's options are checked (by the plugin) before the first round searches
     torch::jit::Module copy = result.model.clone();
     const std::unique_ptr<Model> model = make_torchscript_model(copy);
     const std::vector<std::string> layers = searched_layers(copy, options.search);
@@ -195,12 +178,11 @@ AutoCompressResult run_auto_compress(const torch::jit::Module& dense,
       const PruningSession check(
           *model, registry,
           make_compression_config(
-              "admm",
+              options.round_algorithm,
               search_config_list(layers, std::vector<double>(layers.size(), 0.5)).dump(),
-              auto_compress_admm_options(options.admm_options_json, options.search.algorithm),
-              "<--admm-options>"));
+              options.round_options_json, "<--round-options>"));
     } catch (const sdk::Error& e) {
-      throw sdk::Error(e.code(), std::string("--admm-options: ") + e.what());
+      throw sdk::Error(e.code(), std::string("--round-algorithm, --round-options: ") + e.what());
     }
   }
   for (int64_t round = static_cast<int64_t>(result.rounds.size()) + 1; round <= options.rounds;

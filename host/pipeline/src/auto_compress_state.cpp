@@ -43,9 +43,9 @@ json auto_compress_fingerprint(const AutoCompressOptions& options,
                                const std::string& data_description) {
   json fingerprint = search_fingerprint(options.search, model_digest, data_description);
   fingerprint["rounds"] = options.rounds;
-  fingerprint["admm_options"] =
-      auto_compress_admm_options(options.admm_options_json, options.search.algorithm);
-  // ADMM trains whatever the trial options say: the training options always decide.
+  fingerprint["round_algorithm"] = options.round_algorithm;
+  fingerprint["round_options"] = options.round_options_json;
+  // The rounds train whatever the trial options say: the training options always decide.
   const TrainOptions& t = options.search.train;
   fingerprint["train"] = {{"batch_size", t.batch_size}, {"optimizer", t.optimizer},
                           {"lr", t.lr},                 {"momentum", t.momentum},

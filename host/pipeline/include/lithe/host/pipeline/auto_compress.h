@@ -4,8 +4,8 @@
 /// rounds, each of which
 ///   1. searches per-layer sparsities on the model the round starts from (run_budget_search,
 ///      annealing as NNI's SimulatedAnnealingPruner) for this round's share of the budget;
-///   2. trains the model toward the best trial's sparsities with ADMM (the registered `admm`
-///      pruner, its base_algo the search's pruner) and masks it;
+///   2. trains the model toward the best trial's sparsities with `round_algorithm` (NNI's is
+///      ADMM: the `admm` plugin with base_algo the search's pruner) and masks it;
 ///   3. speeds the masked model up, so the next round starts from a physically smaller model,
 ///      and re-estimates its BatchNorm statistics (search.recalibrate_bn_batches, as the
 ///      search's trials get: ADMM masks the trained weights in one shot at its end).
@@ -16,7 +16,7 @@
 /// or measured latency of the sped-up model, not the weight sparsity of the Conv2d layers
 /// (which speedup then exceeds, as removing a filter also removes the next layer's input
 /// channel); the search is Lithe's budget search (its trials bisect the scale until the
-/// sped-up model fits). The ADMM step is NNI's (plugins/admm).
+/// sped-up model fits). With the admm plugin the training step is NNI's.
 
 #include <cstdint>
 #include <functional>
@@ -36,9 +36,11 @@ struct AutoCompressOptions {
   /// alternatives; `trials` per round; round r searches with seed `seed + r`.
   SearchOptions search;
   int64_t rounds = 3;  ///< NNI's num_iterations, >= 1
-  /// The `admm` pruner's options but base_algo (num_iterations, training_epochs, row): NNI's
-  /// admm_num_iterations 30, admm_training_epochs 5, row 1e-4 when empty ("{}").
-  std::string admm_options_json = "{}";
+  /// The registered pruner each round trains toward the best trial's sparsities with, given
+  /// one config_list entry per layer; NNI's is ADMM (plugins/admm, whose `base_algo` should
+  /// be the search's pruner). The host names no plugin: the caller does.
+  std::string round_algorithm;
+  std::string round_options_json = "{}";  ///< its "options" object
 };
 
 /// One finished round.
@@ -74,14 +76,8 @@ struct AutoCompressResume {
 using AutoCompressProgress =
     std::function<void(const AutoCompressResult& result, const SearchResult* in_flight)>;
 
-/// The `admm` options of a round: `admm_options_json` (an object; sdk::Error(kInvalidConfig)
-/// naming --admm-options otherwise) with base_algo set from `algorithm` (level → level,
-/// l1_filter → l1, l2_filter → l2, fpgm → fpgm; any other pruner is refused, naming it).
-std::string auto_compress_admm_options(const std::string& admm_options_json,
-                                       const std::string& algorithm);
-
-/// sdk::Error(kInvalidConfig) naming the option: rounds < 1, alternatives, a base pruner ADMM
-/// cannot use, malformed ADMM options; and check_search_options' rules.
+/// sdk::Error(kInvalidConfig) naming the option: rounds < 1, alternatives, no round algorithm,
+/// round options that are not a JSON object; and check_search_options' rules.
 void check_auto_compress_options(const AutoCompressOptions& options);
 
 /// The budget of round `round` (1-based) of `rounds`: FLOPs and parameters as counts, latency
@@ -90,7 +86,7 @@ void check_auto_compress_options(const AutoCompressOptions& options);
 ResourceBudget auto_compress_round_budget(const ResourceBudget& overall, const ResourceUse& dense,
                                           int64_t round, int64_t rounds);
 
-/// Runs AutoCompress on `dense` (never changed). data.train is required (ADMM trains);
+/// Runs AutoCompress on `dense` (never changed). data.train is required (the rounds train);
 /// options.search.train is how (NNI: Adam, lr 1e-3, weight decay 5e-5). Latency is timed
 /// against `dense` in every round: options.search.latency_probe when set, in this process
 /// otherwise. Errors name the round; a round whose search finds no trial within its budget is

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The state file of `lithe search --strategy auto_compress`: the fingerprint (the search's,
-/// plus the rounds and ADMM's options), the dense model's measurements, every finished round
+/// plus the rounds and the round pruner with its options), the dense model's measurements, every finished round
 /// (its search's trials, the best one, the round's sparsities, use and accuracy, and the digest
 /// of the model it left, which is kept beside the state file) and the trials of the round in
 /// flight. Rewritten atomically after every trial and every round: a kill loses at most the
@@ -16,7 +16,8 @@
 
 namespace lithe::host {
 
-/// search_fingerprint of options.search plus "rounds" and "admm_options".
+/// search_fingerprint of options.search plus "rounds", "round_algorithm", "round_options" and
+/// the training options.
 nlohmann::ordered_json auto_compress_fingerprint(const AutoCompressOptions& options,
                                                  const std::string& model_digest,
                                                  const std::string& data_description);
