@@ -451,7 +451,15 @@ int run_search(const std::vector<std::string>& args) {
     output.commit();
     return accuracy;
   };
-  const auto print_quantized = [&] {
+  // The last lines of the text output: accuracy, what was written, the quantization.
+  const auto print_summary = [&](const host::EvalResult& accuracy, double dense_accuracy) {
+    std::printf("  accuracy %.4f on %lld test samples (dense %.4f on %lld)\n",
+                accuracy.accuracy, static_cast<long long>(accuracy.samples), dense_accuracy,
+                static_cast<long long>(trial_test.size()));
+    std::printf("wrote %s\n", output_path.c_str());
+    if (report) {
+      std::printf("wrote %s\n", report_path.c_str());
+    }
     if (quantized) {
       std::printf("\nthe best model quantized by %s:\n", quantization.config.algorithm.c_str());
       print_compress_result(*quantize_request, *quantized, "", false);
@@ -504,14 +512,7 @@ int run_search(const std::vector<std::string>& args) {
                   round.use.ratio(host::ResourceKind::kParams, result.dense),
                   round.use.ratio(host::ResourceKind::kLatency, result.dense), round.accuracy);
     }
-    std::printf("  accuracy %.4f on %lld test samples (dense %.4f on %lld)\n",
-                final_accuracy.accuracy, static_cast<long long>(final_accuracy.samples),
-                result.dense_accuracy, static_cast<long long>(trial_test.size()));
-    std::printf("wrote %s\n", output_path.c_str());
-    if (report) {
-      std::printf("wrote %s\n", report_path.c_str());
-    }
-    print_quantized();
+    print_summary(final_accuracy, result.dense_accuracy);
     return 0;
   }
   const json fingerprint = host::search_fingerprint(options, model_digest, data_description);
@@ -647,14 +648,7 @@ int run_search(const std::vector<std::string>& args) {
               best.use.ratio(host::ResourceKind::kParams, result.dense),
               best.use.ratio(host::ResourceKind::kLatency, result.dense), best.use.latency_ms,
               best.use.dense_latency_ms);
-  std::printf("  accuracy %.4f on %lld test samples (dense %.4f on %lld)\n",
-              final_accuracy.accuracy, static_cast<long long>(final_accuracy.samples),
-              result.dense_accuracy, static_cast<long long>(trial_test.size()));
-  std::printf("wrote %s\n", output_path.c_str());
-  if (report) {
-    std::printf("wrote %s\n", report_path.c_str());
-  }
-  print_quantized();
+  print_summary(final_accuracy, result.dense_accuracy);
   return 0;
 }
 

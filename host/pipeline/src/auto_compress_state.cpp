@@ -86,22 +86,8 @@ AutoCompressState read_auto_compress_state(const std::string& text, const std::s
                                            const json& expected) {
   const json doc = parse_json_document(text, source);
   const Reader r(source);
-  const json& format = r.member(doc, "", "format");
-  if (format != kFormat) {
-    r.fail("/format",
-           std::string("must be \"") + kFormat + "\" (not a state of --strategy auto_compress)",
-           format);
-  }
-  const json& version = r.member(doc, "", "version");
-  if (version != kVersion) {
-    r.fail("/version", "must be " + std::to_string(kVersion) + " (written by another Lithe)",
-           version);
-  }
-  const json& search = r.member(doc, "", "search");
-  if (!search.is_object()) {
-    r.fail("/search", "must be an object", search);
-  }
-  detail::check_fingerprint(search, expected, source);
+  detail::check_state_header(r, doc, kFormat, kVersion,
+                             "not a state of --strategy auto_compress", expected, source);
   AutoCompressState state;
   const json& dense = r.member(doc, "", "dense");
   state.resume.dense = read_use(r, dense, "/dense");

@@ -105,21 +105,8 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
                                const json& expected) {
   const json doc = parse_json_document(text, source);
   const Reader r(source);
-  const json& format = r.member(doc, "", "format");
-  if (format != kFormat) {
-    r.fail("/format", std::string("must be \"") + kFormat + "\" (not a lithe search state file)",
-           format);
-  }
-  const json& version = r.member(doc, "", "version");
-  if (version != kVersion) {
-    r.fail("/version", "must be " + std::to_string(kVersion) + " (written by another Lithe)",
-           version);
-  }
-  const json& search = r.member(doc, "", "search");
-  if (!search.is_object()) {
-    r.fail("/search", "must be an object", search);
-  }
-  detail::check_fingerprint(search, expected, source);
+  detail::check_state_header(r, doc, kFormat, kVersion, "not a lithe search state file",
+                             expected, source);
   SearchResult result;
   const json& layers = r.member(doc, "", "layers");
   if (!layers.is_array() || layers.empty()) {

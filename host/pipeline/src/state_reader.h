@@ -141,4 +141,26 @@ inline void check_fingerprint(const json& stored, const json& expected,
               now, " now (give the same options and model to resume, or another --state)");
 }
 
+/// The header every Lithe state file starts with: "format" (`format`; `what` says what else the
+/// file would be), "version" (`version`) and the fingerprint "search", which must equal
+/// `expected` (check_fingerprint).
+inline void check_state_header(const Reader& r, const json& doc, const std::string& format,
+                               int version, const std::string& what, const json& expected,
+                               const std::string& source) {
+  const json& stored_format = r.member(doc, "", "format");
+  if (stored_format != format) {
+    r.fail("/format", "must be \"" + format + "\" (" + what + ")", stored_format);
+  }
+  const json& stored_version = r.member(doc, "", "version");
+  if (stored_version != version) {
+    r.fail("/version", "must be " + std::to_string(version) + " (written by another Lithe)",
+           stored_version);
+  }
+  const json& search = r.member(doc, "", "search");
+  if (!search.is_object()) {
+    r.fail("/search", "must be an object", search);
+  }
+  check_fingerprint(search, expected, source);
+}
+
 }  // namespace lithe::host::detail
