@@ -26,8 +26,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import zoo  # noqa: E402  (int8_config)
-from fashion_bench import accuracy, add_common_arguments, lithe, small_resnet  # noqa: E402
+from fashion_bench import accuracy, add_common_arguments, lithe, trained_int8_candidates  # noqa: E402,E501
 
 
 def main():
@@ -37,16 +36,9 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
 
-    small_resnet(w("resnet.pt"))
-    models = {"lenet": os.path.join(ROOT, "samples/models/lenet.pt"), "resnet": w("resnet.pt")}
     print("| model | float | PTQ int8 (Δ) | QAT fake-quant | QAT int8 (Δ to float) |")
     print("|---|---|---|---|---|")
-    for name, source in models.items():
-        dense = w(name + ".dense.pt")
-        lithe(args, "train", "--model", source, "--epochs", str(args.epochs), "--output", dense)
-        config = w(name + ".int8.json")
-        with open(config, "w") as f:
-            json.dump(zoo.int8_config(dense), f)
+    for name, dense, config in trained_int8_candidates(args, w):
         base = accuracy(args, dense)
         lithe(args, "compress", "--model", dense, "--config", config, "--output", w(name + ".ptq.pt"),
               "--calibration-batches", "16", "--fold-batchnorm")

@@ -27,8 +27,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import zoo  # noqa: E402  (int8_config)
-from fashion_bench import add_common_arguments, fashion_idx, lithe, small_resnet  # noqa: E402
+from fashion_bench import add_common_arguments, fashion_idx, lithe, trained_int8_candidates  # noqa: E402,E501
 
 
 def main():
@@ -50,17 +49,10 @@ def main():
     images.numpy().tofile(w("input.bin"))
     shape = ",".join(str(d) for d in images.shape)
 
-    small_resnet(w("resnet.pt"))
-    models = {"lenet": os.path.join(ROOT, "samples/models/lenet.pt"), "resnet": w("resnet.pt")}
-    print(f"| model | images | int8 accuracy | ORT (QDQ) accuracy | top-1 agreement | "
-          f"max |int8 − ORT| (output steps) | outputs that differ |")
+    print("| model | images | int8 accuracy | ORT (QDQ) accuracy | top-1 agreement | "
+          "max |int8 − ORT| (output steps) | outputs that differ |")
     print("|---|---|---|---|---|---|---|")
-    for name, source in models.items():
-        dense = w(name + ".dense.pt")
-        lithe(args, "train", "--model", source, "--epochs", str(args.epochs), "--output", dense)
-        config = w(name + ".int8.json")
-        with open(config, "w") as f:
-            json.dump(zoo.int8_config(dense), f)
+    for name, dense, config in trained_int8_candidates(args, w):
         lithe(args, "compress", "--model", dense, "--config", config, "--output",
               w(name + ".ptq.pt"), "--calibration-batches", "16", "--fold-batchnorm",
               "--convert", w(name + ".int8.pt"), "--onnx", w(name + ".qdq.onnx"),

@@ -16,6 +16,10 @@ figure:
   then      every arm's result fine-tuned the same way: 1 epoch, SGD lr 0.01 momentum 0.9,
             weight decay 5e-4, seed 0, batch 64; validation accuracy from `lithe compress`,
             test accuracy by `lithe eval`
+  --flops-budget B
+            every arm at B of the dense model's FLOPs after speedup instead of a weight sparsity
+            (NNI's count at 1x1x28x28): the searches take `flops_budget` (SDK 1.10), uniform is
+            l1_filter at the one sparsity that `lithe search --trials 1` bisects to the budget
   --nni     also NNI v2.0's own SimulatedAnnealingPruner (the same temperatures, seeds 1, 2, 3
             of numpy's generator) and NetAdaptPruner (the same step, one short-term epoch),
             base_algo l1, the same validation evaluator, run end to end in NNI: its search,
@@ -24,7 +28,7 @@ figure:
             `lithe compress`'s algorithm time.
 
 Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
-           [--nni]
+           [--nni | --flops-budget 0.5]
 """
 import argparse
 import json
@@ -112,12 +116,21 @@ def run(*argv):
     return done.stdout + done.stderr
 
 
+def flops_of(model):
+    """NNI's FLOPs count of `model` at 1x1x28x28 (`lithe flops`)."""
+    return json.loads(run("flops", "--json", "--model", str(model), "--input-shape",
+                          "1,1,28,28"))["total_flops"]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", default=str(ROOT / "build" / "bench" / "search"))
     parser.add_argument("--layers", default="conv1,conv2,fc1,fc2")
     parser.add_argument("--nni", action="store_true")
+    parser.add_argument("--flops-budget", type=float)
     args = parser.parse_args()
+    if args.nni and args.flops_budget:
+        sys.exit("--nni compares at a weight sparsity: NNI's searches take no FLOPs budget")
     layers = args.layers.split(",")
     status = ready() if args.nni else None
     if status is not None:
@@ -136,30 +149,52 @@ def main():
         "0", "--data", str(train), "--output", str(dense))
     dense_accuracy = json.loads(run("eval", "--json", "--model", str(dense)))["accuracy"]
     selection = {"sparsity": 0.5, "op_names": layers}
-    arms = [("uniform", {"algorithm": "l1_filter", "config_list": [selection]})]
+    target = {}
+    uniform = 0.5
+    if args.flops_budget:
+        selection = {"op_names": layers}
+        target = {"flops_budget": args.flops_budget}
+        state = work / "uniform_search.json"
+        if state.exists():
+            state.unlink()
+        run("search", "--model", str(dense), "--algorithm", "l1_filter", "--op-types",
+            "Conv2d,Linear", "--layers", ",".join(layers), "--flops-budget",
+            f"{args.flops_budget}x", "--trials", "1", "--input-shape", "1,1,28,28",
+            "--data", str(train), "--test-data", str(val), "--state", str(state), "--output",
+            str(work / "uniform_search.pt"))
+        uniform = json.loads(state.read_text())["trials"][0]["sparsities"][0]
+    arms = [("uniform", {"algorithm": "l1_filter",
+                         "config_list": [dict(selection, sparsity=uniform)]})]
     for seed in (1, 2, 3):
         arms.append((f"simulated_annealing seed {seed}", {
             "algorithm": "simulated_annealing",
             "options": {"base_algo": "l1", "start_temperature": 0.05, "stop_temperature": 0.005,
-                        "cool_down_rate": 0.8, "seed": seed},
+                        "cool_down_rate": 0.8, "seed": seed, **target},
             "config_list": [selection]}))
     arms.append(("net_adapt", {
         "algorithm": "net_adapt",
         "options": {"base_algo": "l1", "sparsity_per_iteration": 0.1,
-                    "short_term_fine_tune_epochs": 1},
+                    "short_term_fine_tune_epochs": 1, **target},
         "config_list": [selection]}))
     print(f"dense LeNet: test accuracy {dense_accuracy:.4f}")
-    print(f"| arm | sparsity {', '.join(layers)} | overall | validation | test | "
-          "search time |")
-    print("|---|---|---|---|---|---|")
+    dense_flops = flops_of(dense)
+    print(f"| arm | sparsity {', '.join(layers)} | overall | FLOPs after speedup | validation | "
+          "test | search time |")
+    print("|---|---|---|---|---|---|---|")
     results = {}
     for name, config in arms:
         config_path = work / (name.replace(" ", "_") + ".json")
         config_path.write_text(json.dumps(config))
         out_path = work / (name.replace(" ", "_") + ".pt")
+        masks_path = work / (name.replace(" ", "_") + ".masks.pt")
+        small_path = work / (name.replace(" ", "_") + ".small.pt")
         out = run("compress", "--json", "--model", str(dense), "--config", str(config_path),
                   "--data", str(train), "--test-data", str(val), "--epochs", "1", "--lr", "0.01",
-                  "--momentum", "0.9", "--seed", "0", "--output", str(out_path))
+                  "--momentum", "0.9", "--seed", "0", "--output", str(out_path), "--masks",
+                  str(masks_path))
+        run("speedup", "--model", str(dense), "--masks", str(masks_path), "--output",
+            str(small_path), "--input-shape", "1,1,28,28")
+        flops = flops_of(small_path) / dense_flops
         summary = json.loads(out[out.index("{\n"):out.rindex("}") + 1])
         by_name = {entry["name"]: entry for entry in summary["layers"]}
         sparsities = [by_name[n]["pruned"] / by_name[n]["params"] for n in layers]
@@ -169,8 +204,8 @@ def main():
         seconds = summary["seconds"]["algorithm"]
         results[name] = test
         print(f"| {name} | {', '.join(f'{s:.3f}' for s in sparsities)} | {overall:.4f} | "
-              f"{summary['accuracy_after']['accuracy']:.4f} | {test:.4f} | {seconds:.1f} s |",
-              flush=True)
+              f"{flops:.4f} | {summary['accuracy_after']['accuracy']:.4f} | {test:.4f} | "
+              f"{seconds:.1f} s |", flush=True)
     if args.nni:
         params = {n: m.weight.numel() for n, m in torch.jit.load(str(dense)).named_modules()
                   if n in layers}
@@ -187,7 +222,7 @@ def main():
             results[name] = r["test"]
             shares = ", ".join("%.3f" % r["sparsity"][n] for n in layers)
             print(f"| {name} | {shares} | "
-                  f"{overall:.4f} | {r['validation']:.4f} | {r['test']:.4f} | "
+                  f"{overall:.4f} | | {r['validation']:.4f} | {r['test']:.4f} | "
                   f"{r['seconds']:.1f} s |", flush=True)
 
     def mean_of(prefix):

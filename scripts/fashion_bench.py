@@ -91,3 +91,20 @@ def add_common_arguments(parser, work):
     parser.add_argument("--work", default=os.path.join(ROOT, "build", work))
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+
+
+def trained_int8_candidates(args, w):
+    """The bundled LeNet and small_resnet, each trained --epochs by `lithe train`, with the zoo's
+    int8 config for it: yields (name, dense model path, config path). `w(name)` is a path in the
+    work folder."""
+    import json
+    import zoo
+    small_resnet(w("resnet.pt"))
+    models = {"lenet": os.path.join(ROOT, "samples/models/lenet.pt"), "resnet": w("resnet.pt")}
+    for name, source in models.items():
+        dense = w(name + ".dense.pt")
+        lithe(args, "train", "--model", source, "--epochs", str(args.epochs), "--output", dense)
+        config = w(name + ".int8.json")
+        with open(config, "w") as f:
+            json.dump(zoo.int8_config(dense), f)
+        yield name, dense, config

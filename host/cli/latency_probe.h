@@ -4,19 +4,14 @@
 // by the search's own heap and caches.
 
 #include <cstdint>
-#include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
-namespace torch::jit {
-struct Module;
-}
+#include "lithe/host/pipeline/resource_budget.h"
 
 namespace lithe::cli {
 
-/// (dense ms, candidate ms) of one measurement.
-using LatencyProbe = std::function<std::pair<double, double>(const torch::jit::Module& candidate)>;
+using host::LatencyProbe;
 
 /// A probe that saves the candidate into a private temporary folder under TMPDIR (removed when
 /// the last copy of the probe goes; one a killed search left, named after a process that no

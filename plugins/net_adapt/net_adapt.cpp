@@ -27,6 +27,19 @@
 // Everything runs when the session attaches (compress()), through SDK 1.7's fine_tune and
 // evaluate and SDK 1.8's snapshots.
 //
+// With a budget instead of a sparsity (`flops_budget` / `params_budget`, SDK 1.10's
+// measure_cost), the resource is the sped-up model's FLOPs or parameters, as NetAdapt's paper
+// has it, and a step lowers it by sparsity_per_iteration of the model's as it came:
+//
+//   used = cost now (a share of the model as it came)
+//   while used > budget:
+//     target = max(used − sparsity_per_iteration, budget)
+//     for each layer (model order): its smallest sparsity above its current one whose masks
+//       leave a sped-up model within target (bisected, 10 steps, at most 0.99; skipped when
+//       even 0.99 does not reach it); fine-tune, evaluate, keep the best as above
+//     none: halve sparsity_per_iteration and try again; stop (with a warning) below 1e-4
+//     else: the best layer keeps its sparsity; used = its cost
+//
 // Departures from NNI:
 // - When no layer can take a step, NNI halves the step but not delta, so it tries the same
 //   candidates again forever; Lithe halves both, and stops (keeping what it has, with a
@@ -49,11 +62,14 @@ namespace lithe::plugins::net_adapt {
 namespace {
 
 constexpr const char* kAlgorithm = "net_adapt";
+constexpr double kMostSparsity = 0.99;  // a budget step prunes no layer further
+constexpr int kBisectionSteps = 10;
+constexpr double kSmallestBudgetStep = 1e-4;
 
 const sdk::OptionSchema& net_adapt_keys() {
   static const sdk::OptionSchema schema = [] {
     sdk::OptionSchema keys;
-    keys.add(sdk::sparsity_keys());
+    keys.add(sdk::search_target_keys());
     keys.add(sdk::option("optimize_mode", sdk::OptionType::kString,
                          "whether the evaluator's metric is better higher or lower")
                  .defaults_to("\"maximize\"")
@@ -66,7 +82,8 @@ const sdk::OptionSchema& net_adapt_keys() {
                          "options passed to the masker's factory")
                  .defaults_to("{}"));
     keys.add(sdk::option("sparsity_per_iteration", sdk::OptionType::kNumber,
-                         "the overall sparsity each step adds")
+                         "the overall sparsity each step adds (with a budget: the share of "
+                         "the model's cost each step removes)")
                  .defaults_to("0.05")
                  .above(0)
                  .below(1));
@@ -80,27 +97,18 @@ const sdk::OptionSchema& net_adapt_keys() {
   return schema;
 }
 
-std::string masker_name(const std::string& base_algo) {
-  if (base_algo == "l1") {
-    return "l1_filter";
-  }
-  if (base_algo == "l2") {
-    return "l2_filter";
-  }
-  return base_algo;  // "level", "fpgm"
-}
-
 class NetAdaptPruner final : public sdk::Pruner {
  public:
   NetAdaptPruner(const sdk::Options& options, const sdk::Registry& registry)
       : minimize_(net_adapt_keys().read<std::string>(options, "optimize_mode") == "minimize"),
         base_algo_(net_adapt_keys().read<std::string>(options, "base_algo")),
         step_(net_adapt_keys().read<double>(options, "sparsity_per_iteration")),
-        fine_tune_epochs_(net_adapt_keys().read<int64_t>(options, "short_term_fine_tune_epochs")) {
+        fine_tune_epochs_(net_adapt_keys().read<int64_t>(options, "short_term_fine_tune_epochs")),
+        budget_(sdk::read_cost_budget(options)) {
     const sdk::Options masker_options =
         options.has("masker_options") ? options.child("masker_options") : sdk::Options();
     try {
-      masker_ = registry.make_masker(masker_name(base_algo_), masker_options);
+      masker_ = registry.make_masker(sdk::base_algo_masker(base_algo_), masker_options);
     } catch (const sdk::Error& e) {
       throw sdk::Error(e.code(),
                        options.path() + "/base_algo '" + base_algo_ + "': " + e.what());
@@ -108,7 +116,7 @@ class NetAdaptPruner final : public sdk::Pruner {
   }
 
   void validate_config(const sdk::Options& entry) const override {
-    (void)net_adapt_keys().read<double>(entry, "sparsity");
+    sdk::check_search_entry(entry, budget_, kAlgorithm);
   }
 
   void attach(sdk::CompressionContext& context) override {
@@ -116,14 +124,10 @@ class NetAdaptPruner final : public sdk::Pruner {
     const std::vector<sdk::LayerView*> layers = context.layers();
     LITHE_CHECK(!layers.empty(), sdk::Errc::kInvalidConfig,
                 "net_adapt: the config_list selects no layer");
-    const double target = layers.front()->config().require<double>("sparsity");
-    for (const sdk::LayerView* layer : layers) {
-      const double s = layer->config().require<double>("sparsity");
-      LITHE_CHECK(s == target, sdk::Errc::kInvalidConfig, "layer '", layer->name(),
-                  "': net_adapt prunes toward one overall sparsity, so every config_list "
-                  "entry must give the same `sparsity`; layer '", layers.front()->name(),
-                  "' has ", target, ", this one ", s);
-    }
+    LITHE_CHECK(!budget_.has_value() || context.can_measure_cost(), sdk::Errc::kUnsupported,
+                "net_adapt: ", budget_ ? budget_->key() : "", " needs the sped-up model's "
+                "cost, and the host cannot measure it (lithe compress: a TorchScript model and "
+                "--data; C++: session.set_cost_meter)");
     LITHE_CHECK(context.can_evaluate(), sdk::Errc::kUnsupported,
                 "net_adapt scores every candidate with the host's evaluator, and there is none "
                 "(lithe compress: --data DIR with a test split, or --test-data; C++: "
@@ -133,7 +137,12 @@ class NetAdaptPruner final : public sdk::Pruner {
                 fine_tune_epochs_, ") and the host cannot fine-tune (lithe compress: give "
                 "--data; C++: session.set_fine_tuner), or set short_term_fine_tune_epochs 0");
     sparsity_.assign(layers.size(), 0.0);
-    search(context, layers, target, read_chain(context, layers));
+    if (budget_.has_value()) {
+      search_budget(context, layers);
+    } else {
+      search(context, layers, sdk::shared_sparsity(layers, kAlgorithm),
+             read_chain(context, layers));
+    }
   }
 
   std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer) override {
@@ -239,17 +248,9 @@ class NetAdaptPruner final : public sdk::Pruner {
                     "left for a step (", candidate, ")");
           continue;
         }
-        const double previous = sparsity_[i];
-        sparsity_[i] = candidate;
-        context.update_masks_now();
-        sparsity_[i] = previous;
-        if (fine_tune_epochs_ > 0) {
-          context.fine_tune(fine_tune_epochs_);
-        }
-        const double metric = context.evaluate();
-        LITHE_CHECK(std::isfinite(metric), sdk::Errc::kInvalidConfig, "net_adapt: the "
-                    "evaluator returned ", metric, " with layer '", layers[i]->name(),
-                    "' at sparsity ", candidate, "; a search needs finite metrics");
+        prune_layer(context, state, i, candidate);
+        const double metric = score(context, "layer '" + layers[i]->name() + "' at sparsity " +
+                                                 std::to_string(candidate));
         LITHE_LOG(kInfo, "net_adapt: step ", step_count + 1, ", layer '", layers[i]->name(),
                   "' at sparsity ", candidate, ": metric ", metric);
         const bool better = !best_layer || (minimize_ ? metric < best_metric
@@ -290,10 +291,101 @@ class NetAdaptPruner final : public sdk::Pruner {
     finished_ = true;
   }
 
+  // The candidate of layer `i` at `sparsity` from the state `snapshot` holds: its masks applied,
+  // the other layers at theirs.
+  void prune_layer(sdk::CompressionContext& context, int64_t snapshot, size_t i,
+                   double sparsity) {
+    context.restore_snapshot(snapshot);
+    const double previous = sparsity_[i];
+    sparsity_[i] = sparsity;
+    context.update_masks_now();
+    sparsity_[i] = previous;
+  }
+
+  // Fine-tunes and evaluates the candidate the model holds now.
+  double score(sdk::CompressionContext& context, const std::string& what) {
+    if (fine_tune_epochs_ > 0) {
+      context.fine_tune(fine_tune_epochs_);
+    }
+    const double metric = context.evaluate();
+    LITHE_CHECK(std::isfinite(metric), sdk::Errc::kInvalidConfig, "net_adapt: the evaluator "
+                "returned ", metric, " with ", what, "; a search needs finite metrics");
+    return metric;
+  }
+
+  void search_budget(sdk::CompressionContext& context,
+                     const std::vector<sdk::LayerView*>& layers) {
+    double used = budget_->ratio(context.measure_cost());
+    double step = step_;
+    int64_t step_count = 0;
+    while (used > budget_->share) {
+      const double target = std::max(used - step, budget_->share);
+      const int64_t state = context.save_snapshot();
+      std::optional<size_t> best_layer;
+      double best_sparsity = 0.0;
+      double best_metric = 0.0;
+      double best_used = 0.0;
+      int64_t best_state = 0;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        const auto used_at = [&](double sparsity) {
+          prune_layer(context, state, i, sparsity);
+          return budget_->ratio(context.measure_cost());
+        };
+        if (sparsity_[i] >= kMostSparsity || used_at(kMostSparsity) > target) {
+          LITHE_LOG(kInfo, "net_adapt: layer '", layers[i]->name(), "' alone cannot bring ",
+                    budget_->key(), " to ", target);
+          continue;
+        }
+        const double candidate =
+            sdk::smallest_fitting(sparsity_[i], kMostSparsity, kBisectionSteps,
+                                  [&](double s) { return used_at(s) <= target; });
+        const double candidate_used = used_at(candidate);  // leaves its masks applied
+        const double metric = score(context, "layer '" + layers[i]->name() +
+                                                 "' at sparsity " + std::to_string(candidate));
+        LITHE_LOG(kInfo, "net_adapt: step ", step_count + 1, ", layer '", layers[i]->name(),
+                  "' at sparsity ", candidate, " (", budget_->key(), " used ", candidate_used,
+                  "): metric ", metric);
+        if (!best_layer || (minimize_ ? metric < best_metric : metric > best_metric)) {
+          if (best_layer) {
+            context.release_snapshot(best_state);
+          }
+          best_layer = i;
+          best_sparsity = candidate;
+          best_metric = metric;
+          best_used = candidate_used;
+          best_state = context.save_snapshot();
+        }
+      }
+      if (!best_layer) {
+        context.restore_snapshot(state);
+        context.release_snapshot(state);
+        step *= 0.5;
+        if (step < kSmallestBudgetStep) {
+          LITHE_LOG(kWarn, "net_adapt: no layer can lower ", budget_->key(), " further; "
+                    "stopped at ", used, " of the budget's ", budget_->share);
+          break;
+        }
+        LITHE_LOG(kInfo, "net_adapt: no layer can take a step; the step is now ", step);
+        continue;
+      }
+      context.restore_snapshot(best_state);
+      context.release_snapshot(best_state);
+      context.release_snapshot(state);
+      sparsity_[*best_layer] = best_sparsity;
+      used = best_used;
+      ++step_count;
+      LITHE_LOG(kInfo, "net_adapt: step ", step_count, " chose layer '",
+                layers[*best_layer]->name(), "' at sparsity ", best_sparsity, " (metric ",
+                best_metric, "); ", budget_->key(), " used ", used, " of ", budget_->share);
+    }
+    finished_ = true;
+  }
+
   bool minimize_;
   std::string base_algo_;
   double step_;
   int64_t fine_tune_epochs_;
+  std::optional<sdk::CostBudget> budget_;  // instead of the entries' sparsity
   std::unique_ptr<sdk::WeightMasker> masker_;
   std::vector<double> sparsity_;  // per layer index: its sparsity so far (0: not pruned)
   // One weighted module of the model, as NNI's arithmetic sees it.
@@ -311,8 +403,8 @@ class NetAdaptPruner final : public sdk::Pruner {
 
 void register_algorithms(sdk::Registry& registry) {
   registry.add_pruner({kAlgorithm, "NNI's NetAdaptPruner: one layer more pruned per step, the "
-                                   "one whose fine-tuned candidate evaluates best (SDK 1.8 "
-                                   "snapshots, SDK 1.9 weighted modules)"},
+                                   "one whose fine-tuned candidate evaluates best, to an "
+                                   "overall sparsity or a FLOPs/parameter budget"},
                       [](const sdk::Options& options, const sdk::Registry& algorithms) {
                         return std::make_unique<NetAdaptPruner>(options, algorithms);
                       });
@@ -322,4 +414,4 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::net_adapt
 
-LITHE_PLUGIN("net_adapt", "1.1.0", lithe::plugins::net_adapt::register_algorithms)
+LITHE_PLUGIN("net_adapt", "1.2.0", lithe::plugins::net_adapt::register_algorithms)

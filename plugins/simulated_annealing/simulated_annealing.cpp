@@ -21,14 +21,21 @@
 // host's evaluator (SDK 1.7). Random numbers are NumPy's (NumpyRandom): with `seed` s the
 // search is NNI's after np.random.seed(s), draw for draw.
 //
+// With a budget instead of a sparsity (`flops_budget` / `params_budget`, SDK 1.10), rescale(c)
+// becomes fit(c): the sorted c times the smallest scale (bisected, 10 steps) whose masks leave a
+// sped-up model within the budget (the host's measure_cost), the largest sparsity at most 0.99;
+// none when even that scale does not fit. Everything else is the search above.
+//
 // Departures: a metric that is NaN or infinite is an error (NNI's acceptance loop would spin
-// forever on NaN); `max_evaluations` can bound the search (NNI: unbounded).
+// forever on NaN); `max_evaluations` can bound the search (NNI: unbounded); after 1,000 draws
+// that rescale to nothing usable the search stops with an error (NNI retries forever).
 #include "simulated_annealing.h"
 
 #include <lithe/sdk.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -49,11 +56,14 @@ double NumpyRandom::uniform(double low, double high) {
 namespace {
 
 constexpr const char* kAlgorithm = "simulated_annealing";
+constexpr double kMostSparsity = 0.99;  // a budget's fit prunes no layer further
+constexpr int kBisectionSteps = 10;
+constexpr int kMaxDraws = 1000;
 
 const sdk::OptionSchema& annealing_keys() {
   static const sdk::OptionSchema schema = [] {
     sdk::OptionSchema keys;
-    keys.add(sdk::sparsity_keys());
+    keys.add(sdk::search_target_keys());
     keys.add(sdk::option("optimize_mode", sdk::OptionType::kString,
                          "whether the evaluator's metric is better higher or lower")
                  .defaults_to("\"maximize\"")
@@ -97,17 +107,6 @@ const sdk::OptionSchema& annealing_keys() {
   return schema;
 }
 
-// NNI's base_algo names -> Lithe's masker names.
-std::string masker_name(const std::string& base_algo) {
-  if (base_algo == "l1") {
-    return "l1_filter";
-  }
-  if (base_algo == "l2") {
-    return "l2_filter";
-  }
-  return base_algo;  // "level", "fpgm"
-}
-
 std::string format(const std::vector<double>& values) {
   std::ostringstream out;
   out.precision(4);
@@ -129,14 +128,15 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
         cool_down_(annealing_keys().read<double>(options, "cool_down_rate")),
         magnitude_(annealing_keys().read<double>(options, "perturbation_magnitude")),
         max_evaluations_(annealing_keys().read<int64_t>(options, "max_evaluations")),
-        random_(static_cast<uint32_t>(annealing_keys().read<int64_t>(options, "seed"))) {
+        random_(static_cast<uint32_t>(annealing_keys().read<int64_t>(options, "seed"))),
+        budget_(sdk::read_cost_budget(options)) {
     LITHE_CHECK(start_ > stop_, sdk::Errc::kInvalidConfig, options.path(),
                 "/start_temperature must exceed stop_temperature (", stop_, "), got ", start_,
                 ": the search would evaluate nothing");
     const sdk::Options masker_options =
         options.has("masker_options") ? options.child("masker_options") : sdk::Options();
     try {
-      masker_ = registry.make_masker(masker_name(base_algo_), masker_options);
+      masker_ = registry.make_masker(sdk::base_algo_masker(base_algo_), masker_options);
     } catch (const sdk::Error& e) {
       throw sdk::Error(e.code(),
                        options.path() + "/base_algo '" + base_algo_ + "': " + e.what());
@@ -144,7 +144,7 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
   }
 
   void validate_config(const sdk::Options& entry) const override {
-    (void)annealing_keys().read<double>(entry, "sparsity");
+    sdk::check_search_entry(entry, budget_, kAlgorithm);
   }
 
   void attach(sdk::CompressionContext& context) override {
@@ -152,17 +152,16 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
     const std::vector<sdk::LayerView*> layers = context.layers();
     LITHE_CHECK(!layers.empty(), sdk::Errc::kInvalidConfig,
                 "simulated_annealing: the config_list selects no layer");
-    // NNI takes the first entry's sparsity as the overall target: every layer must share it.
-    target_ = layers.front()->config().require<double>("sparsity");
-    for (const sdk::LayerView* layer : layers) {
-      const double s = layer->config().require<double>("sparsity");
-      LITHE_CHECK(s == target_, sdk::Errc::kInvalidConfig, "layer '", layer->name(),
-                  "': simulated_annealing searches per-layer sparsities for one overall "
-                  "sparsity, so every config_list entry must give the same `sparsity`; layer '",
-                  layers.front()->name(), "' has ", target_, ", this one ", s);
+    if (budget_.has_value()) {
+      LITHE_CHECK(context.can_measure_cost(), sdk::Errc::kUnsupported, "simulated_annealing: ",
+                  budget_->key(), " needs the sped-up model's cost, and the host cannot "
+                  "measure it (lithe compress: a TorchScript model and --data; C++: "
+                  "session.set_cost_meter)");
+    } else {
+      target_ = sdk::shared_sparsity(layers, kAlgorithm);
+      LITHE_CHECK(target_ > 0.0, sdk::Errc::kInvalidConfig,
+                  "simulated_annealing: the overall sparsity must be > 0, got ", target_);
     }
-    LITHE_CHECK(target_ > 0.0, sdk::Errc::kInvalidConfig,
-                "simulated_annealing: the overall sparsity must be > 0, got ", target_);
     LITHE_CHECK(context.can_evaluate(), sdk::Errc::kUnsupported,
                 "simulated_annealing scores every candidate with the host's evaluator, and "
                 "there is none (lithe compress: --data DIR with a test split, or --test-data; "
@@ -196,9 +195,14 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
   }
 
  private:
-  // NNI's _rescale_sparsities: sorted, scaled so that the pruned weights make up the target.
-  std::optional<std::vector<double>> rescale(std::vector<double> sparsities) const {
+  // NNI's _rescale_sparsities: sorted, scaled so that the pruned weights make up the target;
+  // with a budget, fit().
+  std::optional<std::vector<double>> rescale(sdk::CompressionContext& context, int64_t snapshot,
+                                             std::vector<double> sparsities) {
     std::sort(sparsities.begin(), sparsities.end());
+    if (budget_.has_value()) {
+      return fit(context, snapshot, std::move(sparsities));
+    }
     int64_t total = 0;
     int64_t pruned = 0;
     for (size_t k = 0; k < sparsities.size(); ++k) {
@@ -216,36 +220,98 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
     return sparsities;
   }
 
+  // The sorted direction scaled by the smallest factor whose masks fit the budget.
+  std::optional<std::vector<double>> fit(sdk::CompressionContext& context, int64_t snapshot,
+                                         const std::vector<double>& direction) {
+    if (direction.back() <= 0.0) {
+      return std::nullopt;
+    }
+    const auto scaled = [&](double scale) {
+      std::vector<double> out = direction;
+      for (double& s : out) {
+        s *= scale;
+      }
+      return out;
+    };
+    const auto fits = [&](double scale) {
+      return budget_->fits(cost_of(context, snapshot, scaled(scale)));
+    };
+    const double top = kMostSparsity / direction.back();
+    if (!fits(top)) {
+      return std::nullopt;
+    }
+    return scaled(sdk::smallest_fitting(0.0, top, kBisectionSteps, fits));
+  }
+
+  // The cost of a candidate's masks, pruned from the original weights.
+  sdk::ModelCost cost_of(sdk::CompressionContext& context, int64_t snapshot,
+                         const std::vector<double>& sorted_sparsities) {
+    context.restore_snapshot(snapshot);
+    for (size_t k = 0; k < order_.size(); ++k) {
+      chosen_[order_[k]] = sorted_sparsities[k];
+    }
+    context.update_masks_now();
+    return context.measure_cost();
+  }
+
   static bool usable(const std::optional<std::vector<double>>& s) {
     return s.has_value() && s->front() >= 0.0 && s->back() < 1.0;
   }
 
-  // NNI's _init_sparsities and _generate_perturbations: retried until usable.
-  std::vector<double> initial() {
-    for (;;) {
+  // NNI's _init_sparsities and _generate_perturbations: retried until usable (at most
+  // kMaxDraws times).
+  std::vector<double> drawn(sdk::CompressionContext& context, int64_t snapshot,
+                            const std::function<std::vector<double>()>& draw) {
+    for (int attempt = 0; attempt < kMaxDraws; ++attempt) {
+      std::optional<std::vector<double>> s = rescale(context, snapshot, draw());
+      if (usable(s)) {
+        return *s;
+      }
+    }
+    throw sdk::Error(sdk::Errc::kInvalidConfig,
+                     "simulated_annealing: none of " + std::to_string(kMaxDraws) +
+                         " random sparsity vectors " +
+                         (budget_ ? std::string("fit ") + budget_->key() + " " +
+                                        std::to_string(budget_->share) +
+                                        " with every layer below sparsity 1"
+                                  : std::string("rescaled to the overall sparsity with every "
+                                                "layer below 1")) +
+                         "; lower the target or select more layers");
+  }
+
+  std::vector<double> initial(sdk::CompressionContext& context, int64_t snapshot) {
+    return drawn(context, snapshot, [&] {
       std::vector<double> draw(sorted_counts_.size());
       for (double& d : draw) {
         d = random_.uniform(0.0, 1.0);
       }
-      std::optional<std::vector<double>> s = rescale(std::move(draw));
-      if (usable(s)) {
-        return *s;
-      }
-    }
+      return draw;
+    });
   }
 
-  std::vector<double> perturbed(double temperature) {
+  std::vector<double> perturbed(sdk::CompressionContext& context, int64_t snapshot,
+                                double temperature) {
     const double magnitude = temperature / start_ * magnitude_;
-    for (;;) {
+    return drawn(context, snapshot, [&] {
       std::vector<double> draw(current_.size());
       for (size_t k = 0; k < draw.size(); ++k) {
         draw[k] = std::max(0.0, current_[k] + random_.uniform(-magnitude, magnitude));
       }
-      std::optional<std::vector<double>> s = rescale(std::move(draw));
-      if (usable(s)) {
-        return *s;
-      }
-    }
+      return draw;
+    });
+  }
+
+  // With a budget: refuses one that pruning every layer to kMostSparsity does not reach, before
+  // any random draw.
+  void check_budget_reachable(sdk::CompressionContext& context, int64_t snapshot) {
+    const sdk::ModelCost most =
+        cost_of(context, snapshot, std::vector<double>(order_.size(), kMostSparsity));
+    LITHE_CHECK(budget_->fits(most), sdk::Errc::kInvalidConfig, "simulated_annealing: ",
+                budget_->key(), " ", budget_->share, " cannot be reached: with every selected "
+                "layer at sparsity ", kMostSparsity, " the sped-up model keeps ",
+                budget_->ratio(most), " of it (only whole channels leave a sped-up model: "
+                "level masks remove few, and a residual add keeps the channels of the layers "
+                "it joins)");
   }
 
   // The candidate's masks from the original weights; returns the evaluator's metric.
@@ -265,7 +331,10 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
 
   void search(sdk::CompressionContext& context, const std::vector<sdk::LayerView*>& layers) {
     const int64_t snapshot = context.save_snapshot();
-    current_ = initial();
+    if (budget_.has_value()) {
+      check_budget_reachable(context, snapshot);
+    }
+    current_ = initial(context, snapshot);
     double current_score = -std::numeric_limits<double>::infinity();
     double best_score = -std::numeric_limits<double>::infinity();
     std::vector<double> best;
@@ -280,7 +349,7 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
           bounded = true;
           break;
         }
-        const std::vector<double> candidate = perturbed(temperature);
+        const std::vector<double> candidate = perturbed(context, snapshot, temperature);
         const double metric = evaluate_candidate(context, snapshot, candidate);
         ++evaluations;
         const double score = minimize_ ? -metric : metric;
@@ -314,9 +383,13 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
     for (size_t i = 0; i < layers.size(); ++i) {
       summary += (i == 0 ? "" : ", ") + layers[i]->name() + " " + std::to_string(chosen_[i]);
     }
+    context.update_masks_now();
+    if (budget_.has_value()) {
+      summary += "; " + std::string(budget_->key()) + " used " +
+                 std::to_string(budget_->ratio(context.measure_cost()));
+    }
     LITHE_LOG(kInfo, "simulated_annealing: best of ", evaluations, " candidates: metric ",
                      minimize_ ? -best_score : best_score, "; sparsities ", summary);
-    context.update_masks_now();
     finished_ = true;
   }
 
@@ -328,6 +401,7 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
   double magnitude_;
   int64_t max_evaluations_;
   NumpyRandom random_;
+  std::optional<sdk::CostBudget> budget_;  // instead of target_
   std::unique_ptr<sdk::WeightMasker> masker_;
   double target_ = 0.0;
   std::vector<size_t> order_;          // layer indices by weight count
@@ -341,8 +415,8 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
 
 void register_algorithms(sdk::Registry& registry) {
   registry.add_pruner({kAlgorithm, "NNI's SimulatedAnnealingPruner: per-layer sparsities for "
-                                   "an overall sparsity, searched by simulated annealing on the "
-                                   "host's evaluator (SDK 1.8 snapshots)"},
+                                   "an overall sparsity or a FLOPs/parameter budget, searched "
+                                   "by simulated annealing on the host's evaluator"},
                       [](const sdk::Options& options, const sdk::Registry& algorithms) {
                         return std::make_unique<SimulatedAnnealingPruner>(options, algorithms);
                       });
@@ -352,5 +426,5 @@ void register_algorithms(sdk::Registry& registry) {
 
 }  // namespace lithe::plugins::simulated_annealing
 
-LITHE_PLUGIN("simulated_annealing", "1.0.0",
+LITHE_PLUGIN("simulated_annealing", "1.1.0",
              lithe::plugins::simulated_annealing::register_algorithms)

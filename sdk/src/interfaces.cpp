@@ -51,6 +51,13 @@ std::vector<ModuleSummary> CompressionContext::weighted_modules() {
               "this host does not list the model's weighted modules (SDK 1.9+; Lithe's host "
               "does, a test double or an older host may not)");
 }
+bool CompressionContext::can_measure_cost() const { return false; }
+ModelCost CompressionContext::measure_cost() {
+  throw Error(Errc::kUnsupported,
+              "this host cannot measure what the masks leave of the model (SDK 1.10+; `lithe "
+              "compress` on a TorchScript model with --data does; an embedder calls "
+              "session.set_cost_meter)");
+}
 
 Pruner::~Pruner() = default;
 void Pruner::attach(CompressionContext&) {}

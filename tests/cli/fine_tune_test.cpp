@@ -474,6 +474,44 @@ TEST_F(FineTuneCliTest, LinearPrunesInRoundsFineTunedOnTheData) {
   EXPECT_TRUE(std::filesystem::exists(out / "no_test.pt"));
 }
 
+// SDK 1.10 through the CLI: the sample config's flops_budget (no sparsity), the cost counted on
+// one sample of --data; the masks `lithe speedup` turns into a model `lithe flops` counts at
+// half the FLOPs or less.
+TEST_F(FineTuneCliTest, SimulatedAnnealingToAFlopsBudgetSpeedsUpWithinIt) {
+  const auto out = scratch_dir("cli_simulated_annealing_flops");
+  const std::string config =
+      (source_dir() / "samples/configs/simulated_annealing_flops.json").string();
+  const CliRun run = run_lithe("compress --log-level info --model " + lenet_model().string() +
+                               " --config " + config + data_only_flags() + " --output " +
+                               (out / "sa.pt").string() + " --masks " +
+                               (out / "masks.pt").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("flops_budget used 0."));
+  const CliRun sped = run_lithe("speedup --model " + lenet_model().string() + " --masks " +
+                                (out / "masks.pt").string() + " --output " +
+                                (out / "small.pt").string() + " --input-shape 1,1,28,28");
+  ASSERT_EQ(sped.exit_code, 0) << sped.out;
+  const auto total_flops = [&](const std::filesystem::path& model) {
+    const CliRun flops =
+        run_lithe("flops --json --model " + model.string() + " --input-shape 1,1,28,28");
+    EXPECT_EQ(flops.exit_code, 0) << flops.out;
+    return nlohmann::json::parse(flops.out).at("total_flops").get<double>();
+  };
+  const double share = total_flops(out / "small.pt") / total_flops(lenet_model());
+  EXPECT_LE(share, 0.5);
+  EXPECT_GT(share, 0.35);  // the least pruning that fits, not any pruning
+  // A budget with a sparsity beside it is refused in one line, and nothing is written.
+  const auto bad = out / "bad.json";
+  write_text(bad, R"({"algorithm": "simulated_annealing", "options": {"flops_budget": 0.5},
+                      "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}]})");
+  const CliRun both = run_lithe("compress --model " + lenet_model().string() + " --config " +
+                                bad.string() + data_only_flags() + " --output " +
+                                (out / "bad.pt").string());
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_THAT(both.out, HasSubstr("/config_list/0/sparsity: simulated_annealing searches"));
+  EXPECT_FALSE(std::filesystem::exists(out / "bad.pt"));
+}
+
 TEST_F(FineTuneCliTest, SimulatedAnnealingSearchesSparsitiesOnTheTestData) {
   const auto out = scratch_dir("cli_simulated_annealing");
   // A trained model: an untrained one scores every candidate alike.

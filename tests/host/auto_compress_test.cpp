@@ -30,6 +30,7 @@
 #include "plugins/level/level.h"
 #include "support/fashion_data.h"
 #include "support/paths.h"
+#include "support/registry.h"
 
 namespace lithe::host {
 namespace {
@@ -38,14 +39,9 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 PluginRegistry& admm_registry() {
-  static PluginRegistry* registry = [] {
-    auto* r = new PluginRegistry();
-    plugins::filter_norm::register_algorithms(*r);
-    plugins::level::register_algorithms(*r);
-    plugins::admm::register_algorithms(*r);
-    return r;
-  }();
-  return *registry;
+  return test::registry_of({&plugins::filter_norm::register_algorithms,
+                            &plugins::level::register_algorithms,
+                            &plugins::admm::register_algorithms});
 }
 
 AutoCompressOptions lenet_options() {

@@ -21,6 +21,7 @@
 #include "plugins/filter_norm/filter_norm.h"
 #include "support/fashion_data.h"
 #include "support/paths.h"
+#include "support/registry.h"
 
 namespace lithe::host {
 namespace {
@@ -29,12 +30,7 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 PluginRegistry& filter_registry() {
-  static PluginRegistry* registry = [] {
-    auto* r = new PluginRegistry();
-    plugins::filter_norm::register_algorithms(*r);
-    return r;
-  }();
-  return *registry;
+  return test::registry_of({&plugins::filter_norm::register_algorithms});
 }
 
 SearchOptions lenet_options(ResourceKind kind, const std::string& budget, int64_t trials) {

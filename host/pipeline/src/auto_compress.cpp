@@ -28,8 +28,7 @@ std::string round_name(int64_t round, int64_t rounds) {
 
 // Times a candidate against the dense model in this process (the search's own probe is
 // relative to the model each round starts from, which moves).
-std::function<std::pair<double, double>(const torch::jit::Module&)> in_process_probe(
-    const torch::jit::Module& dense, const SearchOptions& options) {
+LatencyProbe in_process_probe(const torch::jit::Module& dense, const SearchOptions& options) {
   torch::jit::Module reference = dense.clone();
   reference.eval();
   return [reference, &options](const torch::jit::Module& candidate) mutable {
@@ -42,13 +41,9 @@ std::function<std::pair<double, double>(const torch::jit::Module&)> in_process_p
 
 // FLOPs and parameters against `dense`, latency timed against it by `probe`.
 ResourceUse measured(const torch::jit::Module& model, torch::jit::Module& dense,
-                     const SearchOptions& options,
-                     const std::function<std::pair<double, double>(const torch::jit::Module&)>&
-                         probe) {
+                     const SearchOptions& options, const LatencyProbe& probe) {
   torch::jit::Module handle = model;
-  ResourceUse use = measure_resources(handle, dense, options.flops_mode, options.latency, false);
-  std::tie(use.dense_latency_ms, use.latency_ms) = probe(model);
-  return use;
+  return measure_resources(handle, dense, options.flops_mode, options.latency, true, probe);
 }
 
 // The round's pruner (ADMM) from `start` toward `sparsities`, its masks applied, then sped up;

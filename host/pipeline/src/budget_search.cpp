@@ -412,13 +412,8 @@ class SearchRun {
 
  private:
   ResourceUse measure(torch::jit::Module& module, bool time_it) {
-    if (time_it && options_.latency_probe) {
-      ResourceUse use =
-          measure_resources(module, reference_, options_.flops_mode, options_.latency, false);
-      std::tie(use.dense_latency_ms, use.latency_ms) = options_.latency_probe(module);
-      return use;
-    }
-    return measure_resources(module, reference_, options_.flops_mode, options_.latency, time_it);
+    return measure_resources(module, reference_, options_.flops_mode, options_.latency, time_it,
+                             options_.latency_probe);
   }
 
   torch::jit::Module pruned(const std::vector<double>& sparsities,

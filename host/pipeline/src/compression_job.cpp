@@ -15,6 +15,7 @@
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/pipeline/pruned_cost_meter.h"
 #include "lithe/host/train/dataset.h"
 #include "lithe/sdk/error.h"
 
@@ -275,6 +276,25 @@ CompressionResult run_compression(const CompressionRequest& request,
       ++result.algorithm_evaluations;
       return evaluate(*model, test_data, options.eval_batch_size).accuracy;
     });
+  }
+  if (pruning) {
+    // What a budget search (SDK 1.10 measure_cost) asks: the sped-up model's FLOPs at one
+    // sample of the data, the model and the data read on first use.
+    pruning->set_cost_meter(
+        [&, meter = std::function<sdk::ModelCost()>()]() mutable -> sdk::ModelCost {
+          if (!meter) {
+            load_data_now();
+            const Dataset& sample = train_data.size() > 0 ? train_data : test_data;
+            LITHE_CHECK(sample.size() > 0, sdk::Errc::kUnsupported, session.algorithm(),
+                        " asked for the sped-up model's cost, which is counted on one sample "
+                        "of the data, and '", request.data_path.string(), "' has none");
+            std::vector<int64_t> shape = sample.images.sizes().vec();
+            shape.at(0) = 1;
+            meter = pruned_cost_meter(load_torchscript_module(request.model_path), *pruning,
+                                      shape);
+          }
+          return meter();
+        });
   }
   const auto algorithm_start = Clock::now();
   if (quantizer) {

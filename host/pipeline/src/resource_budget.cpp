@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "lithe/host/io/number_text.h"
 #include "lithe/host/pipeline/svg_chart.h"
@@ -111,6 +112,17 @@ ResourceUse measure_resources(torch::jit::Module& model, torch::jit::Module& den
   }
   model.eval();
   dense.eval();
+  return use;
+}
+
+ResourceUse measure_resources(torch::jit::Module& model, torch::jit::Module& dense,
+                              FlopsMode mode, const LatencySettings& latency, bool time_it,
+                              const LatencyProbe& probe) {
+  if (!time_it || !probe) {
+    return measure_resources(model, dense, mode, latency, time_it);
+  }
+  ResourceUse use = measure_resources(model, dense, mode, latency, false);
+  std::tie(use.dense_latency_ms, use.latency_ms) = probe(model);
   return use;
 }
 

@@ -201,6 +201,14 @@ void SessionCore::fine_tune(int64_t epochs) {
   fine_tuner_(epochs);
 }
 
+sdk::ModelCost SessionCore::measure_cost() {
+  LITHE_CHECK(static_cast<bool>(cost_meter_), sdk::Errc::kUnsupported, owner_,
+              " asked what the masks leave of the model once sped up, but this session has no "
+              "cost meter: `lithe compress` needs a TorchScript model and data (--data) to "
+              "count on; an embedding program calls session.set_cost_meter(...)");
+  return cost_meter_();
+}
+
 int64_t SessionCore::save_model_state() { return saved_states_->save(model_); }
 
 void SessionCore::restore_model_state(int64_t handle) {

@@ -18,4 +18,5 @@
 #include "lithe/sdk/pruner.h"
 #include "lithe/sdk/quantizer.h"
 #include "lithe/sdk/registry.h"
+#include "lithe/sdk/search_target.h"
 #include "lithe/sdk/version.h"

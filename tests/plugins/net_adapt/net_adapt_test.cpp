@@ -14,12 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "lithe/host/pipeline/pruned_cost_meter.h"
 #include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/sdk/error.h"
 #include "plugins/filter_norm/filter_norm.h"
 #include "plugins/level/level.h"
 #include "support/paths.h"
+#include "support/registry.h"
+#include "support/sped_up_flops.h"
 
 namespace lithe::plugins::net_adapt {
 namespace {
@@ -29,14 +32,9 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 host::PluginRegistry& net_adapt_registry() {
-  static host::PluginRegistry* registry = [] {
-    auto* r = new host::PluginRegistry();
-    level::register_algorithms(*r);
-    filter_norm::register_algorithms(*r);
-    register_algorithms(*r);
-    return r;
-  }();
-  return *registry;
+  return test::registry_of({&level::register_algorithms,
+                            &filter_norm::register_algorithms,
+                            &register_algorithms});
 }
 
 class NetAdaptTest : public ::testing::Test {
@@ -167,6 +165,52 @@ TEST_F(NetAdaptTest, ErrorsNameTheRuleAndTheValue) {
               ThrowsMessage<sdk::Error>(HasSubstr("the evaluator returned nan")));
   EXPECT_THAT([&] { session(R"({"sparsity_per_iteration": 1.5})", kLevelAll); },
               ThrowsMessage<sdk::Error>(HasSubstr("sparsity_per_iteration")));
+}
+
+// SDK 1.10: steps of the sped-up model's FLOPs instead of weights. Each step's candidates are
+// the least pruning of one layer that lowers the FLOPs by the step (checked by an independent
+// speedup and count); the evaluator's favourite layer is the one pruned; the last step lands on
+// the budget.
+TEST_F(NetAdaptTest, AFlopsBudgetStepsTheSpedUpModelsFlopsDownToTheBudget) {
+  const torch::jit::Module dense = host::load_torchscript_module(test::lenet_model());
+  const std::vector<int64_t> shape = {1, 1, 28, 28};
+  auto pruning = session(R"({"base_algo": "l1", "flops_budget": 0.6,
+                             "sparsity_per_iteration": 0.25, "short_term_fine_tune_epochs": 0})",
+                         R"([{"op_types": ["Conv2d"]}])");
+  pruning->set_cost_meter(host::pruned_cost_meter(dense, *pruning, shape));
+  // The metric: how many weights conv2 lost, so conv2 is chosen whenever it can take the step.
+  std::vector<double> shares;
+  pruning->set_evaluator([&] {
+    shares.push_back(test::sped_up_flops_share(dense, pruning->masks(), shape));
+    return static_cast<double>(zeros().at("conv2"));
+  });
+  pruning->compress();
+  // Step 1 aims at 0.75, step 2 at 0.6 (the budget, not 0.5); two layers each.
+  ASSERT_EQ(shares.size(), 4U) << "candidates evaluated";
+  EXPECT_LE(shares[0], 0.75);
+  EXPECT_LE(shares[1], 0.75);
+  EXPECT_LE(shares[2], 0.6);
+  EXPECT_LE(shares[3], 0.6);
+  const double result = test::sped_up_flops_share(dense, pruning->masks(), shape);
+  EXPECT_LE(result, 0.6);
+  EXPECT_GT(result, 0.5);  // one conv2 filter is about 4% of the FLOPs: the least that fits
+  EXPECT_EQ(zeros().at("conv1"), 0) << "conv1 was never the evaluator's choice";
+  EXPECT_GT(zeros().at("conv2"), 0);
+}
+
+TEST_F(NetAdaptTest, BudgetErrorsNameTheKeyAndWhatIsMissing) {
+  auto no_meter = session(R"({"params_budget": 0.5, "short_term_fine_tune_epochs": 0})",
+                          R"([{"op_types": ["Conv2d"]}])");
+  no_meter->set_evaluator([] { return 0.0; });
+  EXPECT_THAT([&] { no_meter->compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("params_budget needs the sped-up"),
+                                              HasSubstr("session.set_cost_meter"))));
+  EXPECT_THAT([&] { session(R"({"flops_budget": 0.5})", kLevelAll); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/0/sparsity"),
+                                              HasSubstr("net_adapt searches every layer"))));
+  EXPECT_THAT([&] { session(R"({"flops_budget": 0.5, "params_budget": 0.5})",
+                            R"([{"op_types": ["Conv2d"]}])"); },
+              ThrowsMessage<sdk::Error>(HasSubstr("got both")));
 }
 
 }  // namespace

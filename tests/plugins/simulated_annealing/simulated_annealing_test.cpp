@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -16,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "lithe/host/pipeline/pruned_cost_meter.h"
 #include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/sdk/error.h"
 #include "plugins/filter_norm/filter_norm.h"
 #include "plugins/level/level.h"
 #include "support/paths.h"
+#include "support/registry.h"
+#include "support/sped_up_flops.h"
 
 namespace lithe::plugins::simulated_annealing {
 namespace {
@@ -31,14 +35,9 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 host::PluginRegistry& annealing_registry() {
-  static host::PluginRegistry* registry = [] {
-    auto* r = new host::PluginRegistry();
-    level::register_algorithms(*r);
-    filter_norm::register_algorithms(*r);
-    register_algorithms(*r);
-    return r;
-  }();
-  return *registry;
+  return test::registry_of({&level::register_algorithms,
+                            &filter_norm::register_algorithms,
+                            &register_algorithms});
 }
 
 const char* kLevelAll = R"([{"sparsity": 0.6, "op_types": ["default"]}])";
@@ -180,6 +179,72 @@ TEST_F(SimulatedAnnealingTest, ErrorsNameTheRuleAndTheValue) {
   nan->set_evaluator([] { return std::numeric_limits<double>::quiet_NaN(); });
   EXPECT_THAT([&] { nan->compress(); },
               ThrowsMessage<sdk::Error>(HasSubstr("the evaluator returned nan")));
+}
+
+// SDK 1.10: a FLOPs budget instead of a sparsity. Every candidate the evaluator sees is scaled
+// to the least pruning whose sped-up model fits (checked here by an independent speedup and
+// count), the result fits and is close to the budget, and a seed repeats its masks.
+TEST_F(SimulatedAnnealingTest, AFlopsBudgetFitsEveryCandidateAndTheResultToTheSpedUpModel) {
+  const torch::jit::Module dense = host::load_torchscript_module(test::lenet_model());
+  const std::vector<int64_t> shape = {1, 1, 28, 28};
+  std::vector<std::pair<std::string, sdk::Masks>> first;
+  for (int run = 0; run < 2; ++run) {
+    model_ = host::load_torchscript_model(test::lenet_model());
+    auto pruning = session(R"({"base_algo": "l1", "flops_budget": 0.5, "seed": 3,
+                               "max_evaluations": 5})",
+                           R"([{"op_types": ["Conv2d"]}])");
+    pruning->set_cost_meter(host::pruned_cost_meter(dense, *pruning, shape));
+    std::vector<double> shares;
+    pruning->set_evaluator([&] {
+      shares.push_back(test::sped_up_flops_share(dense, pruning->masks(), shape));
+      return zero_shares().at("conv2");  // any function of the masks
+    });
+    pruning->compress();
+    ASSERT_EQ(shares.size(), 5U);
+    for (const double share : shares) {
+      EXPECT_LE(share, 0.5);
+      // The least pruning that fits: one more conv1 filter (the coarsest step, about 14% of
+      // LeNet's FLOPs with the inputs of conv2 it feeds) would be too many.
+      EXPECT_GT(share, 0.35);
+    }
+    const double result = test::sped_up_flops_share(dense, pruning->masks(), shape);
+    EXPECT_LE(result, 0.5);
+    // The result is one of the evaluated candidates.
+    EXPECT_NE(std::find(shares.begin(), shares.end(), result), shares.end());
+    if (run == 0) {
+      first = pruning->masks();
+    } else {
+      ASSERT_EQ(pruning->masks().size(), first.size());
+      for (size_t i = 0; i < first.size(); ++i) {
+        EXPECT_TRUE(pruning->masks()[i].second.weight.equal(first[i].second.weight))
+            << first[i].first << ": same seed, other masks";
+      }
+    }
+  }
+}
+
+TEST_F(SimulatedAnnealingTest, BudgetErrorsNameTheKeyTheRuleAndTheValue) {
+  const torch::jit::Module dense = host::load_torchscript_module(test::lenet_model());
+  // No cost meter: the host cannot measure.
+  auto no_meter = session(R"({"flops_budget": 0.5})", R"([{"op_types": ["Conv2d"]}])");
+  no_meter->set_evaluator([] { return 0.0; });
+  EXPECT_THAT([&] { no_meter->compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("flops_budget needs the sped-up"),
+                                              HasSubstr("session.set_cost_meter"))));
+  // A sparsity beside the budget.
+  EXPECT_THAT([&] {
+    session(R"({"flops_budget": 0.5})", R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  }, ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/0/sparsity"),
+                                     HasSubstr("flops_budget (0.5)"))));
+  // A budget that pruning every layer to 0.99 does not reach, said before any search.
+  auto tight = session(R"({"flops_budget": 0.01})", R"([{"op_types": ["Conv2d"]}])");
+  tight->set_cost_meter(host::pruned_cost_meter(dense, *tight, {1, 1, 28, 28}));
+  int64_t evaluations = 0;
+  tight->set_evaluator([&] { return static_cast<double>(++evaluations); });
+  EXPECT_THAT([&] { tight->compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("flops_budget 0.01 cannot be reached"),
+                                              HasSubstr("at sparsity 0.99"))));
+  EXPECT_EQ(evaluations, 0);
 }
 
 }  // namespace

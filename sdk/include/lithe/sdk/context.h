@@ -30,6 +30,15 @@ struct ModuleSummary {
   bool compressed = false;            ///< whether it is one of layers()
 };
 
+/// What the model costs once sped up (measure_cost, SDK 1.10): the channels the current masks
+/// zero removed, as `lithe speedup` removes them, and counted as `lithe flops` counts.
+struct ModelCost {
+  int64_t flops = 0;         ///< NNI's count (convolutions and Linear layers) at batch 1
+  int64_t params = 0;        ///< every parameter of the sped-up model
+  int64_t dense_flops = 0;   ///< the same counts of the model as the session found it
+  int64_t dense_params = 0;
+};
+
 /// How reduce_over_processes combines the processes' values, element-wise.
 enum class Reduction : int { kSum = 0, kMin = 1, kMax = 2 };
 
@@ -191,6 +200,20 @@ class LITHE_SDK_API CompressionContext {
   /// Throws sdk::Error(kUnsupported) when the host offers none (a test double, an older
   /// host): an algorithm then falls back to layers() and says so.
   virtual std::vector<ModuleSummary> weighted_modules();
+
+  // --- appended in SDK 1.10: what the masks buy, for algorithms that search to a budget of
+  // FLOPs or parameters instead of a sparsity. Not pure; the defaults refuse (kUnsupported),
+  // so contexts written for 1.9 keep compiling. ---
+
+  /// Whether measure_cost() can run: `lithe compress` on a TorchScript model with data (the
+  /// FLOPs are counted on one sample of it), an embedder that called session.set_cost_meter.
+  virtual bool can_measure_cost() const;
+  /// The model's cost as the current masks leave it once sped up, and as the session found it
+  /// (ModelCost). Masks that remove no whole channel (level pruning, or filters whose channel
+  /// a residual add still needs) change neither count. A speedup per call: call it once per
+  /// candidate, not per layer. Throws sdk::Error(kUnsupported) when can_measure_cost() is
+  /// false, naming what would provide one.
+  virtual ModelCost measure_cost();
 };
 
 }  // namespace lithe::sdk

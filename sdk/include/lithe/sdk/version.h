@@ -36,7 +36,7 @@
 /// Minor version of the SDK: raised when host-implemented interfaces gain functions. A plugin
 /// may call every function of its own minor version, so a host accepts plugins of its minor
 /// version or older and refuses newer ones (see the ABI tag).
-#define LITHE_SDK_MINOR_VERSION 9
+#define LITHE_SDK_MINOR_VERSION 10
 
 /// Human-readable SDK version (semantic versioning; major == LITHE_SDK_API_VERSION), built from
 /// the two numbers so that it cannot disagree with them (the top-level CMakeLists.txt checks

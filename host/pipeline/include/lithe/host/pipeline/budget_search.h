@@ -86,7 +86,7 @@ struct SearchOptions {
   /// in a fresh process (`lithe latency`), as a server would run it: the search's own heap
   /// otherwise favours smaller models (it measured 0.49 of the dense model for a ResNet that a
   /// fresh process times at 0.54).
-  std::function<std::pair<double, double>(const torch::jit::Module& candidate)> latency_probe;
+  LatencyProbe latency_probe;
   /// Epochs of fine-tuning each trial's sped-up model gets before it is evaluated (0: none),
   /// with `train` (its seed included: every trial trains on the same batches).
   int64_t trial_epochs = 0;

@@ -8,7 +8,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lithe/host/graph/flops_counter.h"
@@ -74,5 +76,14 @@ struct ResourceUse {
 /// are switched to eval mode; neither is otherwise changed.
 ResourceUse measure_resources(torch::jit::Module& model, torch::jit::Module& dense,
                               FlopsMode mode, const LatencySettings& latency, bool time_it);
+
+/// Times a candidate against the dense model elsewhere than in measure_resources' loop (e.g. in
+/// a fresh process): (dense ms, candidate ms), medians.
+using LatencyProbe = std::function<std::pair<double, double>(const torch::jit::Module& candidate)>;
+
+/// measure_resources, with both latencies from `probe` when time_it and a probe is given.
+ResourceUse measure_resources(torch::jit::Module& model, torch::jit::Module& dense,
+                              FlopsMode mode, const LatencySettings& latency, bool time_it,
+                              const LatencyProbe& probe);
 
 }  // namespace lithe::host

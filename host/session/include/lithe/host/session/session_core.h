@@ -104,6 +104,14 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   void set_fine_tuner(std::function<void(int64_t epochs)> fine_tuner) {
     fine_tuner_ = std::move(fine_tuner);
   }
+  /// SDK 1.10: whether a cost meter is set.
+  bool can_measure_cost() const override { return static_cast<bool>(cost_meter_); }
+  /// The cost meter's answer; kUnsupported naming set_cost_meter / --data when there is none.
+  sdk::ModelCost measure_cost() override;
+  /// What measure_cost() runs: the model's cost once sped up under this session's current
+  /// masks (pipeline's pruned_cost_meter for TorchScript models; `lithe compress` sets it when
+  /// it has data). An empty function removes it.
+  void set_cost_meter(std::function<sdk::ModelCost()> meter) { cost_meter_ = std::move(meter); }
   /// TrainingHooks: the sum of the plugin's loss terms, each checked (a defined floating scalar;
   /// errors name the plugin); undefined when none is registered or while calibrating.
   at::Tensor loss_terms() override;
@@ -186,6 +194,7 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   int64_t next_loss_term_id_ = 1;
   std::function<double()> evaluator_;
   std::function<void(int64_t)> fine_tuner_;
+  std::function<sdk::ModelCost()> cost_meter_;
   bool fine_tuning_ = false;  // fine_tune() is running: a nested call is refused
   std::unique_ptr<detail::SavedModelStates> saved_states_;
   std::unique_ptr<detail::SavedModelStates> snapshots_;  // weights and buffers of snapshots
