@@ -228,12 +228,12 @@ def main():
     def mean_of(prefix):
         return statistics.mean(v for k, v in results.items() if k.startswith(prefix))
     uniform = results["uniform"]
-    print(f"simulated_annealing mean {mean_of('simulated'):.4f} vs uniform {uniform:.4f}: "
-          f"{100 * (mean_of('simulated') - uniform):+.2f} pt; "
+    print(f"simulated_annealing mean {mean_of('simulated_annealing seed'):.4f} vs uniform "
+          f"{uniform:.4f}: {100 * (mean_of('simulated_annealing seed') - uniform):+.2f} pt; "
           f"net_adapt {100 * (results['net_adapt'] - uniform):+.2f} pt")
     if args.nni:
         print(f"Lithe - NNI: simulated annealing (means) "
-              f"{100 * (mean_of('simulated') - mean_of('NNI Simulated')):+.2f} pt; "
+              f"{100 * (mean_of('simulated_annealing seed') - mean_of('NNI Simulated')):+.2f} pt; "
               f"NetAdapt {100 * (results['net_adapt'] - results['NNI NetAdaptPruner']):+.2f} pt")
     return 0
 
