@@ -38,6 +38,7 @@
 //       leave a sped-up model within target (bisected, 10 steps, at most 0.99; skipped when
 //       even 0.99 does not reach it); fine-tune, evaluate, keep the best as above
 //     none: halve sparsity_per_iteration and try again; stop (with a warning) below 1e-4
+//   (a budget that every layer at 0.99 does not reach is refused before the first step)
 //     else: the best layer keeps its sparsity; used = its cost
 //
 // Departures from NNI:
@@ -315,6 +316,14 @@ class NetAdaptPruner final : public sdk::Pruner {
 
   void search_budget(sdk::CompressionContext& context,
                      const std::vector<sdk::LayerView*>& layers) {
+    const int64_t start = context.save_snapshot();
+    sparsity_.assign(layers.size(), kMostSparsity);
+    context.update_masks_now();
+    const sdk::ModelCost most = context.measure_cost();
+    sparsity_.assign(layers.size(), 0.0);
+    context.restore_snapshot(start);
+    context.release_snapshot(start);
+    sdk::check_budget_reachable(*budget_, most, kMostSparsity, kAlgorithm);
     double used = budget_->ratio(context.measure_cost());
     double step = step_;
     int64_t step_count = 0;

@@ -304,14 +304,9 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
   // With a budget: refuses one that pruning every layer to kMostSparsity does not reach, before
   // any random draw.
   void check_budget_reachable(sdk::CompressionContext& context, int64_t snapshot) {
-    const sdk::ModelCost most =
-        cost_of(context, snapshot, std::vector<double>(order_.size(), kMostSparsity));
-    LITHE_CHECK(budget_->fits(most), sdk::Errc::kInvalidConfig, "simulated_annealing: ",
-                budget_->key(), " ", budget_->share, " cannot be reached: with every selected "
-                "layer at sparsity ", kMostSparsity, " the sped-up model keeps ",
-                budget_->ratio(most), " of it (only whole channels leave a sped-up model: "
-                "level masks remove few, and a residual add keeps the channels of the layers "
-                "it joins)");
+    sdk::check_budget_reachable(
+        *budget_, cost_of(context, snapshot, std::vector<double>(order_.size(), kMostSparsity)),
+        kMostSparsity, kAlgorithm);
   }
 
   // The candidate's masks from the original weights; returns the evaluator's metric.

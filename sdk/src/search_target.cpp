@@ -67,6 +67,15 @@ void check_search_entry(const Options& entry, const std::optional<CostBudget>& b
   (void)search_target_keys().read<double>(entry, "sparsity");
 }
 
+void check_budget_reachable(const CostBudget& budget, const ModelCost& most,
+                            double most_sparsity, const std::string& algorithm) {
+  LITHE_CHECK(budget.fits(most), Errc::kInvalidConfig, algorithm, ": ", budget.key(), " ",
+              budget.share, " cannot be reached: with every selected layer at sparsity ",
+              most_sparsity, " the sped-up model keeps ", budget.ratio(most),
+              " of it (only whole channels leave a sped-up model: level masks remove few, and "
+              "a residual add keeps the channels of the layers it joins)");
+}
+
 double shared_sparsity(const std::vector<LayerView*>& layers, const std::string& algorithm) {
   LITHE_CHECK(!layers.empty(), Errc::kInvalidConfig, algorithm,
               ": the config_list selects no layer");

@@ -67,6 +67,15 @@ TEST(CostBudgetTest, EntriesGiveASparsityOrLeaveItToTheBudget) {
   }, ThrowsMessage<Error>(AllOf(HasSubstr("/config_list/2/sparsity"), HasSubstr("got 1"))));
 }
 
+TEST(CostBudgetTest, ABudgetTheMostPruningMissesIsRefusedWithWhatItReached) {
+  const CostBudget budget{CostBudget::Kind::kFlops, 0.2};
+  EXPECT_NO_THROW(check_budget_reachable(budget, ModelCost{150, 0, 1000, 0}, 0.99, "sa"));
+  EXPECT_THAT([&] { check_budget_reachable(budget, ModelCost{250, 0, 1000, 0}, 0.99, "sa"); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("sa: flops_budget 0.2 cannot be reached"),
+                                         HasSubstr("at sparsity 0.99"),
+                                         HasSubstr("keeps 0.25 of it"))));
+}
+
 TEST(CostBudgetTest, NnisBaseAlgoNamesAreLithesMaskers) {
   EXPECT_EQ(base_algo_masker("l1"), "l1_filter");
   EXPECT_EQ(base_algo_masker("l2"), "l2_filter");

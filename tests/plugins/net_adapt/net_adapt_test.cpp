@@ -208,6 +208,17 @@ TEST_F(NetAdaptTest, BudgetErrorsNameTheKeyAndWhatIsMissing) {
   EXPECT_THAT([&] { session(R"({"flops_budget": 0.5})", kLevelAll); },
               ThrowsMessage<sdk::Error>(AllOf(HasSubstr("/config_list/0/sparsity"),
                                               HasSubstr("net_adapt searches every layer"))));
+  // A budget that every layer at 0.99 does not reach: refused before any candidate.
+  const torch::jit::Module dense = host::load_torchscript_module(test::lenet_model());
+  auto tight = session(R"({"flops_budget": 0.05, "short_term_fine_tune_epochs": 0})",
+                       R"([{"op_types": ["Conv2d"]}])");
+  tight->set_cost_meter(host::pruned_cost_meter(dense, *tight, {1, 1, 28, 28}));
+  int64_t evaluations = 0;
+  tight->set_evaluator([&] { return static_cast<double>(++evaluations); });
+  EXPECT_THAT([&] { tight->compress(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("net_adapt: flops_budget 0.05 cannot be "
+                                                  "reached")));
+  EXPECT_EQ(evaluations, 0);
   EXPECT_THAT([&] { session(R"({"flops_budget": 0.5, "params_budget": 0.5})",
                             R"([{"op_types": ["Conv2d"]}])"); },
               ThrowsMessage<sdk::Error>(HasSubstr("got both")));

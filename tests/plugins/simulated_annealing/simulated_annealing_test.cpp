@@ -175,6 +175,14 @@ TEST_F(SimulatedAnnealingTest, ErrorsNameTheRuleAndTheValue) {
   EXPECT_THAT([&] { mixed->compress(); },
               ThrowsMessage<sdk::Error>(AllOf(HasSubstr("layer 'fc1'"),
                                               HasSubstr("conv1' has 0.5, this one 0.7"))));
+  // 0.999 of all weights: no random vector rescales below 1 in every layer (NNI would
+  // draw forever).
+  auto tight = session(std::string(kFast) + "}",
+                       R"([{"sparsity": 0.999, "op_types": ["default"]}])");
+  tight->set_evaluator([] { return 0.0; });
+  EXPECT_THAT([&] { tight->compress(); },
+              ThrowsMessage<sdk::Error>(HasSubstr("none of 1000 random sparsity vectors "
+                                                  "rescaled to the overall sparsity")));
   auto nan = session(std::string(kFast) + "}");
   nan->set_evaluator([] { return std::numeric_limits<double>::quiet_NaN(); });
   EXPECT_THAT([&] { nan->compress(); },

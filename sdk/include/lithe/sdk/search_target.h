@@ -52,6 +52,12 @@ LITHE_SDK_API void check_search_entry(const Options& entry,
                                       const std::optional<CostBudget>& budget,
                                       const std::string& algorithm);
 
+/// Refuses a budget that pruning every searched layer to `most_sparsity` does not reach
+/// (`most`: measure_cost() with those masks), before a search spends its evaluations. Throws
+/// sdk::Error(kInvalidConfig) naming `algorithm`, the key, the budget and the share reached.
+LITHE_SDK_API void check_budget_reachable(const CostBudget& budget, const ModelCost& most,
+                                          double most_sparsity, const std::string& algorithm);
+
 /// The overall sparsity of a sparsity-target search: NNI takes the first entry's, so every
 /// layer's entry must give the same. Throws sdk::Error(kInvalidConfig) naming `algorithm`, two
 /// layers that differ and their values, or an empty `layers`.
