@@ -20,6 +20,10 @@ figure:
             every arm at B of the dense model's FLOPs after speedup instead of a weight sparsity
             (NNI's count at 1x1x28x28): the searches take `flops_budget` (SDK 1.10), uniform is
             l1_filter at the one sparsity that `lithe search --trials 1` bisects to the budget
+  --sa-fine-tune N
+            also simulated_annealing with short_term_fine_tune_epochs N (each candidate
+            fine-tuned before it is scored, as NetAdapt's are; the result still starts its
+            fine-tuning from the original weights), seeds 1, 2, 3
   --nni     also NNI v2.0's own SimulatedAnnealingPruner (the same temperatures, seeds 1, 2, 3
             of numpy's generator) and NetAdaptPruner (the same step, one short-term epoch),
             base_algo l1, the same validation evaluator, run end to end in NNI: its search,
@@ -28,7 +32,7 @@ figure:
             `lithe compress`'s algorithm time.
 
 Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
-           [--nni | --flops-budget 0.5]
+           [--nni | --flops-budget 0.5] [--sa-fine-tune 1]
 """
 import argparse
 import json
@@ -128,6 +132,7 @@ def main():
     parser.add_argument("--layers", default="conv1,conv2,fc1,fc2")
     parser.add_argument("--nni", action="store_true")
     parser.add_argument("--flops-budget", type=float)
+    parser.add_argument("--sa-fine-tune", type=int, default=0)
     args = parser.parse_args()
     if args.nni and args.flops_budget:
         sys.exit("--nni compares at a weight sparsity: NNI's searches take no FLOPs budget")
@@ -170,6 +175,13 @@ def main():
             "algorithm": "simulated_annealing",
             "options": {"base_algo": "l1", "start_temperature": 0.05, "stop_temperature": 0.005,
                         "cool_down_rate": 0.8, "seed": seed, **target},
+            "config_list": [selection]}))
+    for seed in (1, 2, 3) if args.sa_fine_tune else ():
+        arms.append((f"simulated_annealing fine-tuned seed {seed}", {
+            "algorithm": "simulated_annealing",
+            "options": {"base_algo": "l1", "start_temperature": 0.05, "stop_temperature": 0.005,
+                        "cool_down_rate": 0.8, "seed": seed,
+                        "short_term_fine_tune_epochs": args.sa_fine_tune, **target},
             "config_list": [selection]}))
     arms.append(("net_adapt", {
         "algorithm": "net_adapt",
@@ -231,6 +243,10 @@ def main():
     print(f"simulated_annealing mean {mean_of('simulated_annealing seed'):.4f} vs uniform "
           f"{uniform:.4f}: {100 * (mean_of('simulated_annealing seed') - uniform):+.2f} pt; "
           f"net_adapt {100 * (results['net_adapt'] - uniform):+.2f} pt")
+    if args.sa_fine_tune:
+        tuned = mean_of("simulated_annealing fine-tuned")
+        print(f"simulated_annealing with fine-tuned candidates mean {tuned:.4f}: "
+              f"{100 * (tuned - uniform):+.2f} pt")
     if args.nni:
         print(f"Lithe - NNI: simulated annealing (means) "
               f"{100 * (mean_of('simulated_annealing seed') - mean_of('NNI Simulated')):+.2f} pt; "

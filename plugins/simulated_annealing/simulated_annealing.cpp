@@ -26,6 +26,10 @@
 // sped-up model within the budget (the host's measure_cost), the largest sparsity at most 0.99;
 // none when even that scale does not fit. Everything else is the search above.
 //
+// `short_term_fine_tune_epochs` (Lithe's; 0 by default, NNI's search) fine-tunes each candidate
+// before its evaluation, as NetAdapt does; the next candidate starts from the original weights
+// again, and so does the result.
+//
 // Departures: a metric that is NaN or infinite is an error (NNI's acceptance loop would spin
 // forever on NaN); `max_evaluations` can bound the search (NNI: unbounded); after 1,000 draws
 // that rescale to nothing usable the search stops with an error (NNI retries forever).
@@ -98,6 +102,12 @@ const sdk::OptionSchema& annealing_keys() {
                  .defaults_to("0")
                  .at_least(0)
                  .at_most(4294967295.0));
+    keys.add(sdk::option("short_term_fine_tune_epochs", sdk::OptionType::kInteger,
+                         "epochs of the host's fine-tuning of every candidate before it is "
+                         "evaluated, as net_adapt's (0: none, NNI's); the result keeps the "
+                         "original weights under the best masks")
+                 .defaults_to("0")
+                 .at_least(0));
     keys.add(sdk::option("max_evaluations", sdk::OptionType::kInteger,
                          "stop after this many candidates with the best so far (0: no bound)")
                  .defaults_to("0")
@@ -128,6 +138,8 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
         cool_down_(annealing_keys().read<double>(options, "cool_down_rate")),
         magnitude_(annealing_keys().read<double>(options, "perturbation_magnitude")),
         max_evaluations_(annealing_keys().read<int64_t>(options, "max_evaluations")),
+        fine_tune_epochs_(
+            annealing_keys().read<int64_t>(options, "short_term_fine_tune_epochs")),
         random_(static_cast<uint32_t>(annealing_keys().read<int64_t>(options, "seed"))),
         budget_(sdk::read_cost_budget(options)) {
     LITHE_CHECK(start_ > stop_, sdk::Errc::kInvalidConfig, options.path(),
@@ -166,6 +178,10 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
                 "simulated_annealing scores every candidate with the host's evaluator, and "
                 "there is none (lithe compress: --data DIR with a test split, or --test-data; "
                 "C++: session.set_evaluator)");
+    LITHE_CHECK(fine_tune_epochs_ == 0 || context.can_fine_tune(), sdk::Errc::kUnsupported,
+                "simulated_annealing fine-tunes every candidate for short_term_fine_tune_epochs "
+                "(", fine_tune_epochs_, ") and the host cannot fine-tune (lithe compress: give "
+                "--data; C++: session.set_fine_tuner), or set short_term_fine_tune_epochs 0");
     // Layers by weight count, ties in model order (Python's stable sort): the k-th gets the
     // k-th smallest sparsity of a candidate.
     order_.resize(layers.size());
@@ -317,6 +333,9 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
       chosen_[order_[k]] = sorted_sparsities[k];
     }
     context.update_masks_now();
+    if (fine_tune_epochs_ > 0) {
+      context.fine_tune(fine_tune_epochs_);  // undone by the next candidate's restore
+    }
     const double metric = context.evaluate();
     LITHE_CHECK(std::isfinite(metric), sdk::Errc::kInvalidConfig,
                 "simulated_annealing: the evaluator returned ", metric, " for sparsities ",
@@ -395,6 +414,7 @@ class SimulatedAnnealingPruner final : public sdk::Pruner {
   double cool_down_;
   double magnitude_;
   int64_t max_evaluations_;
+  int64_t fine_tune_epochs_;
   NumpyRandom random_;
   std::optional<sdk::CostBudget> budget_;  // instead of target_
   std::unique_ptr<sdk::WeightMasker> masker_;

@@ -161,6 +161,40 @@ TEST_F(SimulatedAnnealingTest, FilterPruningUnderTheSearchAndBoundedEvaluations)
   }
 }
 
+// short_term_fine_tune_epochs (Lithe's): every candidate is fine-tuned before the evaluator sees
+// it, and the next candidate and the result start again from the original weights.
+TEST_F(SimulatedAnnealingTest, ShortTermFineTuningComesBeforeEveryEvaluationAndIsUndone) {
+  const at::Tensor dense_fc1 = model_->find_module("fc1")->weight->clone();
+  auto pruning = session(R"({"base_algo": "l1", "seed": 1, "max_evaluations": 4,
+                             "short_term_fine_tune_epochs": 2})",
+                         R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  std::vector<int64_t> epochs;
+  pruning->set_fine_tuner([&](int64_t n) {
+    epochs.push_back(n);
+    at::NoGradGuard no_grad;
+    model_->find_module("fc1")->weight->add_(1.0);  // what training would change
+  });
+  int64_t evaluations = 0;
+  pruning->set_evaluator([&] {
+    ++evaluations;
+    EXPECT_EQ(epochs.size(), static_cast<size_t>(evaluations));
+    // Fine-tuned once from the original weights: never twice.
+    EXPECT_TRUE(model_->find_module("fc1")->weight->equal(dense_fc1 + 1.0));
+    return static_cast<double>(evaluations);
+  });
+  pruning->compress();
+  EXPECT_EQ(evaluations, 4);
+  EXPECT_EQ(epochs, (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_TRUE(model_->find_module("fc1")->weight->equal(dense_fc1));
+
+  auto no_tuner = session(R"({"short_term_fine_tune_epochs": 1})",
+                          R"([{"sparsity": 0.5, "op_types": ["Conv2d"]}])");
+  no_tuner->set_evaluator([] { return 0.0; });
+  EXPECT_THAT([&] { no_tuner->compress(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("short_term_fine_tune_epochs (1)"),
+                                              HasSubstr("the host cannot fine-tune"))));
+}
+
 TEST_F(SimulatedAnnealingTest, ErrorsNameTheRuleAndTheValue) {
   auto no_evaluator = session(R"({"seed": 1})");
   EXPECT_THAT([&] { no_evaluator->compress(); },
