@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "lithe/host/pipeline/pruned_cost_meter.h"
 #include "lithe/host/session/config_list.h"
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/model/model.h"
@@ -38,6 +39,29 @@ TEST(PruningSessionTest, CompressPrunesExactlyKPerLayerAndZeroesTheWeights) {
   }
   EXPECT_EQ(session.report().size(), 5u);
   EXPECT_DOUBLE_EQ(session.report()[0].sparsity_target, 0.82);
+}
+
+// SDK 1.10: measure_cost is the cost meter's; without one a plugin's call says what provides it.
+// The meter counts the model as the session found it (NNI's LeNet figures) and the sped-up one.
+TEST(PruningSessionTest, MeasureCostNeedsAMeterAndCountsTheSpedUpModel) {
+  auto model = load_torchscript_model(test::lenet_model());
+  PruningSession session(*model, test::level_registry(),
+                         level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])"));
+  EXPECT_FALSE(session.can_measure_cost());
+  EXPECT_THAT([&] { (void)session.measure_cost(); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("pruner 'level'"),
+                                              HasSubstr("session.set_cost_meter"))));
+  session.set_cost_meter(pruned_cost_meter(load_torchscript_module(test::lenet_model()),
+                                           session, {1, 1, 28, 28}));
+  ASSERT_TRUE(session.can_measure_cost());
+  const sdk::ModelCost before = session.measure_cost();
+  EXPECT_EQ(before.dense_flops, 281640);  // `lithe flops` and NNI's count_flops_params
+  EXPECT_EQ(before.dense_params, 44426);
+  EXPECT_EQ(before.flops, before.dense_flops);  // no mask yet
+  session.compress();
+  const sdk::ModelCost after = session.measure_cost();
+  EXPECT_LE(after.flops, after.dense_flops);  // level masks remove only whole zeroed filters
+  EXPECT_EQ(after.dense_flops, 281640);
 }
 
 TEST(PruningSessionTest, OneParsedConfigServesSeveralSessionsEachCheckingItsOwnKeys) {
