@@ -60,17 +60,6 @@ const sdk::OptionSchema& admm_keys() {
   return schema;
 }
 
-// NNI's base_algo names -> Lithe's masker names.
-std::string masker_name(const std::string& base_algo) {
-  if (base_algo == "l1") {
-    return "l1_filter";
-  }
-  if (base_algo == "l2") {
-    return "l2_filter";
-  }
-  return base_algo;  // "level", "fpgm"
-}
-
 class AdmmPruner final : public sdk::Pruner {
  public:
   AdmmPruner(const sdk::Options& options, const sdk::Registry& registry)
@@ -78,7 +67,7 @@ class AdmmPruner final : public sdk::Pruner {
         training_epochs_(admm_keys().read<int64_t>(options, "training_epochs")),
         row_(admm_keys().read<double>(options, "row")),
         base_algo_(admm_keys().read<std::string>(options, "base_algo")),
-        masker_(registry.make_masker(masker_name(base_algo_), sdk::Options())) {}
+        masker_(registry.make_masker(sdk::base_algo_masker(base_algo_), sdk::Options())) {}
 
   void validate_config(const sdk::Options& entry) const override {
     (void)admm_keys().read<double>(entry, "sparsity");

@@ -54,17 +54,6 @@ const sdk::OptionSchema& linear_keys() {
   return schema;
 }
 
-// NNI's pruning_algorithm names -> Lithe's masker names.
-std::string masker_name(const std::string& pruning_algorithm) {
-  if (pruning_algorithm == "l1") {
-    return "l1_filter";
-  }
-  if (pruning_algorithm == "l2") {
-    return "l2_filter";
-  }
-  return pruning_algorithm;  // "level", "fpgm"
-}
-
 class LinearPruner final : public sdk::Pruner {
  public:
   LinearPruner(const sdk::Options& options, const sdk::Registry& registry)
@@ -75,7 +64,7 @@ class LinearPruner final : public sdk::Pruner {
     const sdk::Options masker_options =
         options.has("masker_options") ? options.child("masker_options") : sdk::Options();
     try {
-      masker_ = registry.make_masker(masker_name(pruning_algorithm_), masker_options);
+      masker_ = registry.make_masker(sdk::base_algo_masker(pruning_algorithm_), masker_options);
     } catch (const sdk::Error& e) {
       throw sdk::Error(e.code(), options.path() + "/pruning_algorithm '" + pruning_algorithm_ +
                                      "': " + e.what());
