@@ -19,7 +19,8 @@ Accuracies are lithe compress's own evaluation after fine-tuning on the 10,000 t
 Usage: /usr/bin/python3 scripts/bench-distillation.py [--lithe build/bin/lithe]
            [--work build/bench-distillation] [--epochs 3] [--finetune 1] [--seeds 0,1,2]
            [--threads 2] [--models lenet,resnet] [--temperature 4] [--alpha 0.9]
-           [--train-samples N] [--lr 0.01] [--lr-step 0]
+           [--train-samples N] [--lr 0.01] [--lr-step 0] [--dense-lr 0.01]
+           [--dense-lr-step 0]
 """
 import argparse
 import json
@@ -58,6 +59,10 @@ def main():
     parser.add_argument("--lr", default="0.01")
     parser.add_argument("--lr-step", default="0",
                         help="both fine-tunings divide the lr by 10 every N epochs (0: never)")
+    parser.add_argument("--dense-lr", default="0.01",
+                        help="the learning rate of the dense model's (the teacher's) training")
+    parser.add_argument("--dense-lr-step", default="0",
+                        help="the dense training divides its lr by 10 every N epochs (0: never)")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
@@ -74,8 +79,8 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         dense = w(name + ".dense.pt")
-        lithe(args, "train", "--model", sources[name], "--epochs", str(args.epochs), "--output",
-              dense)
+        lithe(args, "train", "--model", sources[name], "--epochs", str(args.epochs), "--lr",
+              args.dense_lr, "--lr-step", args.dense_lr_step, "--output", dense)
         dense_accuracy = accuracy(args, dense)
         convs = [n for n, m in torch.jit.load(dense).named_modules()
                  if m.original_name == "Conv2d" and (name == "lenet" or n != "conv1")]

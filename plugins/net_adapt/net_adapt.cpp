@@ -98,6 +98,64 @@ const sdk::OptionSchema& net_adapt_keys() {
   return schema;
 }
 
+// The best candidate of one step: its layer, sparsity, metric, the budget share it uses (budget
+// search), and a snapshot of the model it left (its fine-tuned weights and masks). The first
+// offer is always taken, later ones only when strictly better, so the first layer wins ties
+// (NNI's). Owns the snapshot until adopt().
+class BestCandidate {
+ public:
+  BestCandidate(sdk::CompressionContext& context, bool minimize)
+      : context_(context), minimize_(minimize) {}
+  BestCandidate(const BestCandidate&) = delete;
+  BestCandidate& operator=(const BestCandidate&) = delete;
+  ~BestCandidate() {
+    if (layer_.has_value()) {
+      try {
+        context_.release_snapshot(state_);
+      } catch (...) {  // unwinding from the search's own error: that one is reported
+      }
+    }
+  }
+
+  /// Keeps the candidate the model holds now when it is the first or strictly better.
+  void offer(size_t layer, double sparsity, double metric, double used = 0.0) {
+    if (layer_.has_value() && !(minimize_ ? metric < metric_ : metric > metric_)) {
+      return;
+    }
+    if (layer_.has_value()) {
+      context_.release_snapshot(state_);
+    }
+    const int64_t state = context_.save_snapshot();
+    layer_ = layer;
+    sparsity_ = sparsity;
+    metric_ = metric;
+    used_ = used;
+    state_ = state;
+  }
+
+  bool found() const { return layer_.has_value(); }
+  size_t layer() const { return *layer_; }
+  double sparsity() const { return sparsity_; }
+  double metric() const { return metric_; }
+  double used() const { return used_; }
+
+  /// Puts the best candidate's model back and frees its snapshot.
+  void adopt() {
+    context_.restore_snapshot(state_);
+    context_.release_snapshot(state_);
+    layer_.reset();
+  }
+
+ private:
+  sdk::CompressionContext& context_;
+  bool minimize_;
+  std::optional<size_t> layer_;
+  double sparsity_ = 0.0;
+  double metric_ = 0.0;
+  double used_ = 0.0;
+  int64_t state_ = 0;
+};
+
 class NetAdaptPruner final : public sdk::Pruner {
  public:
   NetAdaptPruner(const sdk::Options& options, const sdk::Registry& registry)
@@ -235,10 +293,7 @@ class NetAdaptPruner final : public sdk::Pruner {
     int64_t step_count = 0;
     while (current < target) {
       const int64_t state = context.save_snapshot();
-      std::optional<size_t> best_layer;
-      double best_sparsity = 0.0;
-      double best_metric = 0.0;
-      int64_t best_state = 0;
+      BestCandidate best(context, minimize_);
       for (size_t i = 0; i < layers.size(); ++i) {
         context.restore_snapshot(state);
         const double layer_sparsity =
@@ -254,19 +309,9 @@ class NetAdaptPruner final : public sdk::Pruner {
                                                  std::to_string(candidate));
         LITHE_LOG(kInfo, "net_adapt: step ", step_count + 1, ", layer '", layers[i]->name(),
                   "' at sparsity ", candidate, ": metric ", metric);
-        const bool better = !best_layer || (minimize_ ? metric < best_metric
-                                                      : metric > best_metric);
-        if (better) {
-          if (best_layer) {
-            context.release_snapshot(best_state);
-          }
-          best_layer = i;
-          best_sparsity = candidate;
-          best_metric = metric;
-          best_state = context.save_snapshot();
-        }
+        best.offer(i, candidate, metric);
       }
-      if (!best_layer) {
+      if (!best.found()) {
         context.restore_snapshot(state);
         context.release_snapshot(state);
         step_ *= 0.5;
@@ -279,15 +324,15 @@ class NetAdaptPruner final : public sdk::Pruner {
         LITHE_LOG(kInfo, "net_adapt: no layer can take a step; the step is now ", step_);
         continue;
       }
-      context.restore_snapshot(best_state);
-      context.release_snapshot(best_state);
-      context.release_snapshot(state);
-      sparsity_[*best_layer] = best_sparsity;
+      const size_t chosen = best.layer();
+      sparsity_[chosen] = best.sparsity();
       current += step_;
       ++step_count;
-      LITHE_LOG(kInfo, "net_adapt: step ", step_count, " chose layer '",
-                layers[*best_layer]->name(), "' at sparsity ", best_sparsity, " (metric ",
-                best_metric, "); overall ", current, " of ", target);
+      LITHE_LOG(kInfo, "net_adapt: step ", step_count, " chose layer '", layers[chosen]->name(),
+                "' at sparsity ", best.sparsity(), " (metric ", best.metric(), "); overall ",
+                current, " of ", target);
+      best.adopt();
+      context.release_snapshot(state);
     }
     finished_ = true;
   }
@@ -330,15 +375,14 @@ class NetAdaptPruner final : public sdk::Pruner {
     while (used > budget_->share) {
       const double target = std::max(used - step, budget_->share);
       const int64_t state = context.save_snapshot();
-      std::optional<size_t> best_layer;
-      double best_sparsity = 0.0;
-      double best_metric = 0.0;
-      double best_used = 0.0;
-      int64_t best_state = 0;
+      BestCandidate best(context, minimize_);
       for (size_t i = 0; i < layers.size(); ++i) {
+        // The share each tried sparsity used, so that the bisection's answer is not measured
+        // (sped up) a second time.
+        std::map<double, double> used_by;
         const auto used_at = [&](double sparsity) {
           prune_layer(context, state, i, sparsity);
-          return budget_->ratio(context.measure_cost());
+          return used_by[sparsity] = budget_->ratio(context.measure_cost());
         };
         if (sparsity_[i] >= kMostSparsity || used_at(kMostSparsity) > target) {
           LITHE_LOG(kInfo, "net_adapt: layer '", layers[i]->name(), "' alone cannot bring ",
@@ -348,24 +392,16 @@ class NetAdaptPruner final : public sdk::Pruner {
         const double candidate =
             sdk::smallest_fitting(sparsity_[i], kMostSparsity, kBisectionSteps,
                                   [&](double s) { return used_at(s) <= target; });
-        const double candidate_used = used_at(candidate);  // leaves its masks applied
+        prune_layer(context, state, i, candidate);  // the model holds the candidate to score
+        const double candidate_used = used_by.at(candidate);
         const double metric = score(context, "layer '" + layers[i]->name() +
                                                  "' at sparsity " + std::to_string(candidate));
         LITHE_LOG(kInfo, "net_adapt: step ", step_count + 1, ", layer '", layers[i]->name(),
                   "' at sparsity ", candidate, " (", budget_->key(), " used ", candidate_used,
                   "): metric ", metric);
-        if (!best_layer || (minimize_ ? metric < best_metric : metric > best_metric)) {
-          if (best_layer) {
-            context.release_snapshot(best_state);
-          }
-          best_layer = i;
-          best_sparsity = candidate;
-          best_metric = metric;
-          best_used = candidate_used;
-          best_state = context.save_snapshot();
-        }
+        best.offer(i, candidate, metric, candidate_used);
       }
-      if (!best_layer) {
+      if (!best.found()) {
         context.restore_snapshot(state);
         context.release_snapshot(state);
         step *= 0.5;
@@ -377,15 +413,15 @@ class NetAdaptPruner final : public sdk::Pruner {
         LITHE_LOG(kInfo, "net_adapt: no layer can take a step; the step is now ", step);
         continue;
       }
-      context.restore_snapshot(best_state);
-      context.release_snapshot(best_state);
-      context.release_snapshot(state);
-      sparsity_[*best_layer] = best_sparsity;
-      used = best_used;
+      const size_t chosen = best.layer();
+      sparsity_[chosen] = best.sparsity();
+      used = best.used();
       ++step_count;
-      LITHE_LOG(kInfo, "net_adapt: step ", step_count, " chose layer '",
-                layers[*best_layer]->name(), "' at sparsity ", best_sparsity, " (metric ",
-                best_metric, "); ", budget_->key(), " used ", used, " of ", budget_->share);
+      LITHE_LOG(kInfo, "net_adapt: step ", step_count, " chose layer '", layers[chosen]->name(),
+                "' at sparsity ", best.sparsity(), " (metric ", best.metric(), "); ",
+                budget_->key(), " used ", used, " of ", budget_->share);
+      best.adopt();
+      context.release_snapshot(state);
     }
     finished_ = true;
   }
