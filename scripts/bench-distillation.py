@@ -79,8 +79,17 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         dense = w(name + ".dense.pt")
-        lithe(args, "train", "--model", sources[name], "--epochs", str(args.epochs), "--lr",
-              args.dense_lr, "--lr-step", args.dense_lr_step, "--output", dense)
+        # The dense model of an earlier run in the same work folder is reused when it was
+        # trained with the same settings (its recipe is written beside it).
+        recipe = {"epochs": args.epochs, "lr": args.dense_lr, "lr_step": args.dense_lr_step,
+                  "threads": args.threads}
+        recipe_file = w(name + ".dense.json")
+        if not (os.path.exists(dense) and os.path.exists(recipe_file)
+                and json.load(open(recipe_file)) == recipe):
+            lithe(args, "train", "--model", sources[name], "--epochs", str(args.epochs), "--lr",
+                  args.dense_lr, "--lr-step", args.dense_lr_step, "--output", dense)
+            with open(recipe_file, "w") as f:
+                json.dump(recipe, f)
         dense_accuracy = accuracy(args, dense)
         convs = [n for n, m in torch.jit.load(dense).named_modules()
                  if m.original_name == "Conv2d" and (name == "lenet" or n != "conv1")]

@@ -10,15 +10,17 @@ Fashion-MNIST LeNet, samples/models/lenet.pt, 1x28x28):
                    convolution (Conv2dNormActivation); the first layer and the classifier also
                    quantize their inputs
   lithe convert    the int8 model and its certificate (int8 against fake-quantized, file sizes)
-  torch.ao         the same float model through FX prepare (onednn qconfig), the same
-                   calibration batches, convert, scripted
+  torch.ao         the same float model through FX prepare (the engine's default qconfig), the
+                   same calibration batches, convert, scripted
+  engine           --engine onednn (default) or qnnpack: Lithe's convert and torch.ao's
+                   qconfig and runtime use the same one
   timing           one Python process: the float model, Lithe's int8 model (loaded with
                    torch.jit.load: no Lithe) and torch.ao's, alternating forwards, median of RUNS
                    after warm-up, no_grad, at each batch size and thread count
 
 Run it on an otherwise idle machine. Usage: /usr/bin/python3 scripts/bench-int8.py
   [--lithe build/bin/lithe] [--models resnet18,resnet50,mobilenet_v2] [--batches 1,16]
-  [--threads 2] [--runs 20] [--work build/bench-int8]
+  [--threads 2] [--runs 20] [--work build/bench-int8] [--engine onednn]
 """
 import argparse
 import copy
@@ -51,13 +53,14 @@ def main():
     parser.add_argument("--threads", default="2")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--work", default=os.path.join(ROOT, "build/bench-int8"))
+    parser.add_argument("--engine", default="onednn", choices=["onednn", "qnnpack"])
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import torch
     from torch.ao.quantization import get_default_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
-    torch.backends.quantized.engine = "onednn"
+    torch.backends.quantized.engine = args.engine
 
     print("| model | batch | threads | float ms | Lithe int8 ms (ratio) | torch.ao int8 ms (ratio) "
           "| Lithe file (ratio) | torch.ao file (ratio) | int8 vs fake-quant |")
@@ -86,7 +89,8 @@ def main():
                         "--data", data, "--fold-batchnorm"], check=True, stdout=subprocess.DEVNULL)
         subprocess.run([args.lithe, "convert", "--model", quantized, "--input-shape",
                         ",".join(map(str, (16,) + sample)), "--output", int8, "--json", certificate, "--samples", "63",
-                        "--latency-runs", "1", "--warmup", "0"], check=True,
+                        "--latency-runs", "1", "--warmup", "0",
+                        "--engine", args.engine], check=True,
                        stdout=subprocess.DEVNULL)
         with open(certificate) as f:
             cert = json.load(f)
@@ -104,7 +108,7 @@ def main():
             import torchvision
             eager = getattr(torchvision.models, name)().eval()
         eager.load_state_dict(float_model.state_dict())
-        ao = prepare_fx(copy.deepcopy(eager), get_default_qconfig_mapping("onednn"),
+        ao = prepare_fx(copy.deepcopy(eager), get_default_qconfig_mapping(args.engine),
                         (calibration[:1],))
         with torch.no_grad():
             for i in range(4):
