@@ -4,7 +4,8 @@
 
   model     a ResNet-8 for 28x28 grey images (stem 16, three BasicBlock stages of 16/32/64
             channels, the last two with strided 1x1 downsampling), scripted here and trained one
-            epoch by `lithe train` (seed 0, SGD lr 0.05)
+            epoch by `lithe train` (seed 0, SGD lr 0.05; --dense-epochs N, --dense-lr-step K:
+            N epochs, the lr divided by 10 every K)
   data      training images 0..54,999 train; 55,000..59,999 are the validation set the search
             scores trials on; the 10,000 test images are touched only by the final evaluation;
             the final fine-tune runs one epoch over training images 0..9,999
@@ -23,7 +24,8 @@
             evaluated on the test set
 
 Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
-           [--trial-epochs N] [--arms latency,flops,netadapt,amc,uniform,auto_compress,...]
+           [--trial-epochs N] [--dense-epochs 1] [--dense-lr-step 0]
+           [--arms latency,flops,netadapt,amc,uniform,auto_compress,...]
 """
 import argparse
 import json
@@ -121,6 +123,10 @@ def main():
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--trial-epochs", type=int, default=0,
                         help="fine-tune every trial this many epochs before scoring it (every arm)")
+    parser.add_argument("--dense-epochs", type=int, default=1,
+                        help="epochs of the dense model's training (lr 0.05)")
+    parser.add_argument("--dense-lr-step", type=int, default=0,
+                        help="the dense training divides its lr by 10 every N epochs (0: never)")
     parser.add_argument("--arms", default="latency,flops,netadapt,amc,uniform,auto_compress,"
                         "uniform_long",
                         help="which searches to run (uniform is always run: the baseline)")
@@ -136,9 +142,9 @@ def main():
     save_split(work / "tune.pt", train_x[:10000], train_y[:10000])
     torch.jit.script(ResNet8()).save(str(work / "resnet8_init.pt"))
     dense = work / "resnet8.pt"
-    lithe("train", "--model", str(work / "resnet8_init.pt"), "--epochs", "1", "--lr", "0.05",
-          "--data", str(work / "train.pt"), "--test-data", str(work / "val.pt"),
-          "--output", str(dense))
+    lithe("train", "--model", str(work / "resnet8_init.pt"), "--epochs", str(args.dense_epochs),
+          "--lr", "0.05", "--lr-step", str(args.dense_lr_step), "--data", str(work / "train.pt"),
+          "--test-data", str(work / "val.pt"), "--output", str(dense))
 
     results = {}
     arms = (("latency", ["--latency-budget", "0.5x"], args.trials),
