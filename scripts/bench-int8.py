@@ -13,7 +13,8 @@ Fashion-MNIST LeNet, samples/models/lenet.pt, 1x28x28):
   torch.ao         the same float model through FX prepare (the engine's default qconfig), the
                    same calibration batches, convert, scripted
   engine           --engine onednn (default) or qnnpack: Lithe's convert and torch.ao's
-                   qconfig and runtime use the same one
+                   qconfig and runtime use the same one (qnnpack: with OMP_WAIT_POLICY=PASSIVE,
+                   see below)
   timing           one Python process: the float model, Lithe's int8 model (loaded with
                    torch.jit.load: no Lithe) and torch.ao's, alternating forwards, median of RUNS
                    after warm-up, no_grad, at each batch size and thread count
@@ -57,6 +58,11 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if args.engine == "qnnpack":
+        # QNNPACK runs on its own thread pool. With OpenMP's default busy-waiting, its threads
+        # and OpenMP's spin against each other on the same cores when models alternate: the model
+        # timed after the other kind's runs up to 50 times slower. Passive waiting is fair to all.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
     from torch.ao.quantization import get_default_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
