@@ -7,9 +7,11 @@
 #include "lithe/host/session/pruning_session.h"
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
+#include "plugins/filter_norm/filter_norm.h"
 #include "support/model_snapshot.h"
 #include "support/paths.h"
 #include "support/registry.h"
+#include "support/sped_up_flops.h"
 
 namespace lithe::host {
 namespace {
@@ -43,13 +45,16 @@ TEST(PruningSessionTest, CompressPrunesExactlyKPerLayerAndZeroesTheWeights) {
 
 // SDK 1.10: measure_cost is the cost meter's; without one a plugin's call says what provides it.
 // The meter counts the model as the session found it (NNI's LeNet figures) and the sped-up one.
+// l1_filter removes half of conv1's filters (weights and biases), which speedup takes out.
 TEST(PruningSessionTest, MeasureCostNeedsAMeterAndCountsTheSpedUpModel) {
   auto model = load_torchscript_model(test::lenet_model());
-  PruningSession session(*model, test::level_registry(),
-                         level_config(R"([{"sparsity": 0.5, "op_types": ["default"]}])"));
+  PruningSession session(
+      *model, test::registry_of({&plugins::filter_norm::register_algorithms}),
+      make_compression_config("l1_filter", R"([{"sparsity": 0.5, "op_names": ["conv1"]}])",
+                              "{}", "<test>"));
   EXPECT_FALSE(session.can_measure_cost());
   EXPECT_THAT([&] { (void)session.measure_cost(); },
-              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("pruner 'level'"),
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("pruner 'l1_filter'"),
                                               HasSubstr("session.set_cost_meter"))));
   session.set_cost_meter(pruned_cost_meter(load_torchscript_module(test::lenet_model()),
                                            session, {1, 1, 28, 28}));
@@ -60,8 +65,13 @@ TEST(PruningSessionTest, MeasureCostNeedsAMeterAndCountsTheSpedUpModel) {
   EXPECT_EQ(before.flops, before.dense_flops);  // no mask yet
   session.compress();
   const sdk::ModelCost after = session.measure_cost();
-  EXPECT_LE(after.flops, after.dense_flops);  // level masks remove only whole zeroed filters
   EXPECT_EQ(after.dense_flops, 281640);
+  EXPECT_LT(after.flops, after.dense_flops);
+  EXPECT_LT(after.params, after.dense_params);
+  // The same count as an independent speedup of the session's masks.
+  EXPECT_DOUBLE_EQ(static_cast<double>(after.flops) / static_cast<double>(after.dense_flops),
+                   test::sped_up_flops_share(load_torchscript_module(test::lenet_model()),
+                                             session.masks(), {1, 1, 28, 28}));
 }
 
 TEST(PruningSessionTest, OneParsedConfigServesSeveralSessionsEachCheckingItsOwnKeys) {
