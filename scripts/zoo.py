@@ -398,8 +398,10 @@ def sweep_model(entry, args, runner, work):
     stages["l1_filter"] = {"ok": ok, "error": None if ok else out}
     if ok:
         report_file = os.path.join(work, name + ".speedup.json")
+        # The dense model is the latency baseline: the masked one's zeroed channels make
+        # max pooling cheaper than it is before pruning.
         ok, out = runner.lithe_run("speedup", "--model", masked, "--masks", masks,
-                                   "--input-shape", shape, "--output",
+                                   "--dense-model", model, "--input-shape", shape, "--output",
                                    os.path.join(work, name + ".small.pt"), "--json", report_file,
                                    "--latency-runs", str(args.runs), "--warmup", "3",
                                    "--threads", str(args.threads))

@@ -53,7 +53,48 @@ TEST(SpeedupCliTest, WritesASmallerModelThatLoadsAndReportsTheRatios) {
   EXPECT_LT(report["flops_every_op"]["ratio"].get<double>(), 0.6);
   EXPECT_THAT(run.out, HasSubstr("FLOPs (every op)"));
   EXPECT_GT(report["latency_ms"]["before"].get<double>(), 0.0);
+  EXPECT_EQ(report["latency_ms"]["baseline"], "masked model");
   EXPECT_EQ(report["layers"].size(), 3u);  // conv1, conv2, fc1
+}
+
+// --dense-model: the model before masking is timed as the baseline (the masked model's zeroed
+// channels can run faster than the dense model's); it must be the same architecture, and it is
+// an input like the others.
+TEST(SpeedupCliTest, DenseModelIsTheLatencyBaselineOnlyWhenItIsTheSameArchitecture) {
+  const fs::path dir = scratch_dir("speedup_cli_dense");
+  const auto [masked, masks] = pruned_lenet(dir);
+  const std::string args = "speedup --model " + masked.string() + " --masks " + masks.string() +
+                           " --input-shape 2,1,28,28 --latency-runs 3 --warmup 1";
+  CliRun run = run_lithe(args + " --dense-model " + lenet_model().string() + " --output " +
+                         (dir / "small.pt").string() + " --json " +
+                         (dir / "report.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("before: the dense model"));
+  const auto report = nlohmann::json::parse(read_text(dir / "report.json"));
+  EXPECT_EQ(report["latency_ms"]["baseline"], "dense model");
+  EXPECT_GT(report["latency_ms"]["before"].get<double>(), 0.0);
+  EXPECT_LT(report["max_abs_diff"].get<double>(), 1e-4);  // still checked against the masked
+
+  // The smaller model has LeNet's parameter names but not its shapes.
+  run = run_lithe(args + " --dense-model " + (dir / "small.pt").string() + " --output " +
+                  (dir / "again.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--dense-model " + (dir / "small.pt").string() +
+                                 ": parameter 'conv1.weight' is 3x1x5x5 but 6x1x5x5 in " +
+                                 masked.string()));
+  // Another architecture.
+  run = run_lithe(args + " --dense-model " + (source_dir() / "tests/data/dep_add.pt").string() +
+                  " --output " + (dir / "again.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("is not in " + masked.string()));
+  // An output may not be it.
+  const std::string dense_before = read_text(dir / "small.pt");
+  run = run_lithe(args + " --dense-model " + (dir / "small.pt").string() + " --output " +
+                  (dir / "small.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("is the same file as --dense-model"));
+  EXPECT_EQ(read_text(dir / "small.pt"), dense_before);
+  EXPECT_FALSE(fs::exists(dir / "again.pt"));
 }
 
 // The attention_heads plugin, loaded as a shared library: half the heads of a 4-head ViT
