@@ -7,8 +7,9 @@ Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval
   level     lithe compress with level 0.5 on the default op types
   l1+speedup lithe compress with l1_filter 0.5 on every Conv1d/2d/3d and Linear but the
             classifier (the last Linear), dependency_aware, then
-            lithe speedup: parameters and FLOPs after, the measured latency ratio (median of
-            alternating forwards in one process), max |smaller - masked| relative to the output,
+            lithe speedup: parameters and FLOPs after, the measured latency ratio against the
+            dense model (--dense-model; median of alternating forwards in one process),
+            max |smaller - masked| relative to the output,
             and every place a channel was kept with the op and the reason
   qat       (classification) lithe compress with qat (8-bit weights and outputs of every Conv2d
             and Linear) calibrated on 2 batches of random images, the QDQ ONNX written with it;
