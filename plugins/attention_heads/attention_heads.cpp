@@ -1,6 +1,7 @@
 // Attention-head pruning of nn.MultiheadAttention (NNI 2.5 TransformerHeadPruner with its
-// one-shot weight criteria). A head is d = head_hidden_dim consecutive rows in each of the query,
-// key and value parts of the layer's fused input projection (in_proj_weight [3·H·d, E]); the
+// one-shot weight criteria), and since 1.1.0 of fused q, k, v Linear layers (Swin's attn.qkv).
+// A head is d = head_hidden_dim consecutive rows in each of the query, key and value parts of
+// the layer's fused input projection (in_proj_weight or the Linear's weight, [3·H·d, E]); the
 // `sparsity` fraction of heads with the smallest importance loses all 3·d rows, weight and bias.
 // With its value rows zero a head adds nothing to the attention output, whatever its queries and
 // keys, so `lithe speedup` can remove it (and the output projection's columns that read it).
@@ -28,7 +29,8 @@ namespace lithe::plugins::attention_heads {
 namespace {
 
 constexpr const char* kAlgorithm = "transformer_head";
-constexpr const char* kOpType = "MultiheadAttention";
+constexpr const char* kAttention = "MultiheadAttention";
+constexpr const char* kLinear = "Linear";  // a fused q, k, v projection (Swin's attn.qkv)
 
 const sdk::OptionSchema& option_keys() {
   static const sdk::OptionSchema schema =
@@ -52,8 +54,8 @@ int64_t head_count(const sdk::LayerView& layer, int64_t head_dim) {
   const at::Tensor& w = layer.weight();
   LITHE_CHECK(w.defined() && w.dim() == 2 && w.size(0) % 3 == 0, sdk::Errc::kUnsupportedLayer,
               "layer '", layer.name(), "': ", kAlgorithm,
-              " needs the fused input projection of nn.MultiheadAttention (in_proj_weight "
-              "[3 * embed_dim, embed_dim]), got a weight of shape ",
+              " needs a fused input projection (nn.MultiheadAttention's in_proj_weight, or a "
+              "Linear's weight, [3 * inner, embed_dim]), got a weight of shape ",
               w.defined() ? w.sizes() : at::IntArrayRef{});
   const int64_t inner = w.size(0) / 3;
   LITHE_CHECK(inner % head_dim == 0, sdk::Errc::kInvalidConfig, "layer '", layer.name(),
@@ -67,7 +69,14 @@ class HeadMasker final : public sdk::WeightMasker {
   HeadMasker(int64_t head_dim, Criterion criterion) : head_dim_(head_dim), criterion_(criterion) {}
 
   std::optional<sdk::Masks> calc_mask(sdk::LayerView& layer, double sparsity) override {
-    sdk::require_layer_op_type(layer, kOpType, kAlgorithm);
+    sdk::require_layer_op_type_in(layer, {kAttention, kLinear}, kAlgorithm);
+    // Every Linear's rows split into three parts of heads once the counts divide, so only the
+    // layers a user names are taken for fused projections.
+    LITHE_CHECK(layer.op_type() != kLinear || layer.config().has("op_names"),
+                sdk::Errc::kInvalidConfig, "layer '", layer.name(), "': ", kAlgorithm,
+                " prunes a Linear layer only as a fused q, k, v projection (Swin's attn.qkv), "
+                "which its config_list entry must name in op_names; this entry selects it by "
+                "op_types alone");
     const int64_t heads = head_count(layer, head_dim_);
     const int64_t k = sdk::prune_count(heads, sparsity);
     sdk::Masks masks = layer.masks().clone();
@@ -124,19 +133,21 @@ at::Tensor head_importance(const at::Tensor& in_proj, int64_t head_dim, Criterio
 
 void register_algorithms(sdk::Registry& registry) {
   registry.add_masker({kAlgorithm, "whole attention heads (q, k and v rows) of "
-                                   "nn.MultiheadAttention with the smallest weight norm"},
+                                   "nn.MultiheadAttention or a fused q, k, v Linear with the "
+                                   "smallest weight norm"},
                       [](const sdk::Options& options, const sdk::Registry&) {
                         return make_masker(options);
                       });
   registry.add_pruner({kAlgorithm, "one-shot pruning of the attention heads of "
-                                   "nn.MultiheadAttention layers with the smallest weight norm"},
+                                   "nn.MultiheadAttention layers or fused q, k, v Linear layers "
+                                   "with the smallest weight norm"},
                       [](const sdk::Options& options, const sdk::Registry&) {
                         return sdk::make_one_shot_pruner_for(make_masker(options), kAlgorithm,
-                                                             {kOpType});
+                                                             {kAttention, kLinear});
                       });
   registry.describe_options(kAlgorithm, option_keys());
 }
 
 }  // namespace lithe::plugins::attention_heads
 
-LITHE_PLUGIN("attention_heads", "1.0.0", lithe::plugins::attention_heads::register_algorithms)
+LITHE_PLUGIN("attention_heads", "1.1.0", lithe::plugins::attention_heads::register_algorithms)

@@ -165,6 +165,34 @@ TEST(OnnxRuntimeParityTest, AVitWithHeadsRemovedRunsInOnnxRuntime) {
   EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
 }
 
+// Swin v1 and v2 attentions that lost a head in speedup (their forward rebuilt with the head
+// width written in: padding, rolls, the shift mask, cosine attention) export and compute the
+// same in ORT, at an input whose second stage is shifted.
+TEST(OnnxRuntimeParityTest, ASwinWithHeadsRemovedRunsInOnnxRuntime) {
+  if (const std::string why = ort_unavailable(); !why.empty()) {
+    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
+  }
+  for (const char* file : {"tv_swin_tiny.pt", "tv_swin_v2_tiny.pt"}) {
+    const torch::jit::Module model =
+        torch::jit::load((test::source_dir() / "tests/data" / file).string());
+    NamedMasks masks;
+    for (const char* block : {"features.1.1.attn.qkv", "features.3.1.attn.qkv"}) {
+      const int64_t embed = std::string(block).rfind("features.1", 0) == 0 ? 16 : 32;
+      sdk::Masks m;
+      m.weight = torch::ones({3 * embed, embed});
+      m.bias = torch::ones({3 * embed});
+      m.weight.view({3, 2, -1}).select(1, 1).zero_();  // head 1 of 2
+      m.bias->view({3, 2, -1}).select(1, 1).zero_();
+      masks.push_back({block, m});
+    }
+    const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 3, 64, 64}));
+    ASSERT_GE(small.layers.size(), 4u) << file;
+    const test::CliRun run = run_in_ort(*small.module, {2, 3, 64, 64}, "swin_heads_small");
+    EXPECT_EQ(run.exit_code, 0) << file << ": " << run.out;
+    EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside")) << file;
+  }
+}
+
 // A forward written in TorchScript, exported and run in ONNX Runtime on a 2x3x8x8 input.
 void expect_ort_parity_of_forward(const std::string& name, const std::string& source) {
   if (const std::string why = ort_unavailable(); !why.empty()) {

@@ -585,6 +585,99 @@ TEST(SpeedupHeadsTest, TransformerHeadPruningRemovesHeadsFromVitAndTheOutputAgre
   EXPECT_TRUE(one.explained(1e-5)) << one.max_abs_diff_without_bn_shift;
 }
 
+// Masks that silence head `head` of a fused q, k, v Linear [3·heads·head_dim, embed]: its q, k
+// and v rows, weight and bias.
+sdk::Masks silenced_head(int64_t heads, int64_t head_dim, int64_t embed, int64_t head) {
+  sdk::Masks m;
+  m.weight = torch::ones({3 * heads * head_dim, embed});
+  m.bias = torch::ones({3 * heads * head_dim});
+  m.weight.view({3, heads, -1}).select(1, head).zero_();
+  m.bias->view({3, heads, -1}).select(1, head).zero_();
+  return m;
+}
+
+TEST(SpeedupHeadsTest, SwinWindowAttentionLosesHeadsWithTheirBiasTableColumns) {
+  // torchvision's Swin (tiny: 16 channels, 2 heads of 8 in the first stage): transformer_head
+  // on the first stage's qkv Linears, named; speedup removes the head's q, k and v rows, proj's
+  // columns and its column of the relative position bias table, and gives the attention a
+  // forward with the new head count. The example input is 16x64: the windows are shifted along
+  // the width only (the height fits one window), which the rebuilt forward's mask must follow.
+  const std::vector<std::string> qkv = {"features.1.0.attn.qkv", "features.1.1.attn.qkv"};
+  const NamedMasks masks =
+      masks_of("tv_swin_tiny.pt", "transformer_head",
+               R"([{"sparsity": 0.5, "op_names": ["features.1.0.attn.qkv",
+                                                  "features.1.1.attn.qkv"]}])",
+               R"({"head_hidden_dim": 8})");
+  ASSERT_EQ(masks.size(), 2u);
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/tv_swin_tiny.pt").string());
+  torch::manual_seed(4);
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({1, 3, 16, 64}));
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  EXPECT_GT(result.reference_max_abs, 0.0);
+  for (const char* block : {"features.1.0.attn", "features.1.1.attn"}) {
+    const std::string attn = block;
+    EXPECT_EQ(parameter_shape(*result.module, attn + ".qkv.weight"), (Shape{24, 16}));
+    EXPECT_EQ(parameter_shape(*result.module, attn + ".qkv.bias"), (Shape{24}));
+    EXPECT_EQ(parameter_shape(*result.module, attn + ".proj.weight"), (Shape{16, 8}));
+    EXPECT_EQ(parameter_shape(*result.module, attn + ".relative_position_bias_table"),
+              (Shape{49, 1}));
+    EXPECT_EQ(int_attribute(*result.module, attn, "num_heads"), 1);
+    EXPECT_EQ(int_attribute(*result.module, attn + ".qkv", "out_features"), 24);
+    EXPECT_EQ(int_attribute(*result.module, attn + ".proj", "in_features"), 8);
+  }
+  // The second stage was not selected and keeps its heads.
+  EXPECT_EQ(parameter_shape(*result.module, "features.3.0.attn.qkv.weight"), (Shape{96, 32}));
+  // The kept bias table column is the kept head's.
+  const at::Tensor table_before =
+      model.attr("features").toModule().attr("1").toModule().attr("0").toModule()
+          .attr("attn").toModule().attr("relative_position_bias_table").toTensor();
+  const at::Tensor table_after =
+      result.module->attr("features").toModule().attr("1").toModule().attr("0").toModule()
+          .attr("attn").toModule().attr("relative_position_bias_table").toTensor();
+  const at::Tensor qkv_mask = masks[0].second.weight;
+  const int64_t kept = qkv_mask.view({3, 2, -1}).select(1, 0).eq(1).all().item<bool>() ? 0 : 1;
+  EXPECT_TRUE(table_after.equal(table_before.narrow(1, kept, 1)));
+  // Other input sizes, shifted along both axes or padded, agree too; so does the saved model.
+  std::stringstream saved;
+  result.module->save(saved);
+  torch::jit::Module loaded = torch::jit::load(saved);
+  loaded.eval();
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{2, 3, 32, 32}, std::vector<int64_t>{1, 3, 40, 36}}) {
+    const SpeedupResult other = speedup_model(model, masks, torch::randn(shape));
+    EXPECT_TRUE(other.explained(1e-5)) << other.max_abs_diff_without_bn_shift;
+  }
+}
+
+TEST(SpeedupHeadsTest, SwinV2CosineAttentionLosesHeadsWithTheirScaleAndPositionRows) {
+  // Swin v2 (tiny; the second stage has 2 heads of 16): silencing head 0 of one shifted block
+  // removes its rows, proj's columns, its logit scale and its row of the position MLP's last
+  // Linear. 64x48 shifts the second stage's windows too (its grid, 8x6, exceeds a window).
+  const std::string attn = "features.3.1.attn";
+  NamedMasks masks;
+  masks.push_back({attn + ".qkv", silenced_head(2, 16, 32, 0)});
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/tv_swin_v2_tiny.pt").string());
+  torch::manual_seed(6);
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({1, 3, 64, 48}));
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  EXPECT_EQ(parameter_shape(*result.module, attn + ".qkv.weight"), (Shape{48, 32}));
+  EXPECT_EQ(parameter_shape(*result.module, attn + ".proj.weight"), (Shape{32, 16}));
+  EXPECT_EQ(parameter_shape(*result.module, attn + ".logit_scale"), (Shape{1, 1, 1}));
+  EXPECT_EQ(parameter_shape(*result.module, attn + ".cpb_mlp.2.weight"), (Shape{1, 512}));
+  EXPECT_EQ(int_attribute(*result.module, attn, "num_heads"), 1);
+  // Its unshifted twin was not masked.
+  EXPECT_EQ(parameter_shape(*result.module, "features.3.0.attn.qkv.weight"), (Shape{96, 32}));
+  const std::map<std::string, std::vector<int64_t>> shapes = weight_shapes(result);
+  EXPECT_EQ(shapes.size(), 3u);  // qkv, proj, cpb_mlp.2
+  EXPECT_EQ(shapes.at(attn + ".cpb_mlp.2"), (Shape{1, 512}));
+}
+
 TEST(SpeedupHeadsTest, AttentionCalledWithItsWeightsReadKeepsItsHeadsAndSaysWhy) {
   // Heads whose value rows are zero in three attentions: batch-first without weights and
   // sequence-first lose them; the one whose attention weights are read keeps them.

@@ -73,13 +73,6 @@ bool is_attention(const jit::Module& m) {
          m.hasattr("num_heads") && m.hasattr("head_dim") && m.hasattr("out_proj");
 }
 
-int64_t int_attr(const jit::Module& m, const std::string& name) {
-  if (m.type()->hasConstant(name)) {
-    return m.type()->getConstant(name).toInt();
-  }
-  return m.attr(name).toInt();
-}
-
 // The native attention calls of each module, and why a module's calls cannot lose heads.
 struct Calls {
   int count = 0;
@@ -115,22 +108,6 @@ void collect_calls(const jit::Block* block, std::map<std::string, Calls>& calls)
   }
 }
 
-// Rows of kept heads in each of the q, k and v parts of in_proj [3·H·d, E].
-std::vector<int64_t> kept_rows(const HeadPlan& p) {
-  std::vector<int64_t> rows;
-  const int64_t inner = p.num_heads * p.head_dim;
-  for (int64_t part = 0; part < 3; ++part) {
-    for (const int64_t h : p.keep) {
-      for (int64_t i = 0; i < p.head_dim; ++i) {
-        rows.push_back(part * inner + h * p.head_dim + i);
-      }
-    }
-  }
-  return rows;
-}
-
-
-
 bool batch_first(const jit::Module& m) {
   if (m.type()->hasConstant("batch_first")) {
     return m.type()->getConstant("batch_first").toBool();
@@ -138,44 +115,42 @@ bool batch_first(const jit::Module& m) {
   return m.hasattr("batch_first") && m.attr("batch_first").toBool();
 }
 
-// Replaces the body of `m`'s forward by kHeadsForward's (compiled for m's own type).
-void replace_forward(jit::Module& m) {
+// Gives `m` kHeadsForward as its forward, with m's batch_first written in.
+void replace_heads_forward(jit::Module& m) {
   std::string text = kHeadsForward;
   const std::string literal = batch_first(m) ? "True" : "False";
   for (size_t at = text.find("BATCH_FIRST"); at != std::string::npos;
        at = text.find("BATCH_FIRST", at)) {
     text.replace(at, std::string("BATCH_FIRST").size(), literal);
   }
-  m.define(text);
-  jit::Function& helper = m.get_method("_lithe_heads_forward").function();
-  jit::Function& forward = m.get_method("forward").function();
-  const std::shared_ptr<jit::Graph> target = jit::toGraphFunction(forward).graph();
-  const std::shared_ptr<jit::Graph> source = jit::toGraphFunction(helper).graph()->copy();
-  LITHE_CHECK(target->inputs().size() == source->inputs().size(), sdk::Errc::kInternal,
-              "the attention's forward takes ", target->inputs().size(),
-              " arguments, the rebuilt one ", source->inputs().size());
-  for (size_t i = 1; i < target->inputs().size(); ++i) {
-    LITHE_CHECK(*target->inputs()[i]->type() == *source->inputs()[i]->type(),
-                sdk::Errc::kInternal, "argument ", i, " of the attention's forward is ",
-                target->inputs()[i]->type()->str(), ", the rebuilt one's ",
-                source->inputs()[i]->type()->str());
-  }
-  while (!target->outputs().empty()) {
-    target->eraseOutput(0);
-  }
-  std::vector<jit::Node*> old_nodes(target->nodes().begin(), target->nodes().end());
-  for (auto it = old_nodes.rbegin(); it != old_nodes.rend(); ++it) {
-    (*it)->destroy();
-  }
-  jit::WithInsertPoint end(target->return_node());
-  for (jit::Value* out : jit::insertGraph(*target, *source, target->inputs())) {
-    target->registerOutput(out);
-  }
-  m.type()->unsafeRemoveMethod("_lithe_heads_forward");
-  m._ivalue()->compilation_unit()->unsafeRemoveMethod(helper.qualname());
+  replace_forward(m, text, "_lithe_heads_forward");
 }
 
 }  // namespace
+
+std::vector<int64_t> head_rows(int64_t num_heads, int64_t head_dim,
+                               const std::vector<int64_t>& keep) {
+  std::vector<int64_t> rows;
+  const int64_t inner = num_heads * head_dim;
+  for (int64_t part = 0; part < 3; ++part) {
+    for (const int64_t h : keep) {
+      for (int64_t i = 0; i < head_dim; ++i) {
+        rows.push_back(part * inner + h * head_dim + i);
+      }
+    }
+  }
+  return rows;
+}
+
+std::vector<int64_t> head_columns(int64_t head_dim, const std::vector<int64_t>& keep) {
+  std::vector<int64_t> columns;
+  for (const int64_t h : keep) {
+    for (int64_t i = 0; i < head_dim; ++i) {
+      columns.push_back(h * head_dim + i);
+    }
+  }
+  return columns;
+}
 
 std::vector<HeadPlan> plan_heads(const jit::Module& masked, const ChannelPlan& plan,
                                  std::vector<SpeedupBlock>& blocked) {
@@ -192,7 +167,7 @@ std::vector<HeadPlan> plan_heads(const jit::Module& masked, const ChannelPlan& p
   collect_calls(graph_trace::inline_forward(masked)->block(), calls);
   std::vector<HeadPlan> plans;
   for (const auto& [name, layer] : layers) {
-    HeadPlan p{name, int_attr(layer, "num_heads"), int_attr(layer, "head_dim"), {}};
+    HeadPlan p{name, int_constant_or_attr(layer, "num_heads"), int_constant_or_attr(layer, "head_dim"), {}};
     const at::Tensor weight = layer.attr("in_proj_weight").toTensor().detach();
     const c10::IValue bias_value = layer.attr("in_proj_bias");
     const int64_t inner = p.num_heads * p.head_dim;
@@ -251,13 +226,8 @@ std::vector<ShrunkLayer> remove_heads(jit::Module& module, const std::vector<Hea
   for (const HeadPlan& p : plans) {
     jit::Module layer = submodule(module, p.module);
     jit::Module out_proj = submodule(module, p.module + ".out_proj");
-    const std::vector<int64_t> rows = kept_rows(p);
-    std::vector<int64_t> columns;
-    for (const int64_t h : p.keep) {
-      for (int64_t i = 0; i < p.head_dim; ++i) {
-        columns.push_back(h * p.head_dim + i);
-      }
-    }
+    const std::vector<int64_t> rows = head_rows(p.num_heads, p.head_dim, p.keep);
+    const std::vector<int64_t> columns = head_columns(p.head_dim, p.keep);
     const at::Tensor row_index = at::tensor(rows, at::kLong);
     const at::Tensor column_index = at::tensor(columns, at::kLong);
     const at::Tensor in_proj = layer.attr("in_proj_weight").toTensor().detach();
@@ -273,7 +243,7 @@ std::vector<ShrunkLayer> remove_heads(jit::Module& module, const std::vector<Hea
     set_tensor(out_proj, "weight",
                [&](const at::Tensor& w) { return w.index_select(1, column_index); });
     set_int(out_proj, "in_features", static_cast<int64_t>(columns.size()));
-    replace_forward(layer);
+    replace_heads_forward(layer);
     attention.weight_shape_after = layer.attr("in_proj_weight").toTensor().sizes().vec();
     projection.weight_shape_after = out_proj.attr("weight").toTensor().sizes().vec();
     shrunk.push_back(std::move(attention));

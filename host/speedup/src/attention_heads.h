@@ -28,6 +28,14 @@ struct HeadPlan {
   std::vector<int64_t> keep;  ///< heads kept, ascending (at least one)
 };
 
+/// Rows of the heads `keep` in each of the q, k and v parts of a fused projection
+/// [3·num_heads·head_dim, E]: the q rows of every kept head, then the k rows, then the v rows.
+std::vector<int64_t> head_rows(int64_t num_heads, int64_t head_dim,
+                               const std::vector<int64_t>& keep);
+
+/// Columns of the heads `keep` in the output projection [E, num_heads·head_dim].
+std::vector<int64_t> head_columns(int64_t head_dim, const std::vector<int64_t>& keep);
+
 /// The attention layers of `masked` (masks multiplied in, eval mode) that can lose heads: every
 /// call runs the inference kernel without an attention mask and with need_weights=False (the
 /// forward below supports only that), the layer is not part of `plan`, and some head's value

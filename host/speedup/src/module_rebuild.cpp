@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <functional>
+#include <memory>
 #include <set>
 #include <unordered_map>
 #include <string>
@@ -227,6 +228,44 @@ void set_int(jit::Module& module, const std::string& name, int64_t value) {
   } else if (module.hasattr(name) && module.attr(name).isInt()) {
     module._ivalue()->setAttr(name, value);
   }
+}
+
+int64_t int_constant_or_attr(const jit::Module& module, const std::string& name) {
+  if (module.type()->hasConstant(name)) {
+    return module.type()->getConstant(name).toInt();
+  }
+  return module.attr(name).toInt();
+}
+
+void replace_forward(jit::Module& module, const std::string& helper,
+                     const std::string& helper_name) {
+  module.define(helper);
+  jit::Function& defined = module.get_method(helper_name).function();
+  jit::Function& forward = module.get_method("forward").function();
+  const std::shared_ptr<jit::Graph> target = jit::toGraphFunction(forward).graph();
+  const std::shared_ptr<jit::Graph> source = jit::toGraphFunction(defined).graph()->copy();
+  LITHE_CHECK(target->inputs().size() == source->inputs().size(), sdk::Errc::kInternal,
+              "the forward of ", module.type()->str(), " takes ", target->inputs().size(),
+              " arguments, the rebuilt one ", source->inputs().size());
+  for (size_t i = 1; i < target->inputs().size(); ++i) {
+    LITHE_CHECK(*target->inputs()[i]->type() == *source->inputs()[i]->type(),
+                sdk::Errc::kInternal, "argument ", i, " of the forward of ",
+                module.type()->str(), " is ", target->inputs()[i]->type()->str(),
+                ", the rebuilt one's ", source->inputs()[i]->type()->str());
+  }
+  while (!target->outputs().empty()) {
+    target->eraseOutput(0);
+  }
+  std::vector<jit::Node*> old_nodes(target->nodes().begin(), target->nodes().end());
+  for (auto it = old_nodes.rbegin(); it != old_nodes.rend(); ++it) {
+    (*it)->destroy();
+  }
+  jit::WithInsertPoint end(target->return_node());
+  for (jit::Value* out : jit::insertGraph(*target, *source, target->inputs())) {
+    target->registerOutput(out);
+  }
+  module.type()->unsafeRemoveMethod(helper_name);
+  module._ivalue()->compilation_unit()->unsafeRemoveMethod(defined.qualname());
 }
 
 std::vector<int64_t> all(int64_t n) {

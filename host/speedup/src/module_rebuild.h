@@ -36,6 +36,17 @@ void set_tensor(torch::jit::Module& module, const std::string& name,
 /// Sets int `name`: a class constant (torch.nn keeps sizes in __constants__) or an int attribute.
 void set_int(torch::jit::Module& module, const std::string& name, int64_t value);
 
+/// Int `name`: a class constant or an int attribute (the two places set_int writes).
+int64_t int_constant_or_attr(const torch::jit::Module& module, const std::string& name);
+
+/// Defines `helper` (a method named `helper_name`, TorchScript source compiled for `module`'s
+/// class type) and moves its graph into `module`'s forward, whose body it replaces; the helper
+/// is removed again. The helper must take forward's arguments, with the same types, so that
+/// callers of the module stay as they are. `module`'s type must be its own (clone_module with
+/// it in `changing`). Throws sdk::Error(kInternal) naming the first argument that differs.
+void replace_forward(torch::jit::Module& module, const std::string& helper,
+                     const std::string& helper_name);
+
 /// 0, 1, ..., n - 1.
 std::vector<int64_t> all(int64_t n);
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention_heads.h"
+#include "window_attention_heads.h"
 #include "channel_flow.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/model/apply_compression_results.h"
@@ -175,6 +176,8 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
   result.blocked = plan.blocked;
   const std::vector<speedup_detail::HeadPlan> heads =
       speedup_detail::plan_heads(masked, plan, result.blocked);
+  const std::vector<speedup_detail::WindowHeadPlan> window_heads =
+      speedup_detail::plan_window_heads(masked, plan, result.blocked);
 
   std::set<std::string> changing;
   for (const auto& [name, layer] : plan.layers) {
@@ -186,10 +189,18 @@ SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
     changing.insert(h.module);
     changing.insert(h.module + ".out_proj");
   }
+  for (const speedup_detail::WindowHeadPlan& h : window_heads) {
+    for (const std::string& name : speedup_detail::window_head_modules(h)) {
+      changing.insert(name);
+    }
+  }
   jit::Module small = speedup_detail::clone_module(masked, changing);
   try {
     result.layers = speedup_detail::shrink_layers(small, plan);
     for (ShrunkLayer& layer : speedup_detail::remove_heads(small, heads)) {
+      result.layers.push_back(std::move(layer));
+    }
+    for (ShrunkLayer& layer : speedup_detail::remove_window_heads(small, window_heads)) {
       result.layers.push_back(std::move(layer));
     }
   } catch (const c10::Error& e) {

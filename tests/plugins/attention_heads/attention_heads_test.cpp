@@ -131,13 +131,21 @@ TEST_F(TransformerHeadTest, RefusalsNameTheLayerTheRuleAndTheValue) {
               ::testing::ThrowsMessage<sdk::Error>(
                   AllOf(HasSubstr("layer 'encoder.attn'"),
                         HasSubstr("head_hidden_dim = 5 does not divide its 8 query rows"))));
-  // A Linear weight is not a fused projection.
+  // A Linear selected by op_types alone is not taken for a fused projection (every Linear
+  // with 3·k rows would be), whatever its shape.
   auto masker = registry_.make_masker("transformer_head",
                                       test::options_json({{"head_hidden_dim", 2}}));
-  sdk::LayerView linear(0, "fc", "Linear", at::ones({4, 4}), std::nullopt,
+  sdk::LayerView linear(0, "fc", "Linear", fused({1, 2}, 2, 4), std::nullopt,
                         test::sparsity_entry(0.5, "Linear"));
   EXPECT_THAT([&] { masker->calc_mask(linear, 0.5); },
-              ::testing::ThrowsMessage<sdk::Error>(HasSubstr("'fc'")));
+              ::testing::ThrowsMessage<sdk::Error>(
+                  AllOf(HasSubstr("layer 'fc'"), HasSubstr("must name in op_names"))));
+  // Named, a Linear whose rows do not split into q, k and v is refused by its shape.
+  sdk::LayerView named(0, "fc", "Linear", at::ones({4, 4}), std::nullopt,
+                       test::config_entry({{"sparsity", 0.5}, {"op_names", {"fc"}}}, 0));
+  EXPECT_THAT([&] { masker->calc_mask(named, 0.5); },
+              ::testing::ThrowsMessage<sdk::Error>(
+                  AllOf(HasSubstr("layer 'fc'"), HasSubstr("[4, 4]"))));
   sdk::LayerView odd(0, "attn", "MultiheadAttention", at::ones({4, 4}), std::nullopt,
                      test::sparsity_entry(0.5, "MultiheadAttention"));
   EXPECT_THAT([&] { masker->calc_mask(odd, 0.5); },
@@ -155,11 +163,28 @@ TEST_F(TransformerHeadTest, RefusalsNameTheLayerTheRuleAndTheValue) {
                           test::options_json({{"head_hidden_dim", 2},
                                               {"ranking_criterion", "taylorfo"}}));
   }, ::testing::ThrowsMessage<sdk::Error>(HasSubstr("taylorfo")));
-  // config_list: only MultiheadAttention.
+  // config_list: MultiheadAttention and Linear only.
   auto pruner = registry_.make_pruner("transformer_head",
                                       test::options_json({{"head_hidden_dim", 2}}));
-  EXPECT_EQ(test::error_code([&] { pruner->validate_config(test::sparsity_entry(0.5, "Linear")); }),
+  EXPECT_EQ(test::error_code([&] { pruner->validate_config(test::sparsity_entry(0.5, "Conv2d")); }),
             sdk::Errc::kInvalidConfig);
+}
+
+TEST_F(TransformerHeadTest, AFusedLinearNamedInOpNamesLosesWholeHeads) {
+  // Swin's attn.qkv: a Linear [3·H·d, E]; 4 heads of 2 rows, the two weakest are 1 and 3.
+  auto pruner = registry_.make_pruner("transformer_head",
+                                      test::options_json({{"head_hidden_dim", 2}}));
+  const sdk::Options entry =
+      test::config_entry({{"sparsity", 0.5}, {"op_names", {"blocks.0.attn.qkv"}}}, 0);
+  pruner->validate_config(entry);
+  sdk::LayerView qkv(0, "blocks.0.attn.qkv", "Linear", fused({4, 1, 3, 2}, 2, 6),
+                     at::ones({24}), entry);
+  const std::optional<sdk::Masks> masks = pruner->calc_mask(qkv);
+  ASSERT_TRUE(masks.has_value());
+  EXPECT_EQ(pruned_heads(masks->weight, 4), (std::vector<int64_t>{1, 3}));
+  ASSERT_TRUE(masks->bias.has_value());
+  EXPECT_EQ(masks->bias->reshape({3, 4, 2}).eq(0).all(2).all(0).sum().item<int64_t>(), 2);
+  EXPECT_EQ(masks->weight.eq(0).sum().item<int64_t>(), 3 * 2 * 2 * 6);
 }
 
 }  // namespace

@@ -1,0 +1,310 @@
+// Whole-head removal for Swin's shifted-window attention (window_attention_heads.h says when
+// and why).
+#include "window_attention_heads.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lithe/host/graph/submodule.h"
+#include "module_rebuild.h"
+
+namespace lithe::host::speedup_detail {
+namespace {
+
+namespace jit = torch::jit;
+
+// The forward of a layer that lost heads, in three parts: the v2-only pieces are spliced in as
+// text because code compiled from C++ type-checks both branches of an `if`, and a v1 layer has
+// no logit_scale. What it computes is torchvision 0.14's shifted_window_attention with the head
+// width HEAD_DIM instead of input width / num_heads: pad to whole windows, roll by the shift,
+// attend within each window (relative position bias, and in shifted layers a mask of -100
+// between tokens that came from different regions), merge the heads with proj, undo the roll,
+// crop. The region bounds are the ones torchvision slices with, negative indices and all, so
+// that a layer shifted along one axis only masks the same tokens. Dropout is called as there:
+// always in training mode, at the layer's probabilities (0 in every torchvision Swin).
+constexpr const char* kWindowForwardHead = R"TS(
+def _lithe_window_heads_forward(self, x: Tensor) -> Tensor:
+    position_bias = self.get_relative_position_bias()
+    heads = self.num_heads
+    head_dim = HEAD_DIM
+    inner = heads * head_dim
+    wh = self.window_size[0]
+    ww = self.window_size[1]
+    tokens = wh * ww
+    batch = x.size(0)
+    height = x.size(1)
+    width = x.size(2)
+    channels = x.size(3)
+    pad_right = (ww - width % ww) % ww
+    pad_bottom = (wh - height % wh) % wh
+    y = torch.constant_pad_nd(x, [0, 0, 0, pad_right, 0, pad_bottom], 0.0)
+    padded_h = height + pad_bottom
+    padded_w = width + pad_right
+    shift_h = self.shift_size[0]
+    shift_w = self.shift_size[1]
+    if wh >= padded_h:
+        shift_h = 0
+    if ww >= padded_w:
+        shift_w = 0
+    shifted = shift_h + shift_w > 0
+    if shifted:
+        y = torch.roll(y, [-shift_h, -shift_w], [1, 2])
+    rows = padded_h // wh
+    cols = padded_w // ww
+    windows = rows * cols
+    y = y.view([batch, rows, wh, cols, ww, channels]).permute([0, 1, 3, 2, 4, 5])
+    y = y.reshape([batch * windows, tokens, channels])
+    qkv_bias = self.qkv.bias
+)TS";
+
+constexpr const char* kCosineBias = R"TS(
+    qkv_bias = qkv_bias.clone()
+    qkv_bias[inner:2 * inner].zero_()
+)TS";
+
+constexpr const char* kProjection = R"TS(
+    qkv = torch.linear(y, self.qkv.weight, qkv_bias)
+    qkv = qkv.reshape([y.size(0), y.size(1), 3, heads, head_dim]).permute([2, 0, 3, 1, 4])
+    q = qkv[0]
+    k = qkv[1]
+    v = qkv[2]
+)TS";
+
+constexpr const char* kCosineScores = R"TS(
+    q_unit = q / q.norm(2.0, [-1], True).clamp_min(1e-12).expand_as(q)
+    k_unit = k / k.norm(2.0, [-1], True).clamp_min(1e-12).expand_as(k)
+    scores = torch.matmul(q_unit, k_unit.transpose(-2, -1))
+    scores = scores * torch.clamp(self.logit_scale, max=4.605170185988092).exp()
+)TS";
+
+constexpr const char* kScaledScores = R"TS(
+    scores = (q * float(head_dim) ** -0.5).matmul(k.transpose(-2, -1))
+)TS";
+
+constexpr const char* kWindowForwardTail = R"TS(
+    scores = scores + position_bias
+    if shifted:
+        labels = y.new_zeros([padded_h, padded_w])
+        end = 9223372036854775807
+        h_starts = [0, -wh, -shift_h]
+        h_stops = [-wh, -shift_h, end]
+        w_starts = [0, -ww, -shift_w]
+        w_stops = [-ww, -shift_w, end]
+        count = 0
+        for i in range(3):
+            for j in range(3):
+                labels[h_starts[i]:h_stops[i], w_starts[j]:w_stops[j]] = count
+                count += 1
+        labels = labels.view([rows, wh, cols, ww]).permute([0, 2, 1, 3]).reshape([windows, tokens])
+        apart = labels.unsqueeze(1) - labels.unsqueeze(2)
+        apart = apart.masked_fill(apart != 0, -100.0).masked_fill(apart == 0, 0.0)
+        scores = scores.view([y.size(0) // windows, windows, heads, y.size(1), y.size(1)])
+        scores = scores + apart.unsqueeze(1).unsqueeze(0)
+        scores = scores.view([-1, heads, y.size(1), y.size(1)])
+    probs = torch.softmax(scores, -1)
+    probs = torch.dropout(probs, self.attention_dropout, True)
+    out = probs.matmul(v).transpose(1, 2).reshape([y.size(0), y.size(1), inner])
+    out = torch.linear(out, self.proj.weight, self.proj.bias)
+    out = torch.dropout(out, self.dropout, True)
+    out = out.view([batch, rows, cols, wh, ww, channels]).permute([0, 1, 3, 2, 4, 5])
+    out = out.reshape([batch, padded_h, padded_w, channels])
+    if shifted:
+        out = torch.roll(out, [shift_h, shift_w], [1, 2])
+    return out[:, :height, :width, :].contiguous()
+)TS";
+
+std::string window_forward(int64_t head_dim, bool cosine) {
+  std::string text = std::string(kWindowForwardHead) + (cosine ? kCosineBias : "") +
+                     kProjection + (cosine ? kCosineScores : kScaledScores) +
+                     kWindowForwardTail;
+  const std::string key = "HEAD_DIM";
+  text.replace(text.find(key), key.size(), std::to_string(head_dim));
+  return text;
+}
+
+std::string type_name(const jit::Module& m) {
+  return m.type()->name() ? m.type()->name()->name() : std::string();
+}
+
+bool has_linear(const jit::Module& m, const std::string& name) {
+  const std::optional<jit::Module> child = find_submodule(m, name);
+  return child.has_value() && child->hasattr("weight") && child->attr("weight").isTensor() &&
+         child->attr("weight").toTensor().dim() == 2;
+}
+
+// torchvision's ShiftedWindowAttention (v1) or ShiftedWindowAttentionV2 (cosine), by class name
+// and the members the rebuilt forward reads.
+std::optional<bool> window_attention_kind(const jit::Module& m) {
+  const std::string type = type_name(m);
+  if (type != "ShiftedWindowAttention" && type != "ShiftedWindowAttentionV2") {
+    return std::nullopt;
+  }
+  const bool cosine = type == "ShiftedWindowAttentionV2";
+  const bool members = has_linear(m, "qkv") && has_linear(m, "proj") &&
+                       m.hasattr("num_heads") && m.hasattr("window_size") &&
+                       m.hasattr("shift_size") && m.hasattr("attention_dropout") &&
+                       m.hasattr("dropout") && m.find_method("get_relative_position_bias");
+  const bool tables = cosine ? m.hasattr("logit_scale") && has_linear(m, "cpb_mlp.2")
+                             : m.hasattr("relative_position_bias_table");
+  if (!members || !tables) {
+    return std::nullopt;
+  }
+  return cosine;
+}
+
+bool changed(const ChannelPlan& plan, const std::string& name) {
+  const auto it = plan.layers.find(name);
+  return it != plan.layers.end() && it->second.changed();
+}
+
+at::Tensor tensor_attr(const jit::Module& m, const std::string& name) {
+  const c10::IValue v = m.attr(name, c10::IValue());
+  return v.isTensor() ? v.toTensor().detach() : at::Tensor();
+}
+
+}  // namespace
+
+std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const ChannelPlan& plan,
+                                              std::vector<SpeedupBlock>& blocked) {
+  std::vector<WindowHeadPlan> plans;
+  for (const auto& item : masked.named_modules()) {
+    const std::optional<bool> cosine = window_attention_kind(item.value);
+    if (item.name.empty() || !cosine.has_value()) {
+      continue;
+    }
+    const std::string& name = item.name;
+    const jit::Module qkv = submodule(item.value, "qkv");
+    const at::Tensor weight = tensor_attr(qkv, "weight");
+    const at::Tensor bias = tensor_attr(qkv, "bias");
+    const int64_t num_heads = int_constant_or_attr(item.value, "num_heads");
+    if (num_heads < 1 || weight.size(0) % (3 * num_heads) != 0) {
+      continue;
+    }
+    WindowHeadPlan p{{name, num_heads, weight.size(0) / (3 * num_heads), {}}, *cosine};
+    const int64_t inner = num_heads * p.heads.head_dim;
+    // Value rows of each head, with their bias: [H, d·E (+ d)].
+    at::Tensor values = weight.narrow(0, 2 * inner, inner).reshape({num_heads, -1});
+    if (bias.defined()) {
+      values = at::cat({values, bias.narrow(0, 2 * inner, inner).reshape({num_heads, -1})}, 1);
+    }
+    const at::Tensor dead = values.eq(0).all(1);
+    for (int64_t h = 0; h < num_heads; ++h) {
+      if (!dead[h].item<bool>()) {
+        p.heads.keep.push_back(h);
+      }
+    }
+    const auto gone = static_cast<int64_t>(num_heads - p.heads.keep.size());
+    if (gone == 0) {
+      continue;
+    }
+    std::string refusal;
+    if (!bias.defined()) {
+      refusal = "its qkv has no bias";
+    } else {
+      for (const std::string& layer : {std::string("qkv"), std::string("proj"),
+                                      std::string(*cosine ? "cpb_mlp.2" : "")}) {
+        if (!layer.empty() && changed(plan, name + "." + layer)) {
+          refusal = "its " + layer + " also loses channels";
+          break;
+        }
+      }
+    }
+    if (!refusal.empty()) {
+      blocked.push_back({name + " (" + type_name(item.value) + ")",
+                         "keeps its " + std::to_string(gone) + " heads with zero value rows: " +
+                             refusal,
+                         gone * p.heads.head_dim});
+      continue;
+    }
+    if (p.heads.keep.empty()) {
+      p.heads.keep.push_back(0);  // one silent head: the output stays proj's bias
+    }
+    // The channel plan kept qkv's zero rows, at the forward's reshape (v1: "<name> (<class>):
+    // aten::reshape") or at qkv itself, whose bias the forward reads (v2: "<name>.qkv"); the
+    // rows of removed heads go.
+    const int64_t removed =
+        3 * p.heads.head_dim * (num_heads - static_cast<int64_t>(p.heads.keep.size()));
+    const std::string reshape = name + " (" + type_name(item.value) + "): aten::reshape";
+    for (auto it = blocked.begin(); it != blocked.end();) {
+      if (it->where == reshape || it->where == name + ".qkv") {
+        it->channels -= removed;
+        if (it->channels <= 0) {
+          it = blocked.erase(it);
+          continue;
+        }
+      }
+      ++it;
+    }
+    plans.push_back(std::move(p));
+  }
+  return plans;
+}
+
+std::vector<std::string> window_head_modules(const WindowHeadPlan& plan) {
+  const std::string& name = plan.heads.module;
+  std::vector<std::string> modules = {name, name + ".qkv", name + ".proj"};
+  if (plan.cosine) {
+    modules.push_back(name + ".cpb_mlp.2");
+  }
+  return modules;
+}
+
+std::vector<ShrunkLayer> remove_window_heads(jit::Module& module,
+                                             const std::vector<WindowHeadPlan>& plans) {
+  std::vector<ShrunkLayer> shrunk;
+  for (const WindowHeadPlan& plan : plans) {
+    const HeadPlan& p = plan.heads;
+    jit::Module layer = submodule(module, p.module);
+    jit::Module qkv = submodule(layer, "qkv");
+    jit::Module proj = submodule(layer, "proj");
+    const std::vector<int64_t> rows = head_rows(p.num_heads, p.head_dim, p.keep);
+    const std::vector<int64_t> columns = head_columns(p.head_dim, p.keep);
+    const at::Tensor row_index = at::tensor(rows, at::kLong);
+    const at::Tensor column_index = at::tensor(columns, at::kLong);
+    const at::Tensor head_index = at::tensor(p.keep, at::kLong);
+    const auto select = [](const at::Tensor& index, int64_t dim) {
+      return [index, dim](const at::Tensor& t) { return t.index_select(dim, index); };
+    };
+    const at::Tensor qkv_weight = tensor_attr(qkv, "weight");
+    const at::Tensor proj_weight = tensor_attr(proj, "weight");
+    ShrunkLayer q{p.module + ".qkv", "Linear", qkv_weight.sizes().vec(), {}, rows,
+                  all(qkv_weight.size(1))};
+    ShrunkLayer o{p.module + ".proj", "Linear", proj_weight.sizes().vec(), {},
+                  all(proj_weight.size(0)), columns};
+    set_tensor(qkv, "weight", select(row_index, 0));
+    set_tensor(qkv, "bias", select(row_index, 0));
+    set_int(qkv, "out_features", static_cast<int64_t>(rows.size()));
+    set_tensor(proj, "weight", select(column_index, 1));
+    set_int(proj, "in_features", static_cast<int64_t>(columns.size()));
+    q.weight_shape_after = tensor_attr(qkv, "weight").sizes().vec();
+    o.weight_shape_after = tensor_attr(proj, "weight").sizes().vec();
+    shrunk.push_back(std::move(q));
+    shrunk.push_back(std::move(o));
+    if (plan.cosine) {
+      // One row of the position MLP's last Linear and one logit scale per head.
+      jit::Module mlp_out = submodule(layer, "cpb_mlp.2");
+      const at::Tensor mlp_weight = tensor_attr(mlp_out, "weight");
+      ShrunkLayer b{p.module + ".cpb_mlp.2", "Linear", mlp_weight.sizes().vec(), {}, p.keep,
+                    all(mlp_weight.size(1))};
+      set_tensor(mlp_out, "weight", select(head_index, 0));
+      set_tensor(mlp_out, "bias", select(head_index, 0));
+      set_int(mlp_out, "out_features", static_cast<int64_t>(p.keep.size()));
+      set_tensor(layer, "logit_scale", select(head_index, 0));
+      b.weight_shape_after = tensor_attr(mlp_out, "weight").sizes().vec();
+      shrunk.push_back(std::move(b));
+    } else {
+      set_tensor(layer, "relative_position_bias_table", select(head_index, 1));
+    }
+    set_int(layer, "num_heads", static_cast<int64_t>(p.keep.size()));
+    replace_forward(layer, window_forward(p.head_dim, plan.cosine),
+                    "_lithe_window_heads_forward");
+  }
+  return shrunk;
+}
+
+}  // namespace lithe::host::speedup_detail
