@@ -1,5 +1,6 @@
 // Attention-head pruning of nn.MultiheadAttention (NNI 2.5 TransformerHeadPruner with its
-// one-shot weight criteria), and since 1.1.0 of fused q, k, v Linear layers (Swin's attn.qkv).
+// one-shot weight criteria), and since 1.1.0 of fused q, k, v Linear layers (Swin's attn.qkv,
+// MaxViT's to_qkv).
 // A head is d = head_hidden_dim consecutive rows in each of the query, key and value parts of
 // the layer's fused input projection (in_proj_weight or the Linear's weight, [3·H·d, E]); the
 // `sparsity` fraction of heads with the smallest importance loses all 3·d rows, weight and bias.
@@ -30,7 +31,7 @@ namespace {
 
 constexpr const char* kAlgorithm = "transformer_head";
 constexpr const char* kAttention = "MultiheadAttention";
-constexpr const char* kLinear = "Linear";  // a fused q, k, v projection (Swin's attn.qkv)
+constexpr const char* kLinear = "Linear";  // a fused q, k, v projection (Swin, MaxViT)
 
 const sdk::OptionSchema& option_keys() {
   static const sdk::OptionSchema schema =
@@ -74,7 +75,8 @@ class HeadMasker final : public sdk::WeightMasker {
     // layers a user names are taken for fused projections.
     LITHE_CHECK(layer.op_type() != kLinear || layer.config().has("op_names"),
                 sdk::Errc::kInvalidConfig, "layer '", layer.name(), "': ", kAlgorithm,
-                " prunes a Linear layer only as a fused q, k, v projection (Swin's attn.qkv), "
+                " prunes a Linear layer only as a fused q, k, v projection (Swin's attn.qkv, "
+                "MaxViT's to_qkv), "
                 "which its config_list entry must name in op_names; this entry selects it by "
                 "op_types alone");
     const int64_t heads = head_count(layer, head_dim_);

@@ -126,6 +126,46 @@ TEST(SpeedupCliTest, TransformerHeadPruningThenSpeedupHalvesTheHeads) {
   EXPECT_EQ(attention.attr("in_proj_weight").toTensor().sizes(), (at::IntArrayRef{24, 16}));
 }
 
+// The attention_heads plugin as a shared library on Swin: its qkv Linears, named, lose half
+// their heads, which speedup removes; an entry that selects Linear layers by type alone is
+// refused before anything is written.
+TEST(SpeedupCliTest, SwinHeadPruningNamesTheQkvLayersAndSpeedupRemovesTheHeads) {
+  const fs::path dir = scratch_dir("speedup_cli_swin_heads");
+  const fs::path model = source_dir() / "tests/data/tv_swin_tiny.pt";
+  write_text(dir / "heads.json", R"({"algorithm": "transformer_head",
+    "options": {"head_hidden_dim": 8},
+    "config_list": [{"sparsity": 0.5,
+                     "op_names": ["features.1.0.attn.qkv", "features.1.1.attn.qkv"]}]})");
+  CliRun run = run_lithe("compress --model " + model.string() + " --config " +
+                         (dir / "heads.json").string() + " --output " +
+                         (dir / "masked.pt").string() + " --masks " + (dir / "masks.pth").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  run = run_lithe("speedup --model " + (dir / "masked.pt").string() + " --masks " +
+                  (dir / "masks.pth").string() + " --dense-model " + model.string() +
+                  " --input-shape 2,3,32,32 --output " + (dir / "small.pt").string() +
+                  " --json " + (dir / "report.json").string() + " --latency-runs 3 --warmup 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto report = nlohmann::json::parse(read_text(dir / "report.json"));
+  EXPECT_EQ(report["layers"].size(), 4u);  // two qkv, two proj
+  EXPECT_TRUE(report["blocked"].empty()) << report["blocked"].dump();
+  EXPECT_LT(report["max_abs_diff"].get<double>(), 1e-5);
+  torch::jit::Module small = torch::jit::load((dir / "small.pt").string());
+  const torch::jit::Module attention = small.attr("features").toModule().attr("1").toModule()
+                                           .attr("0").toModule().attr("attn").toModule();
+  EXPECT_EQ(attention.attr("num_heads").toInt(), 1);
+  EXPECT_EQ(attention.attr("qkv").toModule().attr("weight").toTensor().sizes(),
+            (at::IntArrayRef{24, 16}));
+
+  write_text(dir / "by_type.json", R"({"algorithm": "transformer_head",
+    "options": {"head_hidden_dim": 8},
+    "config_list": [{"sparsity": 0.5, "op_types": ["Linear"]}]})");
+  run = run_lithe("compress --model " + model.string() + " --config " +
+                  (dir / "by_type.json").string() + " --output " + (dir / "typed.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("must name in op_names"));
+  EXPECT_FALSE(fs::exists(dir / "typed.pt"));
+}
+
 TEST(SpeedupCliTest, MasksForAMissingLayerFailWithTheLayerNamedAndWriteNothing) {
   const fs::path dir = scratch_dir("speedup_cli_bad_masks");
   const auto [masked, masks] = pruned_lenet(dir);

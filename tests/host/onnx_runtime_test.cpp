@@ -167,8 +167,8 @@ TEST(OnnxRuntimeParityTest, AVitWithHeadsRemovedRunsInOnnxRuntime) {
 
 // Swin v1 and v2 attentions that lost a head in speedup (their forward rebuilt with the head
 // width written in: padding, rolls, the shift mask, cosine attention) export and compute the
-// same in ORT, at an input whose second stage is shifted.
-TEST(OnnxRuntimeParityTest, ASwinWithHeadsRemovedRunsInOnnxRuntime) {
+// same in ORT, at an input whose second stage is shifted; so does MaxViT's.
+TEST(OnnxRuntimeParityTest, SwinAndMaxVitWithHeadsRemovedRunInOnnxRuntime) {
   if (const std::string why = ort_unavailable(); !why.empty()) {
     GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
   }
@@ -191,6 +191,24 @@ TEST(OnnxRuntimeParityTest, ASwinWithHeadsRemovedRunsInOnnxRuntime) {
     EXPECT_EQ(run.exit_code, 0) << file << ": " << run.out;
     EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside")) << file;
   }
+  // MaxViT's window and grid attentions (einsum products, merge over the kept heads).
+  const torch::jit::Module maxvit =
+      torch::jit::load((test::source_dir() / "tests/data/tv_maxvit_tiny.pt").string());
+  NamedMasks masks;
+  for (const char* kind : {"window", "grid"}) {
+    sdk::Masks m;
+    m.weight = torch::ones({48, 16});
+    m.bias = torch::ones({48});
+    m.weight.view({3, 2, -1}).select(1, 0).zero_();  // head 0 of 2
+    m.bias->view({3, 2, -1}).select(1, 0).zero_();
+    masks.push_back({std::string("blocks.0.layers.0.layers.") + kind + "_attention.attn_layer.1"
+                     ".to_qkv", m});
+  }
+  const SpeedupResult small = speedup_model(maxvit, masks, torch::randn({1, 3, 32, 32}));
+  ASSERT_EQ(small.layers.size(), 4u);
+  const test::CliRun run = run_in_ort(*small.module, {2, 3, 32, 32}, "maxvit_heads_small");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
 }
 
 // A forward written in TorchScript, exported and run in ONNX Runtime on a 2x3x8x8 input.

@@ -678,6 +678,34 @@ TEST(SpeedupHeadsTest, SwinV2CosineAttentionLosesHeadsWithTheirScaleAndPositionR
   EXPECT_EQ(shapes.at(attn + ".cpb_mlp.2"), (Shape{1, 512}));
 }
 
+TEST(SpeedupHeadsTest, MaxVitPartitionAttentionLosesHeadsWithTheirBiasTableColumns) {
+  // torchvision's MaxViT (tiny: 16 channels, heads of 8 in the first block's window and grid
+  // attentions): transformer_head on their to_qkv Linears, named; speedup removes the head's
+  // rows, merge's columns and the bias table's column, and merges 8 channels instead of 16.
+  const std::string window = "blocks.0.layers.0.layers.window_attention.attn_layer.1";
+  const std::string grid = "blocks.0.layers.0.layers.grid_attention.attn_layer.1";
+  const NamedMasks masks = masks_of(
+      "tv_maxvit_tiny.pt", "transformer_head",
+      R"([{"sparsity": 0.5, "op_names": [")" + window + R"(.to_qkv", ")" + grid + R"(.to_qkv"]}])",
+      R"({"head_hidden_dim": 8})");
+  ASSERT_EQ(masks.size(), 2u);
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/tv_maxvit_tiny.pt").string());
+  torch::manual_seed(7);
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 32, 32}));
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  for (const std::string& attn : {window, grid}) {
+    EXPECT_EQ(parameter_shape(*result.module, attn + ".to_qkv.weight"), (Shape{24, 16}));
+    EXPECT_EQ(parameter_shape(*result.module, attn + ".merge.weight"), (Shape{16, 8}));
+    EXPECT_EQ(parameter_shape(*result.module, attn + ".relative_position_bias_table"),
+              (Shape{9, 1}));
+    EXPECT_EQ(int_attribute(*result.module, attn, "n_heads"), 1);
+  }
+  EXPECT_EQ(weight_shapes(result).size(), 4u);  // two to_qkv, two merge
+}
+
 TEST(SpeedupHeadsTest, AttentionCalledWithItsWeightsReadKeepsItsHeadsAndSaysWhy) {
   // Heads whose value rows are zero in three attentions: batch-first without weights and
   // sequence-first lose them; the one whose attention weights are read keeps them.

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <set>
@@ -239,7 +240,13 @@ int64_t int_constant_or_attr(const jit::Module& module, const std::string& name)
 
 void replace_forward(jit::Module& module, const std::string& helper,
                      const std::string& helper_name) {
-  module.define(helper);
+  try {
+    module.define(helper);
+  } catch (const std::exception& e) {
+    // TorchScript's compile errors are not c10::Errors; some print nothing of themselves.
+    throw sdk::Error(sdk::Errc::kInternal, "compiling the rebuilt forward of " +
+                                               module.type()->str() + " failed: " + e.what());
+  }
   jit::Function& defined = module.get_method(helper_name).function();
   jit::Function& forward = module.get_method("forward").function();
   const std::shared_ptr<jit::Graph> target = jit::toGraphFunction(forward).graph();

@@ -1,5 +1,5 @@
-// Whole-head removal for Swin's shifted-window attention (window_attention_heads.h says when
-// and why).
+// Whole-head removal for the window attentions of Swin and MaxViT (window_attention_heads.h says
+// when and why).
 #include "window_attention_heads.h"
 
 #include <ATen/ATen.h>
@@ -118,13 +118,49 @@ constexpr const char* kWindowForwardTail = R"TS(
     return out[:, :height, :width, :].contiguous()
 )TS";
 
-std::string window_forward(int64_t head_dim, bool cosine) {
+// MaxViT's RelativePositionalMultiHeadAttention over [B, G, P, D] partitions, as torchvision
+// 0.14 computes it (keys scaled by the layer's own scale_factor, einsum products, the bias
+// table's heads), but merging num_heads × head_dim channels instead of the input's D. The
+// projections are applied as torch.linear of their tensors (what nn.Linear's forward is): code
+// compiled from C++ cannot call submodules whose class types were just copied.
+constexpr const char* kPartitionForward = R"TS(
+def _lithe_window_heads_forward(self, x: Tensor) -> Tensor:
+    batch = x.size(0)
+    groups = x.size(1)
+    tokens = x.size(2)
+    heads = self.n_heads
+    head_dim = self.head_dim
+    q, k, v = torch.chunk(torch.linear(x, self.to_qkv.weight, self.to_qkv.bias), 3, -1)
+    q = q.reshape([batch, groups, tokens, heads, head_dim]).permute([0, 1, 3, 2, 4])
+    k = k.reshape([batch, groups, tokens, heads, head_dim]).permute([0, 1, 3, 2, 4])
+    v = v.reshape([batch, groups, tokens, heads, head_dim]).permute([0, 1, 3, 2, 4])
+    k = k * self.scale_factor
+    scores = torch.einsum("B G H I D, B G H J D -> B G H I J", [q, k])
+    probs = torch.softmax(scores + self.get_relative_positional_bias(), -1)
+    out = torch.einsum("B G H I J, B G H J D -> B G H I D", [probs, v])
+    out = out.permute([0, 1, 3, 2, 4]).reshape([batch, groups, tokens, heads * head_dim])
+    return torch.linear(out, self.merge.weight, self.merge.bias)
+)TS";
+
+std::string swin_forward(int64_t head_dim, bool cosine) {
   std::string text = std::string(kWindowForwardHead) + (cosine ? kCosineBias : "") +
                      kProjection + (cosine ? kCosineScores : kScaledScores) +
                      kWindowForwardTail;
   const std::string key = "HEAD_DIM";
   text.replace(text.find(key), key.size(), std::to_string(head_dim));
   return text;
+}
+
+std::string window_forward(const WindowAttentionKind& kind, int64_t head_dim) {
+  switch (kind.forward) {
+    case WindowAttentionKind::Forward::kSwin:
+      return swin_forward(head_dim, false);
+    case WindowAttentionKind::Forward::kSwinCosine:
+      return swin_forward(head_dim, true);
+    case WindowAttentionKind::Forward::kPartition:
+      return kPartitionForward;
+  }
+  return {};
 }
 
 std::string type_name(const jit::Module& m) {
@@ -137,24 +173,42 @@ bool has_linear(const jit::Module& m, const std::string& name) {
          child->attr("weight").toTensor().dim() == 2;
 }
 
-// torchvision's ShiftedWindowAttention (v1) or ShiftedWindowAttentionV2 (cosine), by class name
-// and the members the rebuilt forward reads.
-std::optional<bool> window_attention_kind(const jit::Module& m) {
+// torchvision's window attentions, by class name: Swin v1 and v2, MaxViT's.
+const std::vector<WindowAttentionKind>& kinds() {
+  static const std::vector<WindowAttentionKind> table = {
+      {"ShiftedWindowAttention", "qkv", "proj", "num_heads", "relative_position_bias_table", "",
+       "", {"aten::reshape"}, WindowAttentionKind::Forward::kSwin},
+      {"ShiftedWindowAttentionV2", "qkv", "proj", "num_heads", "", "cpb_mlp.2", "logit_scale",
+       {"aten::reshape"}, WindowAttentionKind::Forward::kSwinCosine},
+      {"RelativePositionalMultiHeadAttention", "to_qkv", "merge", "n_heads",
+       "relative_position_bias_table", "", "", {"aten::chunk", "prim::ListUnpack"},
+       WindowAttentionKind::Forward::kPartition},
+  };
+  return table;
+}
+
+// The kind of `m`, when its class is one of them and it has the members the rebuilt forward
+// reads.
+const WindowAttentionKind* window_attention_kind(const jit::Module& m) {
   const std::string type = type_name(m);
-  if (type != "ShiftedWindowAttention" && type != "ShiftedWindowAttentionV2") {
-    return std::nullopt;
+  for (const WindowAttentionKind& kind : kinds()) {
+    if (type != kind.type) {
+      continue;
+    }
+    const bool swin = kind.forward != WindowAttentionKind::Forward::kPartition;
+    const bool members =
+        has_linear(m, kind.qkv) && has_linear(m, kind.proj) && m.hasattr(kind.heads) &&
+        (swin ? m.hasattr("window_size") && m.hasattr("shift_size") &&
+                    m.hasattr("attention_dropout") && m.hasattr("dropout") &&
+                    m.find_method("get_relative_position_bias")
+              : m.hasattr("head_dim") && m.hasattr("scale_factor") &&
+                    m.find_method("get_relative_positional_bias"));
+    const bool tables = (kind.table.empty() || m.hasattr(kind.table)) &&
+                        (kind.bias_mlp.empty() || has_linear(m, kind.bias_mlp)) &&
+                        (kind.scale.empty() || m.hasattr(kind.scale));
+    return members && tables ? &kind : nullptr;
   }
-  const bool cosine = type == "ShiftedWindowAttentionV2";
-  const bool members = has_linear(m, "qkv") && has_linear(m, "proj") &&
-                       m.hasattr("num_heads") && m.hasattr("window_size") &&
-                       m.hasattr("shift_size") && m.hasattr("attention_dropout") &&
-                       m.hasattr("dropout") && m.find_method("get_relative_position_bias");
-  const bool tables = cosine ? m.hasattr("logit_scale") && has_linear(m, "cpb_mlp.2")
-                             : m.hasattr("relative_position_bias_table");
-  if (!members || !tables) {
-    return std::nullopt;
-  }
-  return cosine;
+  return nullptr;
 }
 
 bool changed(const ChannelPlan& plan, const std::string& name) {
@@ -173,19 +227,19 @@ std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const C
                                               std::vector<SpeedupBlock>& blocked) {
   std::vector<WindowHeadPlan> plans;
   for (const auto& item : masked.named_modules()) {
-    const std::optional<bool> cosine = window_attention_kind(item.value);
-    if (item.name.empty() || !cosine.has_value()) {
+    const WindowAttentionKind* kind = window_attention_kind(item.value);
+    if (item.name.empty() || kind == nullptr) {
       continue;
     }
     const std::string& name = item.name;
-    const jit::Module qkv = submodule(item.value, "qkv");
+    const jit::Module qkv = submodule(item.value, kind->qkv);
     const at::Tensor weight = tensor_attr(qkv, "weight");
     const at::Tensor bias = tensor_attr(qkv, "bias");
-    const int64_t num_heads = int_constant_or_attr(item.value, "num_heads");
+    const int64_t num_heads = int_constant_or_attr(item.value, kind->heads);
     if (num_heads < 1 || weight.size(0) % (3 * num_heads) != 0) {
       continue;
     }
-    WindowHeadPlan p{{name, num_heads, weight.size(0) / (3 * num_heads), {}}, *cosine};
+    WindowHeadPlan p{{name, num_heads, weight.size(0) / (3 * num_heads), {}}, kind};
     const int64_t inner = num_heads * p.heads.head_dim;
     // Value rows of each head, with their bias: [H, d·E (+ d)].
     at::Tensor values = weight.narrow(0, 2 * inner, inner).reshape({num_heads, -1});
@@ -204,10 +258,9 @@ std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const C
     }
     std::string refusal;
     if (!bias.defined()) {
-      refusal = "its qkv has no bias";
+      refusal = "its " + kind->qkv + " has no bias";
     } else {
-      for (const std::string& layer : {std::string("qkv"), std::string("proj"),
-                                      std::string(*cosine ? "cpb_mlp.2" : "")}) {
+      for (const std::string& layer : {kind->qkv, kind->proj, kind->bias_mlp}) {
         if (!layer.empty() && changed(plan, name + "." + layer)) {
           refusal = "its " + layer + " also loses channels";
           break;
@@ -224,14 +277,17 @@ std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const C
     if (p.heads.keep.empty()) {
       p.heads.keep.push_back(0);  // one silent head: the output stays proj's bias
     }
-    // The channel plan kept qkv's zero rows, at the forward's reshape (v1: "<name> (<class>):
-    // aten::reshape") or at qkv itself, whose bias the forward reads (v2: "<name>.qkv"); the
-    // rows of removed heads go.
+    // The channel plan kept the projection's zero rows, at the forward's op that splits them
+    // into heads ("<name> (<class>): <op>") or at the projection itself, whose bias the
+    // forward reads ("<name>.qkv", Swin v2); the rows of removed heads go.
     const int64_t removed =
         3 * p.heads.head_dim * (num_heads - static_cast<int64_t>(p.heads.keep.size()));
-    const std::string reshape = name + " (" + type_name(item.value) + "): aten::reshape";
+    std::vector<std::string> places = {name + "." + kind->qkv};
+    for (const std::string& op : kind->plan_places) {
+      places.push_back(name + " (" + kind->type + "): " + op);
+    }
     for (auto it = blocked.begin(); it != blocked.end();) {
-      if (it->where == reshape || it->where == name + ".qkv") {
+      if (std::find(places.begin(), places.end(), it->where) != places.end()) {
         it->channels -= removed;
         if (it->channels <= 0) {
           it = blocked.erase(it);
@@ -247,9 +303,10 @@ std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const C
 
 std::vector<std::string> window_head_modules(const WindowHeadPlan& plan) {
   const std::string& name = plan.heads.module;
-  std::vector<std::string> modules = {name, name + ".qkv", name + ".proj"};
-  if (plan.cosine) {
-    modules.push_back(name + ".cpb_mlp.2");
+  std::vector<std::string> modules = {name, name + "." + plan.kind->qkv,
+                                      name + "." + plan.kind->proj};
+  if (!plan.kind->bias_mlp.empty()) {
+    modules.push_back(name + "." + plan.kind->bias_mlp);
   }
   return modules;
 }
@@ -259,9 +316,10 @@ std::vector<ShrunkLayer> remove_window_heads(jit::Module& module,
   std::vector<ShrunkLayer> shrunk;
   for (const WindowHeadPlan& plan : plans) {
     const HeadPlan& p = plan.heads;
+    const WindowAttentionKind& kind = *plan.kind;
     jit::Module layer = submodule(module, p.module);
-    jit::Module qkv = submodule(layer, "qkv");
-    jit::Module proj = submodule(layer, "proj");
+    jit::Module qkv = submodule(layer, kind.qkv);
+    jit::Module proj = submodule(layer, kind.proj);
     const std::vector<int64_t> rows = head_rows(p.num_heads, p.head_dim, p.keep);
     const std::vector<int64_t> columns = head_columns(p.head_dim, p.keep);
     const at::Tensor row_index = at::tensor(rows, at::kLong);
@@ -272,9 +330,9 @@ std::vector<ShrunkLayer> remove_window_heads(jit::Module& module,
     };
     const at::Tensor qkv_weight = tensor_attr(qkv, "weight");
     const at::Tensor proj_weight = tensor_attr(proj, "weight");
-    ShrunkLayer q{p.module + ".qkv", "Linear", qkv_weight.sizes().vec(), {}, rows,
+    ShrunkLayer q{p.module + "." + kind.qkv, "Linear", qkv_weight.sizes().vec(), {}, rows,
                   all(qkv_weight.size(1))};
-    ShrunkLayer o{p.module + ".proj", "Linear", proj_weight.sizes().vec(), {},
+    ShrunkLayer o{p.module + "." + kind.proj, "Linear", proj_weight.sizes().vec(), {},
                   all(proj_weight.size(0)), columns};
     set_tensor(qkv, "weight", select(row_index, 0));
     set_tensor(qkv, "bias", select(row_index, 0));
@@ -285,24 +343,26 @@ std::vector<ShrunkLayer> remove_window_heads(jit::Module& module,
     o.weight_shape_after = tensor_attr(proj, "weight").sizes().vec();
     shrunk.push_back(std::move(q));
     shrunk.push_back(std::move(o));
-    if (plan.cosine) {
-      // One row of the position MLP's last Linear and one logit scale per head.
-      jit::Module mlp_out = submodule(layer, "cpb_mlp.2");
+    if (!kind.bias_mlp.empty()) {
+      // One row of the position MLP's last Linear per head.
+      jit::Module mlp_out = submodule(layer, kind.bias_mlp);
       const at::Tensor mlp_weight = tensor_attr(mlp_out, "weight");
-      ShrunkLayer b{p.module + ".cpb_mlp.2", "Linear", mlp_weight.sizes().vec(), {}, p.keep,
-                    all(mlp_weight.size(1))};
+      ShrunkLayer b{p.module + "." + kind.bias_mlp, "Linear", mlp_weight.sizes().vec(), {},
+                    p.keep, all(mlp_weight.size(1))};
       set_tensor(mlp_out, "weight", select(head_index, 0));
       set_tensor(mlp_out, "bias", select(head_index, 0));
       set_int(mlp_out, "out_features", static_cast<int64_t>(p.keep.size()));
-      set_tensor(layer, "logit_scale", select(head_index, 0));
       b.weight_shape_after = tensor_attr(mlp_out, "weight").sizes().vec();
       shrunk.push_back(std::move(b));
-    } else {
-      set_tensor(layer, "relative_position_bias_table", select(head_index, 1));
     }
-    set_int(layer, "num_heads", static_cast<int64_t>(p.keep.size()));
-    replace_forward(layer, window_forward(p.head_dim, plan.cosine),
-                    "_lithe_window_heads_forward");
+    if (!kind.scale.empty()) {
+      set_tensor(layer, kind.scale, select(head_index, 0));  // [heads, 1, 1]
+    }
+    if (!kind.table.empty()) {
+      set_tensor(layer, kind.table, select(head_index, 1));  // [positions, heads]
+    }
+    set_int(layer, kind.heads, static_cast<int64_t>(p.keep.size()));
+    replace_forward(layer, window_forward(kind, p.head_dim), "_lithe_window_heads_forward");
   }
   return shrunk;
 }
