@@ -652,6 +652,31 @@ TEST(SpeedupHeadsTest, SwinWindowAttentionLosesHeadsWithTheirBiasTableColumns) {
   }
 }
 
+TEST(SpeedupHeadsTest, ZeroRowsOutsideTheRemovedHeadsStayAndAreReported) {
+  // Only the value rows of head 0 of a Swin attention zeroed (its q and k rows are not), and
+  // one query row of head 1: the head goes with all its rows, the row stays (head 1 keeps all
+  // its rows), and the report still names that one row of the nine zero rows.
+  const std::string attn = "features.1.1.attn";
+  sdk::Masks m;
+  m.weight = torch::ones({48, 16});
+  m.bias = torch::ones({48});
+  m.weight.narrow(0, 32, 8).zero_();  // v part, head 0
+  m.bias->narrow(0, 32, 8).zero_();
+  m.weight.narrow(0, 8, 1).zero_();  // q part, head 1's first row
+  m.bias->narrow(0, 8, 1).zero_();
+  NamedMasks masks;
+  masks.push_back({attn + ".qkv", m});
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/tv_swin_tiny.pt").string());
+  torch::manual_seed(8);
+  const SpeedupResult result = speedup_model(model, masks, torch::randn({1, 3, 32, 32}));
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  EXPECT_EQ(parameter_shape(*result.module, attn + ".qkv.weight"), (Shape{24, 16}));
+  ASSERT_EQ(result.blocked.size(), 1u);
+  EXPECT_EQ(result.blocked[0].where, attn + " (ShiftedWindowAttention): aten::reshape");
+  EXPECT_EQ(result.blocked[0].channels, 1);
+}
+
 TEST(SpeedupHeadsTest, SwinV2CosineAttentionLosesHeadsWithTheirScaleAndPositionRows) {
   // Swin v2 (tiny; the second stage has 2 heads of 16): silencing head 0 of one shifted block
   // removes its rows, proj's columns, its logit scale and its row of the position MLP's last

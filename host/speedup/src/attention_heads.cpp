@@ -167,7 +167,8 @@ std::vector<HeadPlan> plan_heads(const jit::Module& masked, const ChannelPlan& p
   collect_calls(graph_trace::inline_forward(masked)->block(), calls);
   std::vector<HeadPlan> plans;
   for (const auto& [name, layer] : layers) {
-    HeadPlan p{name, int_constant_or_attr(layer, "num_heads"), int_constant_or_attr(layer, "head_dim"), {}};
+    HeadPlan p{name, int_constant_or_attr(layer, "num_heads"),
+               int_constant_or_attr(layer, "head_dim"), {}};
     const at::Tensor weight = layer.attr("in_proj_weight").toTensor().detach();
     const c10::IValue bias_value = layer.attr("in_proj_bias");
     const int64_t inner = p.num_heads * p.head_dim;

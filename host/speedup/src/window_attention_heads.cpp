@@ -279,9 +279,16 @@ std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const C
     }
     // The channel plan kept the projection's zero rows, at the forward's op that splits them
     // into heads ("<name> (<class>): <op>") or at the projection itself, whose bias the
-    // forward reads ("<name>.qkv", Swin v2); the rows of removed heads go.
-    const int64_t removed =
-        3 * p.heads.head_dim * (num_heads - static_cast<int64_t>(p.heads.keep.size()));
+    // forward reads ("<name>.qkv", Swin v2); the zero rows of removed heads go with them (a
+    // removed head's q and k rows need not be zero: its value rows are).
+    at::Tensor zero_rows = weight.eq(0).all(1);
+    if (bias.defined()) {
+      zero_rows = zero_rows.logical_and(bias.eq(0));
+    }
+    const at::Tensor kept_rows =
+        at::tensor(head_rows(num_heads, p.heads.head_dim, p.heads.keep), at::kLong);
+    const int64_t removed = zero_rows.sum().item<int64_t>() -
+                            zero_rows.index_select(0, kept_rows).sum().item<int64_t>();
     std::vector<std::string> places = {name + "." + kind->qkv};
     for (const std::string& op : kind->plan_places) {
       places.push_back(name + " (" + kind->type + "): " + op);
