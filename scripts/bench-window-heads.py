@@ -16,7 +16,6 @@ Usage: /usr/bin/python3 scripts/bench-window-heads.py [--lithe build/bin/lithe]
            [--models swin_t,swin_v2_t,maxvit_t] [--runs 30] [--work build/bench-window-heads]
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -43,12 +42,7 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     failures = 0
     for name in args.models.split(","):
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_zoo_models.py"),
-                        args.work, "--models", name, "--size", "224", "--family",
-                        "classification"], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(args.work, "manifest.json")) as f:
-            entry = json.load(f)[0]
-        model = os.path.join(args.work, entry["file"])
+        entry, model = zoo.build_one(args.work, name, 224)
         shape = ",".join(map(str, entry["input_shape"]))
         suffix = QKV_SUFFIX[name.split("_")[0]]
         names = [n for n, _ in torch.jit.load(model).named_modules() if n.endswith(suffix)]

@@ -52,12 +52,7 @@ def main():
     print("|---|---|---|---|---|")
     ratios = []
     for name in args.models.split(","):
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_zoo_models.py"),
-                        args.work, "--models", name, "--size", "224", "--family",
-                        "classification"], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(args.work, "manifest.json")) as f:
-            entry = json.load(f)[0]
-        model = os.path.join(args.work, entry["file"])
+        entry, model = zoo.build_one(args.work, name, 224)
         masked = os.path.join(args.work, name + ".masked.pt")
         masks = os.path.join(args.work, name + ".masks.pth")
         config = os.path.join(args.work, name + ".l1_filter.json")

@@ -101,6 +101,17 @@ def write_config(path, algorithm, options, config_list):
         json.dump({"algorithm": algorithm, "options": options, "config_list": config_list}, f)
 
 
+def build_one(work, name, size):
+    """One classification model built as the sweep builds it (scripts/make_zoo_models.py) at
+    size x size; returns its manifest entry and the model file's path."""
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_zoo_models.py"), work,
+                    "--models", name, "--size", str(size), "--family", "classification"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(work, "manifest.json")) as f:
+        entry = json.load(f)[0]
+    return entry, os.path.join(work, entry["file"])
+
+
 def ort_compare(work, name, onnx_path, x, y, ort_dir, absolute, relative):
     """Runs the ONNX file in ONNX Runtime (onnxruntime-node) on x; it passes when every output
     value satisfies |ort - y| <= absolute + relative·|y|."""

@@ -21,6 +21,7 @@
 #include "lithe/host/speedup/speedup.h"
 #include "support/cli_run.h"
 #include "support/conformance_models.h"
+#include "support/head_masks.h"
 #include "support/paths.h"
 #include "support/quantized_models.h"
 
@@ -175,16 +176,9 @@ TEST(OnnxRuntimeParityTest, SwinAndMaxVitWithHeadsRemovedRunInOnnxRuntime) {
   for (const char* file : {"tv_swin_tiny.pt", "tv_swin_v2_tiny.pt"}) {
     const torch::jit::Module model =
         torch::jit::load((test::source_dir() / "tests/data" / file).string());
-    NamedMasks masks;
-    for (const char* block : {"features.1.1.attn.qkv", "features.3.1.attn.qkv"}) {
-      const int64_t embed = std::string(block).rfind("features.1", 0) == 0 ? 16 : 32;
-      sdk::Masks m;
-      m.weight = torch::ones({3 * embed, embed});
-      m.bias = torch::ones({3 * embed});
-      m.weight.view({3, 2, -1}).select(1, 1).zero_();  // head 1 of 2
-      m.bias->view({3, 2, -1}).select(1, 1).zero_();
-      masks.push_back({block, m});
-    }
+    // Head 1 of 2 in a shifted block of each stage (16 channels, then 32).
+    NamedMasks masks = test::silenced_heads({"features.1.1.attn.qkv"}, 2, 8, 16, 1);
+    masks.emplace_back("features.3.1.attn.qkv", test::silenced_head(2, 16, 32, 1));
     const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 3, 64, 64}));
     ASSERT_GE(small.layers.size(), 4u) << file;
     const test::CliRun run = run_in_ort(*small.module, {2, 3, 64, 64}, "swin_heads_small");
@@ -194,16 +188,10 @@ TEST(OnnxRuntimeParityTest, SwinAndMaxVitWithHeadsRemovedRunInOnnxRuntime) {
   // MaxViT's window and grid attentions (einsum products, merge over the kept heads).
   const torch::jit::Module maxvit =
       torch::jit::load((test::source_dir() / "tests/data/tv_maxvit_tiny.pt").string());
-  NamedMasks masks;
-  for (const char* kind : {"window", "grid"}) {
-    sdk::Masks m;
-    m.weight = torch::ones({48, 16});
-    m.bias = torch::ones({48});
-    m.weight.view({3, 2, -1}).select(1, 0).zero_();  // head 0 of 2
-    m.bias->view({3, 2, -1}).select(1, 0).zero_();
-    masks.push_back({std::string("blocks.0.layers.0.layers.") + kind + "_attention.attn_layer.1"
-                     ".to_qkv", m});
-  }
+  const NamedMasks masks = test::silenced_heads(
+      {"blocks.0.layers.0.layers.window_attention.attn_layer.1.to_qkv",
+       "blocks.0.layers.0.layers.grid_attention.attn_layer.1.to_qkv"},
+      2, 8, 16, 0);  // head 0 of 2
   const SpeedupResult small = speedup_model(maxvit, masks, torch::randn({1, 3, 32, 32}));
   ASSERT_EQ(small.layers.size(), 4u);
   const test::CliRun run = run_in_ort(*small.module, {2, 3, 32, 32}, "maxvit_heads_small");

@@ -21,6 +21,7 @@
 #include "plugins/filter_norm/filter_norm.h"
 #include "plugins/slim/slim.h"
 #include "support/conformance_models.h"
+#include "support/head_masks.h"
 #include "support/paths.h"
 
 namespace lithe::host {
@@ -585,15 +586,19 @@ TEST(SpeedupHeadsTest, TransformerHeadPruningRemovesHeadsFromVitAndTheOutputAgre
   EXPECT_TRUE(one.explained(1e-5)) << one.max_abs_diff_without_bn_shift;
 }
 
-// Masks that silence head `head` of a fused q, k, v Linear [3·heads·head_dim, embed]: its q, k
-// and v rows, weight and bias.
-sdk::Masks silenced_head(int64_t heads, int64_t head_dim, int64_t embed, int64_t head) {
-  sdk::Masks m;
-  m.weight = torch::ones({3 * heads * head_dim, embed});
-  m.bias = torch::ones({3 * heads * head_dim});
-  m.weight.view({3, heads, -1}).select(1, head).zero_();
-  m.bias->view({3, heads, -1}).select(1, head).zero_();
-  return m;
+// Speedup of tests/data/`file` under `masks` on a random input of `shape` (seeded), checked:
+// no zeroed channel kept, and the smaller model computes what the masked one computes.
+SpeedupResult expect_heads_removed(const std::string& file, const NamedMasks& masks,
+                                   const std::vector<int64_t>& shape, uint64_t seed) {
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data" / file).string());
+  torch::manual_seed(seed);
+  SpeedupResult result = speedup_model(model, masks, torch::randn(shape));
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  EXPECT_GT(result.reference_max_abs, 0.0);
+  return result;
 }
 
 TEST(SpeedupHeadsTest, SwinWindowAttentionLosesHeadsWithTheirBiasTableColumns) {
@@ -602,21 +607,15 @@ TEST(SpeedupHeadsTest, SwinWindowAttentionLosesHeadsWithTheirBiasTableColumns) {
   // columns and its column of the relative position bias table, and gives the attention a
   // forward with the new head count. The example input is 16x64: the windows are shifted along
   // the width only (the height fits one window), which the rebuilt forward's mask must follow.
-  const std::vector<std::string> qkv = {"features.1.0.attn.qkv", "features.1.1.attn.qkv"};
   const NamedMasks masks =
       masks_of("tv_swin_tiny.pt", "transformer_head",
                R"([{"sparsity": 0.5, "op_names": ["features.1.0.attn.qkv",
                                                   "features.1.1.attn.qkv"]}])",
                R"({"head_hidden_dim": 8})");
   ASSERT_EQ(masks.size(), 2u);
+  const SpeedupResult result = expect_heads_removed("tv_swin_tiny.pt", masks, {1, 3, 16, 64}, 4);
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/tv_swin_tiny.pt").string());
-  torch::manual_seed(4);
-  const SpeedupResult result = speedup_model(model, masks, torch::randn({1, 3, 16, 64}));
-  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
-                                      << result.blocked.front().reason;
-  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
-  EXPECT_GT(result.reference_max_abs, 0.0);
   for (const char* block : {"features.1.0.attn", "features.1.1.attn"}) {
     const std::string attn = block;
     EXPECT_EQ(parameter_shape(*result.module, attn + ".qkv.weight"), (Shape{24, 16}));
@@ -683,14 +682,9 @@ TEST(SpeedupHeadsTest, SwinV2CosineAttentionLosesHeadsWithTheirScaleAndPositionR
   // Linear. 64x48 shifts the second stage's windows too (its grid, 8x6, exceeds a window).
   const std::string attn = "features.3.1.attn";
   NamedMasks masks;
-  masks.push_back({attn + ".qkv", silenced_head(2, 16, 32, 0)});
-  const torch::jit::Module model =
-      torch::jit::load((test::source_dir() / "tests/data/tv_swin_v2_tiny.pt").string());
-  torch::manual_seed(6);
-  const SpeedupResult result = speedup_model(model, masks, torch::randn({1, 3, 64, 48}));
-  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
-                                      << result.blocked.front().reason;
-  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  masks.push_back({attn + ".qkv", test::silenced_head(2, 16, 32, 0)});
+  const SpeedupResult result =
+      expect_heads_removed("tv_swin_v2_tiny.pt", masks, {1, 3, 64, 48}, 6);
   EXPECT_EQ(parameter_shape(*result.module, attn + ".qkv.weight"), (Shape{48, 32}));
   EXPECT_EQ(parameter_shape(*result.module, attn + ".proj.weight"), (Shape{32, 16}));
   EXPECT_EQ(parameter_shape(*result.module, attn + ".logit_scale"), (Shape{1, 1, 1}));
@@ -714,13 +708,8 @@ TEST(SpeedupHeadsTest, MaxVitPartitionAttentionLosesHeadsWithTheirBiasTableColum
       R"([{"sparsity": 0.5, "op_names": [")" + window + R"(.to_qkv", ")" + grid + R"(.to_qkv"]}])",
       R"({"head_hidden_dim": 8})");
   ASSERT_EQ(masks.size(), 2u);
-  const torch::jit::Module model =
-      torch::jit::load((test::source_dir() / "tests/data/tv_maxvit_tiny.pt").string());
-  torch::manual_seed(7);
-  const SpeedupResult result = speedup_model(model, masks, torch::randn({2, 3, 32, 32}));
-  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
-                                      << result.blocked.front().reason;
-  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  const SpeedupResult result =
+      expect_heads_removed("tv_maxvit_tiny.pt", masks, {2, 3, 32, 32}, 7);
   for (const std::string& attn : {window, grid}) {
     EXPECT_EQ(parameter_shape(*result.module, attn + ".to_qkv.weight"), (Shape{24, 16}));
     EXPECT_EQ(parameter_shape(*result.module, attn + ".merge.weight"), (Shape{16, 8}));
