@@ -482,10 +482,16 @@ def build_cases(fx):
                         {"masks.pt": MASKS}),
             "export-onnx": (["export-onnx", "--model", model, "--input-shape", "1,1,28,28",
                              "--output", "out.onnx"], {}),
+            # The model as speedup's latency baseline, beside a good masked model.
+            "speedup-dense": (["speedup", "--model", "lenet.pt", "--masks", "masks.pt",
+                               "--dense-model", model, "--input-shape", "1,1,28,28",
+                               "--output", "out.pt", "--latency-runs", "1", "--warmup", "0",
+                               "--threads", "1"],
+                              {"masks.pt": MASKS, "lenet.pt": L}),
         }[verb]
 
     MODEL_VERBS = ("inspect", "compress", "apply", "train", "eval", "flops", "speedup",
-                   "export-onnx")
+                   "export-onnx", "speedup-dense")
 
     # ---- GOOD controls -----------------------------------------------------------------------
     add("good_inspect", "control", ["inspect", "--model", "lenet.pt", "--threads", "1"], "ok",
