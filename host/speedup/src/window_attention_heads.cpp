@@ -240,6 +240,11 @@ std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const C
       continue;
     }
     WindowHeadPlan p{{name, num_heads, weight.size(0) / (3 * num_heads), {}}, kind};
+    // MaxViT's forward reads its head width from head_dim: it must be the projection's.
+    if (kind->forward == WindowAttentionKind::Forward::kPartition &&
+        int_constant_or_attr(item.value, "head_dim") != p.heads.head_dim) {
+      continue;
+    }
     const int64_t inner = num_heads * p.heads.head_dim;
     // Value rows of each head, with their bias: [H, d·E (+ d)].
     at::Tensor values = weight.narrow(0, 2 * inner, inner).reshape({num_heads, -1});
