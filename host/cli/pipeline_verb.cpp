@@ -219,7 +219,7 @@ int64_t parameter_count(const torch::jit::Module& module) {
 }
 
 // What a stage's model is: parameters (float ones; an int8 model's are packed), FLOPs, file
-// size, latency and accuracy.
+// size and accuracy (its latency is measured with every other stage's, time_stages).
 json measure(const std::string& stage, const fs::path& file, const std::vector<int64_t>& shape,
              const std::optional<host::Dataset>& test, int64_t batch_size) {
   torch::jit::Module module = host::load_torchscript_module(file);
@@ -234,13 +234,31 @@ json measure(const std::string& stage, const fs::path& file, const std::vector<i
     row["flops"] = nullptr;
     row["flops_note"] = why.substr(0, why.find('\n'));
   }
-  const at::Tensor x = at::randn(shape, at::detail::createCPUGenerator(20261125));
-  row["latency_ms"] = host::median_latencies({&module}, x, 2, 10).at(0);
   if (test) {
     const std::unique_ptr<host::Model> model = host::make_torchscript_model(module);
     row["accuracy"] = host::evaluate(*model, *test, batch_size).accuracy;
   }
   return row;
+}
+
+// Every stage's latency, in one loop that alternates the stage models (medians), so that their
+// ratios are not skewed by the machine's load changing between stages.
+void time_stages(json& rows, const std::vector<fs::path>& files,
+                 const std::vector<int64_t>& shape) {
+  std::vector<torch::jit::Module> modules;
+  modules.reserve(files.size());
+  for (const fs::path& file : files) {
+    modules.push_back(host::load_torchscript_module(file));
+  }
+  std::vector<torch::jit::Module*> timed;
+  for (torch::jit::Module& m : modules) {
+    timed.push_back(&m);
+  }
+  const at::Tensor x = at::randn(shape, at::detail::createCPUGenerator(20261125));
+  const std::vector<double> medians = host::median_latencies(timed, x, 2, 10);
+  for (size_t i = 0; i < medians.size(); ++i) {
+    rows[i]["latency_ms"] = medians[i];
+  }
 }
 
 }  // namespace
@@ -317,6 +335,7 @@ int run_pipeline(const std::vector<std::string>& args) {
                  {"input_shape", shape},
                  {"stages", json::array()}};
   report["stages"].push_back(measure("input", model_path, shape, test, train_options.batch_size));
+  std::vector<fs::path> stage_files = {model_path};
   fs::path current = model_path;
   fs::path masks;
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -385,7 +404,9 @@ int run_pipeline(const std::vector<std::string>& args) {
       row["flops_note"] = "the quantized model's, computed by int8 kernels";
     }
     report["stages"].push_back(std::move(row));
+    stage_files.push_back(current);
   }
+  time_stages(report["stages"], stage_files, shape);
 
   std::printf("%-40s %12s %14s %12s %12s %9s\n", "stage", "float params", "FLOPs", "file bytes",
               "latency ms", "accuracy");

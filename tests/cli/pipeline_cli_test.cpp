@@ -56,6 +56,10 @@ TEST(PipelineCliTest, PrunesSpeedsUpQuantizesAndConvertsMeasuringEachStage) {
   EXPECT_LT(s[2]["float_parameters"].get<int64_t>(), s[0]["float_parameters"].get<int64_t>());
   EXPECT_LT(s[2]["flops"].get<int64_t>(), s[0]["flops"].get<int64_t>());
   EXPECT_EQ(s[4]["flops"], s[3]["flops"]);
+  // Every stage's model was timed (in one alternating loop at the end).
+  for (const auto& row : s) {
+    EXPECT_GT(row["latency_ms"].get<double>(), 0.0) << row["stage"];
+  }
   // int8: a quarter of the pruned model's bytes, far less than the input's.
   EXPECT_LT(s[4]["file_bytes"].get<double>(), 0.4 * s[2]["file_bytes"].get<double>());
   EXPECT_LT(s[4]["file_bytes"].get<double>(), 0.25 * s[0]["file_bytes"].get<double>());
