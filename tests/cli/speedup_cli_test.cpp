@@ -155,6 +155,12 @@ TEST(SpeedupCliTest, SwinHeadPruningNamesTheQkvLayersAndSpeedupRemovesTheHeads) 
   EXPECT_EQ(attention.attr("num_heads").toInt(), 1);
   EXPECT_EQ(attention.attr("qkv").toModule().attr("weight").toTensor().sizes(),
             (at::IntArrayRef{24, 16}));
+  // The same smaller model, byte for byte, at another thread count.
+  run = run_lithe("speedup --model " + (dir / "masked.pt").string() + " --masks " +
+                  (dir / "masks.pth").string() + " --input-shape 2,3,32,32 --output " +
+                  (dir / "small_1.pt").string() + " --latency-runs 1 --warmup 0 --threads 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(read_text(dir / "small_1.pt"), read_text(dir / "small.pt"));
 
   write_text(dir / "by_type.json", R"({"algorithm": "transformer_head",
     "options": {"head_hidden_dim": 8},
