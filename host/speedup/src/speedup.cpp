@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "attention_heads.h"
-#include "window_attention_heads.h"
 #include "channel_flow.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/model/apply_compression_results.h"
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
 #include "module_rebuild.h"
+#include "window_attention_heads.h"
 #include "lithe/host/graph/submodule.h"
 
 namespace lithe::host {
