@@ -33,7 +33,8 @@ echo "       (samples/configs/l1_filter.json)"
   --epochs 1 --output "$out/lenet_l1.pt" --masks "$out/lenet_l1_masks.pt"
 echo "== 6/6 speedup: rebuild it with the pruned channels removed, then evaluate the smaller model"
 "$lithe" speedup --model "$out/lenet_l1.pt" --masks "$out/lenet_l1_masks.pt" \
-  --input-shape 64,1,28,28 --output "$out/lenet_l1_small.pt"
+  --dense-model "$out/lenet_trained.pt" --input-shape 64,1,28,28 \
+  --output "$out/lenet_l1_small.pt"
 "$lithe" eval --model "$out/lenet_l1_small.pt"
 echo "outputs: $out/lenet_trained.pt $out/lenet_agp80.pt $out/lenet_agp80_masks.pt"
 echo "         $out/lenet_qat.pt $out/lenet_qat.calibration.json $out/lenet_qat.onnx"
