@@ -218,11 +218,12 @@ int64_t parameter_count(const torch::jit::Module& module) {
   return n;
 }
 
-// What a stage's model is: parameters (float ones; an int8 model's are packed), FLOPs, file
-// size and accuracy (its latency is measured with every other stage's, time_stages).
-json measure(const std::string& stage, const fs::path& file, const std::vector<int64_t>& shape,
-             const std::optional<host::Dataset>& test, int64_t batch_size) {
-  torch::jit::Module module = host::load_torchscript_module(file);
+// What a stage's model (loaded from `file`) is: parameters (float ones; an int8 model's are
+// packed), FLOPs, file size and accuracy (its latency is measured with every other stage's,
+// time_stages).
+json measure(const std::string& stage, const fs::path& file, torch::jit::Module& module,
+             const std::vector<int64_t>& shape, const std::optional<host::Dataset>& test,
+             int64_t batch_size) {
   module.eval();
   json row = {{"stage", stage},
               {"file_bytes", fs::file_size(file)},
@@ -243,13 +244,8 @@ json measure(const std::string& stage, const fs::path& file, const std::vector<i
 
 // Every stage's latency, in one loop that alternates the stage models (medians), so that their
 // ratios are not skewed by the machine's load changing between stages.
-void time_stages(json& rows, const std::vector<fs::path>& files,
+void time_stages(json& rows, std::vector<torch::jit::Module>& modules,
                  const std::vector<int64_t>& shape) {
-  std::vector<torch::jit::Module> modules;
-  modules.reserve(files.size());
-  for (const fs::path& file : files) {
-    modules.push_back(host::load_torchscript_module(file));
-  }
   std::vector<torch::jit::Module*> timed;
   for (torch::jit::Module& m : modules) {
     timed.push_back(&m);
@@ -334,8 +330,10 @@ int run_pipeline(const std::vector<std::string>& args) {
                  {"config", config_path},
                  {"input_shape", shape},
                  {"stages", json::array()}};
-  report["stages"].push_back(measure("input", model_path, shape, test, train_options.batch_size));
-  std::vector<fs::path> stage_files = {model_path};
+  // Every stage's model stays loaded until all are timed together.
+  std::vector<torch::jit::Module> stage_models = {host::load_torchscript_module(model_path)};
+  report["stages"].push_back(measure("input", model_path, stage_models.back(), shape, test,
+                                     train_options.batch_size));
   fs::path current = model_path;
   fs::path masks;
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -397,16 +395,17 @@ int run_pipeline(const std::vector<std::string>& args) {
       throw sdk::Error(e.code(), config_path + ": " + at + ": " + e.what());
     }
     current = next;
-    json row = measure(label, current, shape, test, train_options.batch_size);
+    stage_models.push_back(host::load_torchscript_module(current));
+    json row = measure(label, current, stage_models.back(), shape, test,
+                       train_options.batch_size);
     if (stage.kind == StageKind::kConvert) {
       // The FLOPs counter knows float ops; the int8 kernels do the quantized model's MACs.
       row["flops"] = report["stages"].back()["flops"];
       row["flops_note"] = "the quantized model's, computed by int8 kernels";
     }
     report["stages"].push_back(std::move(row));
-    stage_files.push_back(current);
   }
-  time_stages(report["stages"], stage_files, shape);
+  time_stages(report["stages"], stage_models, shape);
 
   std::printf("%-40s %12s %14s %12s %12s %9s\n", "stage", "float params", "FLOPs", "file bytes",
               "latency ms", "accuracy");

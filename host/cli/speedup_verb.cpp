@@ -10,7 +10,6 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -91,32 +90,28 @@ void print_flops(const char* label, const FlopsPair& pair) {
 // architecture: every parameter of one is a parameter of the other, with the same shape.
 void check_same_parameters(const torch::jit::Module& dense, const std::string& dense_path,
                            const torch::jit::Module& masked, const std::string& masked_path) {
-  std::map<std::string, std::vector<int64_t>> masked_shapes;
-  for (const auto& p : masked.named_parameters(/*recurse=*/true)) {
-    masked_shapes[p.name] = p.value.sizes().vec();
-  }
-  size_t seen = 0;
-  for (const auto& p : dense.named_parameters(/*recurse=*/true)) {
-    const auto it = masked_shapes.find(p.name);
+  const auto shapes = [](const torch::jit::Module& m) {
+    std::map<std::string, std::vector<int64_t>> out;
+    for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+      out[p.name] = p.value.sizes().vec();
+    }
+    return out;
+  };
+  const auto dense_shapes = shapes(dense);
+  const auto masked_shapes = shapes(masked);
+  const std::string rule =
+      " (the dense model must be the same architecture as --model, before masking)";
+  for (const auto& [name, shape] : dense_shapes) {
+    const auto it = masked_shapes.find(name);
     LITHE_CHECK(it != masked_shapes.end(), sdk::Errc::kInvalidConfig, "--dense-model ",
-                dense_path, ": parameter '", p.name, "' is not in ", masked_path,
-                " (the dense model must be the same architecture as --model, before masking)");
-    LITHE_CHECK(it->second == p.value.sizes().vec(), sdk::Errc::kShapeMismatch,
-                "--dense-model ", dense_path, ": parameter '", p.name, "' is ",
-                dims(p.value.sizes().vec()), " but ", dims(it->second), " in ", masked_path,
-                " (the dense model must be the same architecture as --model, before masking)");
-    ++seen;
+                dense_path, ": parameter '", name, "' is not in ", masked_path, rule);
+    LITHE_CHECK(it->second == shape, sdk::Errc::kShapeMismatch, "--dense-model ", dense_path,
+                ": parameter '", name, "' is ", dims(shape), " but ", dims(it->second), " in ",
+                masked_path, rule);
   }
-  if (seen != masked_shapes.size()) {
-    std::set<std::string> dense_names;
-    for (const auto& p : dense.named_parameters(/*recurse=*/true)) {
-      dense_names.insert(p.name);
-    }
-    for (const auto& [name, shape] : masked_shapes) {
-      LITHE_CHECK(dense_names.count(name) != 0, sdk::Errc::kInvalidConfig, "--dense-model ",
-                  dense_path, ": has no parameter '", name, "' of ", masked_path,
-                  " (the dense model must be the same architecture as --model, before masking)");
-    }
+  for (const auto& [name, shape] : masked_shapes) {
+    LITHE_CHECK(dense_shapes.count(name) != 0, sdk::Errc::kInvalidConfig, "--dense-model ",
+                dense_path, ": has no parameter '", name, "' of ", masked_path, rule);
   }
 }
 

@@ -75,18 +75,31 @@ TEST(SpeedupCliTest, DenseModelIsTheLatencyBaselineOnlyWhenItIsTheSameArchitectu
   EXPECT_GT(report["latency_ms"]["before"].get<double>(), 0.0);
   EXPECT_LT(report["max_abs_diff"].get<double>(), 1e-4);  // still checked against the masked
 
-  // The smaller model has LeNet's parameter names but not its shapes.
+  // The smaller model has LeNet's parameter names but not its shapes (the first in name order
+  // is named).
   run = run_lithe(args + " --dense-model " + (dir / "small.pt").string() + " --output " +
                   (dir / "again.pt").string());
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("--dense-model " + (dir / "small.pt").string() +
-                                 ": parameter 'conv1.weight' is 3x1x5x5 but 6x1x5x5 in " +
+                                 ": parameter 'conv1.bias' is 3 but 6 in " +
                                  masked.string()));
   // Another architecture.
   run = run_lithe(args + " --dense-model " + (source_dir() / "tests/data/dep_add.pt").string() +
                   " --output " + (dir / "again.pt").string());
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("is not in " + masked.string()));
+  // Only some of LeNet's parameters (conv1's, with their shapes).
+  torch::jit::Module conv1("DenseTestConv");
+  conv1.register_parameter("weight", torch::zeros({6, 1, 5, 5}), false);
+  conv1.register_parameter("bias", torch::zeros({6}), false);
+  torch::jit::Module part("DenseTestPart");
+  part.register_module("conv1", conv1);
+  part.define("def forward(self, x):\n    return x\n");
+  part.save((dir / "part.pt").string());
+  run = run_lithe(args + " --dense-model " + (dir / "part.pt").string() + " --output " +
+                  (dir / "again.pt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr(": has no parameter 'conv2.bias' of " + masked.string()));
   // An output may not be it.
   const std::string dense_before = read_text(dir / "small.pt");
   run = run_lithe(args + " --dense-model " + (dir / "small.pt").string() + " --output " +
