@@ -142,6 +142,24 @@ std::vector<int64_t> head_rows(int64_t num_heads, int64_t head_dim,
   return rows;
 }
 
+std::vector<int64_t> heads_with_values(const at::Tensor& weight, const at::Tensor& bias,
+                                       int64_t num_heads) {
+  const int64_t inner = weight.size(0) / 3;
+  // Value rows of each head, with their bias: [H, d·E (+ d)].
+  at::Tensor values = weight.narrow(0, 2 * inner, inner).reshape({num_heads, -1});
+  if (bias.defined()) {
+    values = at::cat({values, bias.narrow(0, 2 * inner, inner).reshape({num_heads, -1})}, 1);
+  }
+  const at::Tensor dead = values.eq(0).all(1);
+  std::vector<int64_t> keep;
+  for (int64_t h = 0; h < num_heads; ++h) {
+    if (!dead[h].item<bool>()) {
+      keep.push_back(h);
+    }
+  }
+  return keep;
+}
+
 std::vector<int64_t> head_columns(int64_t head_dim, const std::vector<int64_t>& keep) {
   std::vector<int64_t> columns;
   for (const int64_t h : keep) {
@@ -175,19 +193,10 @@ std::vector<HeadPlan> plan_heads(const jit::Module& masked, const ChannelPlan& p
     if (p.num_heads < 1 || weight.dim() != 2 || weight.size(0) != 3 * inner) {
       continue;
     }
-    // Value rows of each head, with their bias: [H, d·E + d].
-    at::Tensor values = weight.narrow(0, 2 * inner, inner).reshape({p.num_heads, -1});
-    if (bias_value.isTensor() && bias_value.toTensor().defined()) {
-      values = at::cat({values, bias_value.toTensor().detach().narrow(0, 2 * inner, inner)
-                                    .reshape({p.num_heads, -1})},
-                       1);
-    }
-    const at::Tensor dead = values.eq(0).all(1);
-    for (int64_t h = 0; h < p.num_heads; ++h) {
-      if (!dead[h].item<bool>()) {
-        p.keep.push_back(h);
-      }
-    }
+    p.keep = heads_with_values(weight,
+                               bias_value.isTensor() ? bias_value.toTensor().detach()
+                                                     : at::Tensor(),
+                               p.num_heads);
     const auto gone = static_cast<int64_t>(p.num_heads - p.keep.size());
     if (gone == 0) {
       continue;

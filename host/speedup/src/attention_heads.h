@@ -33,6 +33,11 @@ struct HeadPlan {
 std::vector<int64_t> head_rows(int64_t num_heads, int64_t head_dim,
                                const std::vector<int64_t>& keep);
 
+/// The heads of a fused projection `weight` [3·num_heads·head_dim, E] (and its `bias`, if
+/// defined) whose value rows are not all zero, ascending: the others add nothing to the output.
+std::vector<int64_t> heads_with_values(const at::Tensor& weight, const at::Tensor& bias,
+                                       int64_t num_heads);
+
 /// Columns of the heads `keep` in the output projection [E, num_heads·head_dim].
 std::vector<int64_t> head_columns(int64_t head_dim, const std::vector<int64_t>& keep);
 

@@ -245,18 +245,7 @@ std::vector<WindowHeadPlan> plan_window_heads(const jit::Module& masked, const C
         int_constant_or_attr(item.value, "head_dim") != p.heads.head_dim) {
       continue;
     }
-    const int64_t inner = num_heads * p.heads.head_dim;
-    // Value rows of each head, with their bias: [H, d·E (+ d)].
-    at::Tensor values = weight.narrow(0, 2 * inner, inner).reshape({num_heads, -1});
-    if (bias.defined()) {
-      values = at::cat({values, bias.narrow(0, 2 * inner, inner).reshape({num_heads, -1})}, 1);
-    }
-    const at::Tensor dead = values.eq(0).all(1);
-    for (int64_t h = 0; h < num_heads; ++h) {
-      if (!dead[h].item<bool>()) {
-        p.heads.keep.push_back(h);
-      }
-    }
+    p.heads.keep = heads_with_values(weight, bias, num_heads);
     const auto gone = static_cast<int64_t>(num_heads - p.heads.keep.size());
     if (gone == 0) {
       continue;
