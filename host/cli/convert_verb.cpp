@@ -1,5 +1,6 @@
 // `lithe convert`: a model quantized by Lithe as a native int8 TorchScript model, with its
-// conversion certificate (agreement with the fake-quantized model, file size, latency).
+// conversion certificate (agreement with the fake-quantized model and, given ONNX Runtime, with
+// the QDQ ONNX file run there; accuracy on labelled data; file size, latency).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/script.h>
@@ -7,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -15,13 +18,17 @@
 #include <vector>
 
 #include "input_shape.h"
+#include "onnx_output.h"
 #include "lithe/host/export/int8_convert.h"
+#include "lithe/host/export/onnx_export.h"
+#include "lithe/host/export/onnx_runtime.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/io/threads.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/speedup/latency.h"
+#include "lithe/host/train/dataset.h"
 #include "lithe/sdk/error.h"
 #include "verbs.h"
 
@@ -67,6 +74,69 @@ at::Tensor output_tensor(torch::jit::Module& module, const at::Tensor& input, co
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
+// How far one model's outputs are from a reference's over the certificate's inputs.
+struct Agreement {
+  double max_abs = 0;
+  double reference_max = 0;
+  int64_t agree = 0;  // rows with the same argmax (2-d outputs)
+  int64_t rows = 0;
+  int64_t differing = 0;  // output values that are not equal
+  int64_t values = 0;
+
+  void add(const at::Tensor& got, const at::Tensor& want, const char* what) {
+    LITHE_CHECK(want.sizes() == got.sizes(), sdk::Errc::kInternal, "the ", what,
+                " output has shape ", got.sizes(), ", the reference's ", want.sizes());
+    max_abs = std::max(max_abs, (got - want).abs().max().item<double>());
+    reference_max = std::max(reference_max, want.abs().max().item<double>());
+    differing += got.ne(want).sum().item<int64_t>();
+    values += want.numel();
+    if (want.dim() == 2) {
+      agree += got.argmax(1).eq(want.argmax(1)).sum().item<int64_t>();
+      rows += want.size(0);
+    }
+  }
+  double top1() const { return static_cast<double>(agree) / static_cast<double>(rows); }
+
+  // "max |int8 - <reference>| = ... (... output grid steps of ...)", then top-1 agreement.
+  void print(const char* reference, double step) const {
+    if (step > 0) {
+      std::printf("  max |int8 - %s| = %.4g (%.3g output grid steps of %.4g)\n", reference,
+                  max_abs, max_abs / step, step);
+    } else {
+      std::printf("  max |int8 - %s| = %.4g (largest |output| %.4g)\n", reference, max_abs,
+                  reference_max);
+    }
+    if (rows > 0) {
+      std::printf("  top-1 agreement %lld of %lld (%.2f%%)\n", static_cast<long long>(agree),
+                  static_cast<long long>(rows), 100.0 * top1());
+    }
+  }
+
+  json to_json(double step) const {
+    json out = {{"max_abs_diff", max_abs}, {"reference_max_abs", reference_max},
+                {"differing_outputs", ratio(static_cast<double>(differing),
+                                            static_cast<double>(values))}};
+    if (step > 0) {
+      out["output_grid_step"] = step;
+      out["max_diff_in_steps"] = max_abs / step;
+    }
+    if (rows > 0) {
+      out["top1_agreement"] = top1();
+      out["top1_rows"] = rows;
+    }
+    return out;
+  }
+};
+
+// The ONNX Runtime library: --onnxruntime, else LITHE_ONNXRUNTIME when an ONNX file is written.
+std::string onnxruntime_library(const std::string& option_value, bool onnx_written) {
+  if (!option_value.empty()) {
+    return option_value;
+  }
+  const char* env = std::getenv("LITHE_ONNXRUNTIME");
+  return onnx_written && env != nullptr ? env : "";
+}
+
 }  // namespace
 
 int run_convert(const std::vector<std::string>& args) {
@@ -75,6 +145,10 @@ int run_convert(const std::vector<std::string>& args) {
   std::string output_path;
   std::string json_path;
   std::string engine_name = "auto";
+  std::string data_path;
+  std::string onnx_path;
+  std::string onnxruntime;
+  int64_t onnx_opset = 13;
   int samples = 64;
   int runs = 20;
   int warmup = 3;
@@ -91,25 +165,71 @@ int run_convert(const std::vector<std::string>& args) {
        "qnnpack")
       ("json", po::value(&json_path), "also write the conversion certificate as JSON")
       ("samples", po::value(&samples)->default_value(64),
-       "seeded random inputs on which the int8 and the fake-quantized model are compared")
+       "batches on which the int8 and the fake-quantized model are compared")
+      ("data", po::value(&data_path),
+       "compare on these images instead of seeded random ones (a directory in MNIST layout: "
+       "its test split; or a tensor file), --samples batches of the --input-shape batch size, "
+       "and report each model's accuracy on their labels")
+      ("onnx", po::value(&onnx_path),
+       "also write the quantized model as a QDQ ONNX file (what lithe compress --onnx writes) "
+       "at --input-shape")
+      ("onnx-opset", po::value(&onnx_opset)->default_value(13), "with --onnx: ONNX opset, 13..17")
+      ("onnxruntime", po::value(&onnxruntime),
+       "ONNX Runtime's shared library (libonnxruntime.so): run the QDQ ONNX model on the same "
+       "inputs and compare it with the int8 model (default with --onnx: $LITHE_ONNXRUNTIME)")
       ("latency-runs", po::value(&runs)->default_value(20), "timed forwards of each model")
       ("warmup", po::value(&warmup)->default_value(3), "untimed forwards before timing")
       ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)");
+  po::variables_map given;
   if (!parse_verb_args("convert",
                        "--model Q.pt --input-shape 1,3,224,224 --output INT8.pt [--engine E] "
-                       "[--json CERTIFICATE.json]",
-                       args, desc)) {
+                       "[--json CERTIFICATE.json] [--data DIR|FILE] [--onnx Q.onnx] "
+                       "[--onnxruntime libonnxruntime.so]",
+                       args, desc, nullptr, &given)) {
     return 0;
   }
-  host::check_output_paths({{"--model", model_path}},
-                           {{"--output", output_path}, {"--json", json_path}});
+  const std::string ort_library = onnxruntime_library(onnxruntime, !onnx_path.empty());
+  host::check_output_paths({{"--model", model_path}, {"--data", data_path},
+                            {"--onnxruntime", ort_library}},
+                           {{"--output", output_path}, {"--json", json_path},
+                            {"--onnx", onnx_path}});
   LITHE_CHECK(samples >= 1 && runs >= 1 && warmup >= 0, sdk::Errc::kInvalidConfig,
               "--samples and --latency-runs must be >= 1 and --warmup >= 0, got ", samples, ", ",
               runs, " and ", warmup);
+  LITHE_CHECK(!onnx_path.empty() || given["onnx-opset"].defaulted(), sdk::Errc::kInvalidConfig,
+              "--onnx-opset has no effect without --onnx");
   host::Int8ConvertOptions options;
   options.engine = host::parse_quantized_engine(engine_name, "--engine");
   const std::vector<int64_t> shape = parse_input_shape(input_shape_text);
+  host::OnnxExportOptions onnx_options;
+  onnx_options.input_shape = shape;
+  onnx_options.opset = onnx_opset;
+  host::check_onnx_export_options(onnx_options, "--onnx-opset");
   const int thread_count = host::configure_threads(threads);
+  const char* ort_option = onnxruntime.empty() ? "LITHE_ONNXRUNTIME" : "--onnxruntime";
+  if (!ort_library.empty()) {
+    host::OnnxRuntimeSession::load_library(ort_library, ort_option);  // a bad one before any work
+  }
+
+  // The certificate's inputs: batches of the data, or seeded normal samples, reproducible in
+  // Python (torch.randn(shape, generator=torch.Generator().manual_seed(kCheckSeed + i))).
+  host::Dataset data;
+  if (!data_path.empty()) {
+    data = host::load_dataset(data_path, "test");
+    const std::vector<int64_t> sample_shape(shape.begin() + 1, shape.end());
+    LITHE_CHECK(data.images.sizes().slice(1).vec() == sample_shape, sdk::Errc::kInvalidConfig,
+                "--data ", data.source, ": its images have shape ",
+                data.images.sizes().slice(1), ", --input-shape asks for ", at::IntArrayRef(sample_shape));
+    LITHE_CHECK(data.size() >= shape[0], sdk::Errc::kInvalidConfig, "--data ", data.source,
+                ": ", data.size(), " images, fewer than one batch of ", shape[0]);
+    samples = static_cast<int>(std::min<int64_t>(samples, data.size() / shape[0]));
+  }
+  const auto sample = [&](int i) {
+    if (data.size() > 0) {
+      return data.images.slice(0, i * shape[0], (i + 1) * shape[0]).contiguous();
+    }
+    return at::randn(shape, at::detail::createCPUGenerator(kCheckSeed + i));
+  };
 
   torch::jit::Module model = host::load_torchscript_module(model_path);
   model.eval();
@@ -121,26 +241,44 @@ int run_convert(const std::vector<std::string>& args) {
   int8.eval();
   fake_quantized.eval();
   const std::string int8_bytes = host::serialize_int8_model(int8, report.engine);
+  host::OnnxExportSummary onnx_summary;
+  const std::string onnx_bytes = !onnx_path.empty() || !ort_library.empty()
+                                     ? host::export_onnx(model, onnx_options, &onnx_summary)
+                                     : std::string();
+  std::unique_ptr<host::OnnxRuntimeSession> ort;
+  if (!ort_library.empty()) {
+    ort = std::make_unique<host::OnnxRuntimeSession>(ort_library, ort_option, onnx_bytes,
+                                                     thread_count);
+  }
 
-  // The certificate: int8 against fake-quantized on the same samples.
+  // The certificate: int8 against fake-quantized (and ONNX Runtime) on the same inputs.
   at::NoGradGuard no_grad;
-  double max_abs = 0;
-  double reference_max = 0;
-  int64_t agree = 0;
-  int64_t rows = 0;
+  Agreement against_fake_quantized;
+  Agreement against_ort;
   std::vector<float> first_output;
+  // Correct top-1 predictions of the float, fake-quantized, int8 and ORT models (with --data).
+  std::vector<int64_t> correct(4, 0);
+  int64_t labelled = 0;
   for (int i = 0; i < samples; ++i) {
-    const at::Tensor x = at::randn(shape, at::detail::createCPUGenerator(kCheckSeed + i));
+    const at::Tensor x = sample(i);
     const at::Tensor want = output_tensor(fake_quantized, x, "fake-quantized");
     const at::Tensor got = output_tensor(int8, x, "int8");
-    LITHE_CHECK(want.sizes() == got.sizes(), sdk::Errc::kInternal,
-                "the int8 model's output has shape ", got.sizes(), ", the fake-quantized one's ",
-                want.sizes());
-    max_abs = std::max(max_abs, (got - want).abs().max().item<double>());
-    reference_max = std::max(reference_max, want.abs().max().item<double>());
-    if (want.dim() == 2) {
-      agree += got.argmax(1).eq(want.argmax(1)).sum().item<int64_t>();
-      rows += want.size(0);
+    against_fake_quantized.add(got, want, "int8 model's");
+    at::Tensor from_ort;
+    if (ort) {
+      from_ort = ort->run(x);
+      against_ort.add(got, from_ort.reshape(got.sizes()), "int8 model's (against ONNX Runtime)");
+    }
+    if (data.size() > 0 && got.dim() == 2) {
+      const at::Tensor labels = data.labels.slice(0, i * shape[0], (i + 1) * shape[0]);
+      const at::Tensor float_out = output_tensor(model, x, "float");
+      const std::vector<at::Tensor> outputs = {float_out, want, got, from_ort};
+      for (size_t m = 0; m < outputs.size(); ++m) {
+        if (outputs[m].defined()) {
+          correct[m] += outputs[m].argmax(1).eq(labels).sum().item<int64_t>();
+        }
+      }
+      labelled += labels.size(0);
     }
     if (i == 0) {
       const at::Tensor flat = got.reshape({-1}).slice(0, 0, 1000).contiguous();
@@ -148,9 +286,11 @@ int run_convert(const std::vector<std::string>& args) {
     }
   }
   const double step = report.output_scales.size() == 1 ? report.output_scales[0] : 0;
+  const std::string ort_version = ort ? ort->version() : "";
+  ort.reset();  // its threads must not compete with the timings below
 
   torch::jit::Module float_model = model;
-  const at::Tensor timing_input = at::randn(shape, at::detail::createCPUGenerator(kCheckSeed));
+  const at::Tensor timing_input = sample(0);
   const std::vector<double> latency =
       host::median_latencies({&float_model, &fake_quantized, &int8}, timing_input, warmup, runs);
   const uintmax_t float_bytes = std::filesystem::file_size(model_path);
@@ -178,17 +318,32 @@ int run_convert(const std::vector<std::string>& args) {
   for (const std::string& op : report.dequantized_before) {
     std::printf("  float op reading int8: %s\n", op.c_str());
   }
-  std::printf("\ncertificate on %d seeded inputs of shape %s:\n", samples, input_shape_text.c_str());
-  if (step > 0) {
-    std::printf("  max |int8 - fake-quantized| = %.4g (%.3g output grid steps of %.4g)\n", max_abs,
-                max_abs / step, step);
+  const std::string inputs_text =
+      data.size() > 0 ? "the first " + std::to_string(samples * shape[0]) + " images of " +
+                            data.source + " in batches of " + std::to_string(shape[0])
+                      : std::to_string(samples) + " seeded inputs of shape " + input_shape_text;
+  std::printf("\ncertificate on %s:\n", inputs_text.c_str());
+  against_fake_quantized.print("fake-quantized", step);
+  if (!ort_version.empty()) {
+    std::printf("ONNX Runtime %s on the QDQ ONNX model (%s):\n", ort_version.c_str(),
+                ort_library.c_str());
+    against_ort.print("ORT", step);
+    std::printf("  outputs that differ: %.2f%%\n",
+                100.0 * ratio(static_cast<double>(against_ort.differing),
+                              static_cast<double>(against_ort.values)));
   } else {
-    std::printf("  max |int8 - fake-quantized| = %.4g (largest |output| %.4g)\n", max_abs,
-                reference_max);
+    std::printf("ONNX Runtime: not run (give --onnxruntime libonnxruntime.so)\n");
   }
-  if (rows > 0) {
-    std::printf("  top-1 agreement %lld of %lld (%.2f%%)\n", static_cast<long long>(agree),
-                static_cast<long long>(rows), 100.0 * static_cast<double>(agree) / static_cast<double>(rows));
+  static const char* const kModels[] = {"float", "fake_quantized", "int8", "onnxruntime"};
+  if (labelled > 0) {
+    std::printf("accuracy on %lld labelled images:", static_cast<long long>(labelled));
+    for (size_t m = 0; m < correct.size(); ++m) {
+      if (m < 3 || !ort_version.empty()) {
+        std::printf(" %s %.4f", kModels[m], ratio(static_cast<double>(correct[m]),
+                                                  static_cast<double>(labelled)));
+      }
+    }
+    std::printf("\n");
   }
   std::printf("\n%-16s %14s %14s %14s\n", "", "float", "fake-quant", "int8");
   std::printf("%-16s %14ju %14s %14zu   (int8/float %.3f)\n", "file bytes", float_bytes, "-",
@@ -218,21 +373,37 @@ int run_convert(const std::vector<std::string>& args) {
   certificate["quantize_ops"] = report.quantize_ops;
   certificate["dequantize_ops"] = report.dequantize_ops;
   certificate["float_ops_reading_int8"] = report.dequantized_before;
-  json check = {{"samples", samples},
-                {"seed", kCheckSeed},
-                {"max_abs_diff", max_abs},
-                {"reference_max_abs", reference_max}};
-  if (step > 0) {
-    check["output_grid_step"] = step;
-    check["max_diff_in_steps"] = max_abs / step;
-  }
-  if (rows > 0) {
-    check["top1_agreement"] = static_cast<double>(agree) / static_cast<double>(rows);
-    check["top1_rows"] = rows;
+  json check = against_fake_quantized.to_json(step);
+  check["samples"] = samples;
+  if (data.size() > 0) {
+    check["data"] = data.source;
+  } else {
+    check["seed"] = kCheckSeed;
   }
   // The int8 model's output on the first sample (first 1,000 values), for a check elsewhere.
   check["first_output"] = first_output;
   certificate["check"] = check;
+  if (!ort_version.empty()) {
+    json ort_check = against_ort.to_json(step);
+    ort_check["library"] = ort_library;
+    ort_check["version"] = ort_version;
+    certificate["onnxruntime"] = ort_check;
+  } else {
+    certificate["onnxruntime"] = {{"run", false}};
+  }
+  if (labelled > 0) {
+    json accuracy = {{"images", labelled}};
+    for (size_t m = 0; m < correct.size(); ++m) {
+      if (m < 3 || !ort_version.empty()) {
+        accuracy[kModels[m]] =
+            ratio(static_cast<double>(correct[m]), static_cast<double>(labelled));
+      }
+    }
+    certificate["accuracy"] = accuracy;
+  }
+  if (!onnx_path.empty()) {
+    certificate["onnx"] = onnx_summary_json(onnx_path, onnx_opset, onnx_summary);
+  }
   certificate["file_bytes"] = {{"float", float_bytes}, {"int8", int8_bytes.size()},
                                {"ratio", ratio(static_cast<double>(int8_bytes.size()),
                                                static_cast<double>(float_bytes))}};
@@ -240,19 +411,29 @@ int run_convert(const std::vector<std::string>& args) {
                                {"int8", latency[2]}, {"int8_ratio", ratio(latency[2], latency[0])},
                                {"runs", runs}};
 
-  // Both outputs or neither.
+  // Every output or none.
   host::StagedFile staged_model(output_path, "--output");
   std::optional<host::StagedFile> staged_json;
+  std::optional<host::StagedFile> staged_onnx;
   staged_model.write(int8_bytes);
   if (!json_path.empty()) {
     staged_json.emplace(json_path, "--json");
     staged_json->write(certificate.dump(1) + "\n");
   }
+  if (!onnx_path.empty()) {
+    staged_onnx.emplace(onnx_path, "--onnx");
+    staged_onnx->write(onnx_bytes);
+  }
   staged_model.commit();
-  if (staged_json) {
-    staged_json->commit();
+  for (std::optional<host::StagedFile>* staged : {&staged_json, &staged_onnx}) {
+    if (*staged) {
+      (*staged)->commit();
+    }
   }
   std::printf("\nwrote %s\n", output_path.c_str());
+  if (!onnx_path.empty()) {
+    print_onnx_summary(onnx_path, onnx_opset, input_shape_text, onnx_summary);
+  }
   return 0;
 }
 

@@ -91,6 +91,123 @@ TEST(ConvertCliTest, BadInputsFailInOneLineAndWriteNothing) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// ONNX Runtime's library as scripts/setup-ort.sh installs it (onnxruntime-node ships it), or
+// "" when it is not there.
+fs::path onnxruntime_library() {
+#if defined(__x86_64__)
+  const char* arch = "x64";
+#else
+  const char* arch = "arm64";
+#endif
+  const fs::path library = binary_dir() / "ort/node_modules/onnxruntime-node/bin/napi-v6/linux" /
+                           arch / "libonnxruntime.so.1";
+  return fs::exists(library) ? library : fs::path();
+}
+
+TEST(ConvertCliTest, OnnxRuntimeRunsTheQdqFileOnTheSameImagesAsTheInt8Model) {
+  const fs::path ort = onnxruntime_library();
+  if (ort.empty()) {
+    GTEST_SKIP() << "ONNX Runtime is not installed in " << (binary_dir() / "ort").string()
+                 << " (scripts/setup-ort.sh)";
+  }
+  if (!fs::is_directory("/usr/share/datasets/fashion-mnist")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const fs::path dir = scratch_dir("convert_cli_onnxruntime");
+  const fs::path q = quantized_lenet(dir);
+  const std::string common = "convert --model " + q.string() + " --input-shape 16,1,28,28" +
+                             " --data /usr/share/datasets/fashion-mnist --samples 4" +
+                             " --latency-runs 1 --warmup 0 --threads 1";
+  CliRun run = run_lithe(common + " --output " + (dir / "int8.pt").string() + " --json " +
+                         (dir / "cert.json").string() + " --onnx " + (dir / "q.onnx").string() +
+                         " --onnxruntime " + ort.string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, AllOf(HasSubstr("the first 64 images of"), HasSubstr("ONNX Runtime 1."),
+                             HasSubstr("max |int8 - ORT|"), HasSubstr("accuracy on 64 labelled")));
+  const auto cert = nlohmann::json::parse(read_text(dir / "cert.json"));
+  const auto& ort_check = cert["onnxruntime"];
+  EXPECT_EQ(ort_check["version"].get<std::string>().rfind("1.", 0), 0u) << ort_check;
+  EXPECT_EQ(ort_check["top1_rows"], 64);
+  // The same grids and weights in two runtimes: at most a step apart where one rounds a value
+  // to the neighbouring grid point (BENCHMARKS.md, "The int8 model against ONNX Runtime").
+  EXPECT_LE(ort_check["max_diff_in_steps"].get<double>(), 2.0 + 1e-6) << ort_check;
+  EXPECT_GE(ort_check["top1_agreement"].get<double>(), 0.9) << ort_check;
+  EXPECT_LT(ort_check["differing_outputs"].get<double>(), 0.5) << ort_check;
+  EXPECT_EQ(cert["check"]["top1_rows"], 64);
+  EXPECT_EQ(cert["accuracy"]["images"], 64);
+  for (const char* model : {"float", "fake_quantized", "int8", "onnxruntime"}) {
+    EXPECT_TRUE(cert["accuracy"].contains(model)) << model;
+  }
+  // The file ONNX Runtime ran is the one written, and what lithe export-onnx writes for the
+  // quantized model.
+  run = run_lithe("export-onnx --model " + q.string() + " --input-shape 16,1,28,28 --output " +
+                  (dir / "export.onnx").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(read_text(dir / "q.onnx"), read_text(dir / "export.onnx"));
+
+  // With --onnx, LITHE_ONNXRUNTIME names the library; without either, ORT is not run.
+  run = run_lithe_env("LITHE_ONNXRUNTIME=" + ort.string(),
+                      common + " --output " + (dir / "int8_env.pt").string() + " --onnx " +
+                          (dir / "env.onnx").string() + " --json " +
+                          (dir / "cert_env.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "cert_env.json"))["onnxruntime"]["library"],
+            ort.string());
+  run = run_lithe(common + " --output " + (dir / "int8_none.pt").string() + " --json " +
+                  (dir / "cert_none.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("ONNX Runtime: not run"));
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "cert_none.json"))["onnxruntime"]["run"], false);
+}
+
+TEST(ConvertCliTest, ALibraryThatIsNotOnnxRuntimeFailsInOneLineAndNothingIsWritten) {
+  const fs::path dir = scratch_dir("convert_cli_bad_onnxruntime");
+  const fs::path q = quantized_lenet(dir);
+  write_text(dir / "notes.txt", "not a library\n");
+  // A whole shared object of this machine that is not ONNX Runtime, and a truncated one.
+  const fs::path sdk = binary_dir() / "lib/liblithe_sdk.so";
+  const std::string sdk_bytes = read_text(sdk);
+  write_text(dir / "truncated.so", sdk_bytes.substr(0, sdk_bytes.size() / 2));
+  const struct {
+    std::string library;
+    std::string problem;
+  } cases[] = {
+      {(dir / "missing.so").string(), "no such file"},
+      {dir.string(), "not a regular file"},
+      {(dir / "notes.txt").string(), "not an ELF file"},
+      {sdk.string(), "it exports no OrtGetApiBase"},
+      {(dir / "truncated.so").string(), "truncated?"},
+  };
+  for (const auto& c : cases) {
+    const CliRun run = run_lithe("convert --model " + q.string() +
+                                 " --input-shape 1,1,28,28 --output " +
+                                 (dir / "int8.pt").string() + " --json " +
+                                 (dir / "cert.json").string() + " --onnx " +
+                                 (dir / "q.onnx").string() + " --onnxruntime " + c.library);
+    EXPECT_NE(run.exit_code, 0) << c.library;
+    EXPECT_THAT(run.out, AllOf(HasSubstr("--onnxruntime " + c.library), HasSubstr(c.problem),
+                               HasSubstr("libonnxruntime.so")));
+    EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+    for (const char* output : {"int8.pt", "cert.json", "q.onnx"}) {
+      EXPECT_FALSE(fs::exists(dir / output)) << c.library << ": " << output;
+    }
+  }
+  // Data whose images are not --input-shape's, and an opset with no ONNX file to apply to.
+  CliRun run = run_lithe("convert --model " + q.string() + " --input-shape 1,3,28,28 --output " +
+                         (dir / "int8.pt").string() +
+                         " --data /usr/share/datasets/fashion-mnist");
+  EXPECT_NE(run.exit_code, 0);
+  if (fs::is_directory("/usr/share/datasets/fashion-mnist")) {
+    EXPECT_THAT(run.out, AllOf(HasSubstr("--data"), HasSubstr("[1, 28, 28]"),
+                               HasSubstr("--input-shape asks for [3, 28, 28]")));
+  }
+  run = run_lithe("convert --model " + q.string() + " --input-shape 1,1,28,28 --output " +
+                  (dir / "int8.pt").string() + " --onnx-opset 17");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--onnx-opset has no effect without --onnx"));
+  EXPECT_FALSE(fs::exists(dir / "int8.pt"));
+}
+
 TEST(ConvertCliTest, FoldBatchnormFoldsBeforeQuantizingAndIsForQuantizersOnly) {
   const fs::path dir = scratch_dir("convert_cli_fold");
   const std::string model = (nni_data_dir() / "models" / "resblock.pt").string();

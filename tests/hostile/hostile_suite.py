@@ -42,7 +42,9 @@ on WORLD_SIZE), output paths (devices, FIFOs, directories, missing directories, 
 links to inputs, outputs equal to inputs or to each other, /proc) and plugins (group/world
 writable directories and files, links into world-writable directories, relative
 LITHE_PLUGIN_PATH entries, the LITHE_ALLOW_INSECURE_PLUGINS opt-out, non-ELF, empty and truncated
-.so files). `--list` prints them all.
+.so files) and ONNX Runtime libraries (`convert --onnxruntime` and LITHE_ONNXRUNTIME naming text,
+empty, truncated and foreign shared objects, directories, FIFOs, devices, an output). `--list`
+prints them all.
 
 Cases that need root (a private character device made with mknod, /dev/null as an output) are
 skipped with a note when not run as root; so is the read-only directory case when run as root
@@ -482,6 +484,9 @@ def build_cases(fx):
                         {"masks.pt": MASKS}),
             "export-onnx": (["export-onnx", "--model", model, "--input-shape", "1,1,28,28",
                              "--output", "out.onnx"], {}),
+            "convert": (["convert", "--model", model, "--input-shape", "1,1,28,28", "--output",
+                         "out.pt", "--json", "cert.json", "--samples", "1", "--latency-runs",
+                         "1", "--warmup", "0", "--threads", "1"], {}),
             # The model as speedup's latency baseline, beside a good masked model.
             "speedup-dense": (["speedup", "--model", "lenet.pt", "--masks", "masks.pt",
                                "--dense-model", model, "--input-shape", "1,1,28,28",
@@ -491,7 +496,7 @@ def build_cases(fx):
         }[verb]
 
     MODEL_VERBS = ("inspect", "compress", "apply", "train", "eval", "flops", "speedup",
-                   "export-onnx", "speedup-dense")
+                   "export-onnx", "speedup-dense", "convert")
 
     # ---- GOOD controls -----------------------------------------------------------------------
     add("good_inspect", "control", ["inspect", "--model", "lenet.pt", "--threads", "1"], "ok",
@@ -1088,6 +1093,14 @@ def build_cases(fx):
                                  "1"], {"lenet.pt": L, "masks.pt": MASKS}),
         ("export-onnx", "--output"): (["export-onnx", "--model", "lenet.pt", "--input-shape",
                                        "1,1,28,28", "--output", "{o}"], {"lenet.pt": L}),
+        # Output paths are checked before the model is read: the float LeNet serves.
+        ("convert", "--output"): (["convert", "--model", "lenet.pt", "--input-shape",
+                                   "1,1,28,28", "--output", "{o}", "--json", "c_out.json",
+                                   "--onnx", "c_out.onnx"], {"lenet.pt": L}),
+        ("convert", "--json"): (["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28",
+                                 "--output", "c_out.pt", "--json", "{o}"], {"lenet.pt": L}),
+        ("convert", "--onnx"): (["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28",
+                                 "--output", "c_out.pt", "--onnx", "{o}"], {"lenet.pt": L}),
     }
 
     def out_case(name, verb, opt, path, where, rule, setup=None, **kw):
@@ -1160,6 +1173,10 @@ def build_cases(fx):
     out_case("equals_output", "speedup", "--json", "s_out.pt",
              [r"--json", r"--output", r"s_out\.pt"], SAME)
     out_case("equals_masks", "speedup", "--json", "masks.pt", [r"--json", r"--masks"], SAME)
+    out_case("equals_output", "convert", "--onnx", "c_out.pt",
+             [r"--onnx", r"--output", r"c_out\.pt"], SAME)
+    out_case("equals_output", "convert", "--json", "c_out.pt",
+             [r"--json", r"--output", r"c_out\.pt"], SAME)
     # compress --masks given the same path as --model through a symlinked directory.
     out_case("dir_symlink_to_model", "compress", "--masks", "alias/lenet.pt",
              [r"--masks", r"--model"], SAME, setup=symlink("alias", "."))
@@ -1250,6 +1267,46 @@ def build_cases(fx):
              "--threads", "1", "--plugin-dir", dirname], "ok",
             files={"lenet.pt": L, "level.json": LEVEL}, setup=put_file(dirname, fname, data),
             out_line=allof(r"^lithe: warning:", re.escape(fname)), check=starts_pk("out.pt"))
+    # ---- ONNX Runtime libraries (convert --onnxruntime, LITHE_ONNXRUNTIME) ---------------------
+    # Checked before the model is read, so the float LeNet serves: the library's error comes first.
+    def convert_ort(library):
+        return ["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28", "--output",
+                "out.pt", "--json", "cert.json", "--onnx", "q.onnx", "--onnxruntime", library,
+                "--threads", "1"]
+    bad_runtimes = {
+        "text": ("ort.so", b"This is a text file, not a shared library.\n", r"not an ELF file"),
+        "empty": ("ort.so", b"", r"not an ELF file"),
+        "elf_header_only": ("ort.so", b"\x7fELF\x02\x01\x01" + b"\x00" * 57,
+                            r"not a 64-bit shared object"),
+        "truncated": ("ort.so", truncated_real, r"(truncated|outside the file)"),
+        "not_onnxruntime": ("ort.so", lambda: fx.real_plugin, r"exports no OrtGetApiBase"),
+    }
+    for name, (fname, data, rule) in bad_runtimes.items():
+        add("onnxruntime_%s" % name, "onnxruntime library", convert_ort("libs/" + fname),
+            files={"lenet.pt": L}, setup=put_file("libs", fname, data),
+            where=q("--onnxruntime libs/" + fname), error=allof(rule, r"libonnxruntime\.so"))
+    add("onnxruntime_missing", "onnxruntime library", convert_ort("nope.so"),
+        files={"lenet.pt": L}, where=q("--onnxruntime nope.so"), error=r"no such file")
+    add("onnxruntime_directory", "onnxruntime library", convert_ort("libdir"),
+        files={"lenet.pt": L}, setup=mkdir("libdir"), where=q("--onnxruntime libdir"),
+        error=r"not a regular file")
+    add("onnxruntime_fifo", "onnxruntime library", convert_ort("ort.fifo"),
+        files={"lenet.pt": L}, setup=mkfifo("ort.fifo"), where=q("ort.fifo"),
+        error=r"not a regular file", timeout=HANG_TIMEOUT)
+    add("onnxruntime_dev_zero", "onnxruntime library", convert_ort("/dev/zero"),
+        files={"lenet.pt": L}, where=q("/dev/zero"), error=r"not a regular file",
+        timeout=HANG_TIMEOUT)
+    add("onnxruntime_env_not_a_library", "onnxruntime library",
+        ["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28", "--output", "out.pt",
+         "--onnx", "q.onnx", "--threads", "1"],
+        files={"lenet.pt": L, "notes.txt": b"notes\n"}, env={"LITHE_ONNXRUNTIME": "notes.txt"},
+        where=q("LITHE_ONNXRUNTIME notes.txt"), error=r"not an ELF file")
+    add("onnxruntime_is_the_output", "onnxruntime library",
+        ["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28", "--output", "ort.so",
+         "--onnxruntime", "ort.so", "--threads", "1"],
+        files={"lenet.pt": L, "ort.so": b"\x7fELF"}, where=q("--output"),
+        error=r"--onnxruntime")
+
     add("plugin_dir_is_a_file", "plugin",
         ["compress", "--model", "lenet.pt", "--config", "extra.json", "--output", "out.pt",
          "--plugin-dir", "notadir.so"], files=dict(plugin_files, **{"notadir.so": b"x"}),
