@@ -19,6 +19,7 @@
 
 #include "input_shape.h"
 #include "onnx_output.h"
+#include "output_agreement.h"
 #include "lithe/host/export/int8_convert.h"
 #include "lithe/host/export/onnx_export.h"
 #include "lithe/host/export/onnx_runtime.h"
@@ -73,60 +74,6 @@ at::Tensor output_tensor(torch::jit::Module& module, const at::Tensor& input, co
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0; }
-
-// How far one model's outputs are from a reference's over the certificate's inputs.
-struct Agreement {
-  double max_abs = 0;
-  double reference_max = 0;
-  int64_t agree = 0;  // rows with the same argmax (2-d outputs)
-  int64_t rows = 0;
-  int64_t differing = 0;  // output values that are not equal
-  int64_t values = 0;
-
-  void add(const at::Tensor& got, const at::Tensor& want, const char* what) {
-    LITHE_CHECK(want.sizes() == got.sizes(), sdk::Errc::kInternal, "the ", what,
-                " output has shape ", got.sizes(), ", the reference's ", want.sizes());
-    max_abs = std::max(max_abs, (got - want).abs().max().item<double>());
-    reference_max = std::max(reference_max, want.abs().max().item<double>());
-    differing += got.ne(want).sum().item<int64_t>();
-    values += want.numel();
-    if (want.dim() == 2) {
-      agree += got.argmax(1).eq(want.argmax(1)).sum().item<int64_t>();
-      rows += want.size(0);
-    }
-  }
-  double top1() const { return static_cast<double>(agree) / static_cast<double>(rows); }
-
-  // "max |int8 - <reference>| = ... (... output grid steps of ...)", then top-1 agreement.
-  void print(const char* reference, double step) const {
-    if (step > 0) {
-      std::printf("  max |int8 - %s| = %.4g (%.3g output grid steps of %.4g)\n", reference,
-                  max_abs, max_abs / step, step);
-    } else {
-      std::printf("  max |int8 - %s| = %.4g (largest |output| %.4g)\n", reference, max_abs,
-                  reference_max);
-    }
-    if (rows > 0) {
-      std::printf("  top-1 agreement %lld of %lld (%.2f%%)\n", static_cast<long long>(agree),
-                  static_cast<long long>(rows), 100.0 * top1());
-    }
-  }
-
-  json to_json(double step) const {
-    json out = {{"max_abs_diff", max_abs}, {"reference_max_abs", reference_max},
-                {"differing_outputs", ratio(static_cast<double>(differing),
-                                            static_cast<double>(values))}};
-    if (step > 0) {
-      out["output_grid_step"] = step;
-      out["max_diff_in_steps"] = max_abs / step;
-    }
-    if (rows > 0) {
-      out["top1_agreement"] = top1();
-      out["top1_rows"] = rows;
-    }
-    return out;
-  }
-};
 
 // The ONNX Runtime library: --onnxruntime, else LITHE_ONNXRUNTIME when an ONNX file is written.
 std::string onnxruntime_library(const std::string& option_value, bool onnx_written) {
@@ -253,8 +200,8 @@ int run_convert(const std::vector<std::string>& args) {
 
   // The certificate: int8 against fake-quantized (and ONNX Runtime) on the same inputs.
   at::NoGradGuard no_grad;
-  Agreement against_fake_quantized;
-  Agreement against_ort;
+  OutputAgreement against_fake_quantized;
+  OutputAgreement against_ort;
   std::vector<float> first_output;
   // Correct top-1 predictions of the float, fake-quantized, int8 and ORT models (with --data).
   std::vector<int64_t> correct(4, 0);
@@ -328,9 +275,7 @@ int run_convert(const std::vector<std::string>& args) {
     std::printf("ONNX Runtime %s on the QDQ ONNX model (%s):\n", ort_version.c_str(),
                 ort_library.c_str());
     against_ort.print("ORT", step);
-    std::printf("  outputs that differ: %.2f%%\n",
-                100.0 * ratio(static_cast<double>(against_ort.differing),
-                              static_cast<double>(against_ort.values)));
+    std::printf("  outputs that differ: %.2f%%\n", 100.0 * against_ort.differing_share());
   } else {
     std::printf("ONNX Runtime: not run (give --onnxruntime libonnxruntime.so)\n");
   }
