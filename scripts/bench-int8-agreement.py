@@ -17,14 +17,20 @@ so one grid step flips the top class. Here every architecture is trained on Fash
              1,008), with --onnx and --onnxruntime when ONNX Runtime is installed in build/ort;
              then the same conversion on seeded random inputs (--samples 63 of 16), for contrast
 
+--observers instead compares ptq's observers on each trained model (kept from an earlier run
+in --work when there): the accuracy of the fake-quantized model (lithe compress's report on the
+first 2,000 test images) with the same layers and grids as above, activations observed by
+min_max, mse, percentile (99.9, 99.99) or kl, weights by min_max or mse.
+
 Usage: /usr/bin/python3 scripts/bench-int8-agreement.py [--lithe build/bin/lithe]
            [--work build/bench-int8-agreement] [--epochs 1] [--train-images 60000]
-           [--models resnet18,resnet50,mobilenet_v2] [--batches 63] [--threads 2]
+           [--models resnet18,resnet50,mobilenet_v2] [--batches 63] [--threads 2] [--observers]
 """
 import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 
@@ -61,6 +67,7 @@ def main():
     parser.add_argument("--train-images", type=int, default=60000)
     parser.add_argument("--models", default="resnet18,resnet50,mobilenet_v2")
     parser.add_argument("--batches", type=int, default=63)
+    parser.add_argument("--observers", action="store_true")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
@@ -70,6 +77,8 @@ def main():
         n = args.train_images
         torch.save({"images": fashion_idx("train-images-idx3-ubyte", True)[:n].clone(),
                     "labels": fashion_idx("train-labels-idx1-ubyte", False)[:n].clone()}, train)
+    if args.observers:
+        return compare_observers(args, w, train)
     ort = ort_library()
     print("ONNX Runtime: %s\n" % (ort or "not installed (scripts/setup-ort.sh): not compared"))
     print("| model | test images | float | fake-quant | int8 | int8 vs fake-quant | "
@@ -78,9 +87,9 @@ def main():
     rows = []
     for name in args.models.split(","):
         start = time.time()
-        one_channel_model(name, w(name + ".pt"))
-        lithe(args, "train", "--model", w(name + ".pt"), "--data", train, "--test-data",
-              zoo_test_data(w), "--epochs", str(args.epochs), "--output", w(name + ".dense.pt"))
+        if os.path.exists(w(name + ".dense.pt")):
+            os.remove(w(name + ".dense.pt"))  # the table's time column includes the training
+        dense_model(args, w, name, train)
         config = w(name + ".int8.json")
         with open(config, "w") as f:
             json.dump(zoo.int8_config(w(name + ".dense.pt")), f)
@@ -102,6 +111,52 @@ def main():
             random_cert = json.load(f)
         rows.append((name, cert, random_cert, time.time() - start))
         print_row(*rows[-1])
+
+
+def dense_model(args, w, name, train):
+    """`name` trained as main() trains it; an earlier run's model in --work is kept."""
+    if not os.path.exists(w(name + ".dense.pt")):
+        one_channel_model(name, w(name + ".pt"))
+        lithe(args, "train", "--model", w(name + ".pt"), "--data", train, "--test-data",
+              zoo_test_data(w), "--epochs", str(args.epochs), "--output", w(name + ".dense.pt"))
+    return w(name + ".dense.pt")
+
+
+def compare_observers(args, w, train):
+    settings = [("min_max", "min_max", None), ("min_max", "mse", None),
+                ("min_max", "percentile", 99.9), ("min_max", "percentile", 99.99),
+                ("min_max", "kl", None), ("mse", "percentile", 99.99), ("mse", "mse", None)]
+    print("| model | float | qat calibration (zoo config) | " + " | ".join(
+        "ptq: weights %s, activations %s%s" % (wo, ao, " %g" % p if p else "")
+        for wo, ao, p in settings) + " |")
+    print("|---" * (3 + len(settings)) + "|")
+    for name in args.models.split(","):
+        dense = dense_model(args, w, name, train)
+        base = zoo.int8_config(dense)
+
+        def quantized_accuracy(config, tag):
+            path = w("%s.observers.%s.json" % (name, tag))
+            with open(path, "w") as f:
+                json.dump(config, f)
+            out = lithe(args, "compress", "--model", dense, "--config", path, "--output",
+                        w("%s.observers.%s.pt" % (name, tag)), "--data", train, "--test-data",
+                        zoo_test_data(w), "--calibration-batches", "16", "--fold-batchnorm")
+            found = re.search(r"test accuracy: ([0-9.]+) float, ([0-9.]+) quantized", out)
+            return float(found.group(1)), float(found.group(2))
+
+        float_accuracy, qat = quantized_accuracy(base, "qat")
+        cells = []
+        for i, (weight_observer, activation_observer, percentile) in enumerate(settings):
+            config = json.loads(json.dumps(base))
+            config["algorithm"] = "ptq"
+            for entry in config["config_list"]:
+                entry["observer"] = {t: weight_observer if t == "weight" else activation_observer
+                                     for t in entry["quant_types"]}
+                if percentile and entry["quant_types"] != ["weight"]:
+                    entry["percentile"] = percentile
+            cells.append(quantized_accuracy(config, "ptq%d" % i)[1])
+        print("| %s | %.4f | %.4f | %s |" % (name, float_accuracy, qat, " | ".join(
+            "%.4f (%+.2f pt)" % (c, 100 * (c - float_accuracy)) for c in cells)), flush=True)
 
 
 def zoo_test_data(w):
