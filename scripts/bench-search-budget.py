@@ -23,8 +23,14 @@
             every result fine-tuned the same way (1 epoch over 10,000 images, lr 0.01) and
             evaluated on the test set
 
+--finetune-seeds N: each search writes its chosen model without fine-tuning (--epochs 0), and
+`lithe train` fine-tunes it N times, shuffling seeds 0..N-1, with the same settings (seed 0 is
+the search's own fine-tune); the test column is then the mean and standard deviation over the
+seeds, and each gain over uniform is a difference of means, with the seed-to-seed spread beside
+it.
+
 Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
-           [--trial-epochs N] [--dense-epochs 1] [--dense-lr-step 0]
+           [--trial-epochs N] [--dense-epochs 1] [--dense-lr-step 0] [--finetune-seeds N]
            [--arms latency,flops,netadapt,amc,uniform,auto_compress,...]
 """
 import argparse
@@ -117,6 +123,11 @@ def fresh_latency(dense, models, rounds=300):
     return out["baseline"]["ms"], [m["ms"] for m in out["models"]]
 
 
+def epochs_of(arm):
+    """Epochs of the final fine-tune: uniform_long gets as many as AutoCompress trains in all."""
+    return "7" if arm == "uniform_long" else "1"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", default=str(ROOT / "build" / "bench" / "search_budget"))
@@ -130,6 +141,8 @@ def main():
     parser.add_argument("--arms", default="latency,flops,netadapt,amc,uniform,auto_compress,"
                         "uniform_long",
                         help="which searches to run (uniform is always run: the baseline)")
+    parser.add_argument("--finetune-seeds", type=int, default=0,
+                        help="fine-tune every chosen model with this many shuffling seeds")
     args = parser.parse_args()
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -172,7 +185,7 @@ def main():
                      "--recalibrate-bn", "20", "--trial-epochs", str(args.trial_epochs),
                      "--latency-runs", "20", "--bisection-steps", "10",
                      "--data", str(work / "tune.pt"), "--test-data", str(work / "val.pt"),
-                     "--epochs", "7" if name == "uniform_long" else "1", "--lr", "0.01",
+                     "--epochs", "0" if args.finetune_seeds else epochs_of(name), "--lr", "0.01",
                      "--output", str(output),
                      "--state", str(state), "--report", str(work / f"{name}.html"), "--json")
         seconds = time.perf_counter() - start
@@ -180,6 +193,17 @@ def main():
         uniform = summary["trials"][0] if "trials" in summary else {"accuracy": None}
         results[name] = {"summary": summary, "seconds": seconds, "output": output,
                          "uniform_val": uniform["accuracy"]}
+        if args.finetune_seeds:
+            # The same fine-tune as the search's (training options, data), one per seed.
+            tests = []
+            for seed in range(args.finetune_seeds):
+                tuned = work / f"{name}.seed{seed}.pt"
+                lithe("train", "--model", str(output), "--epochs", epochs_of(name), "--lr",
+                      "0.01", "--seed", str(seed), "--data", str(work / "tune.pt"),
+                      "--test-data", str(work / "val.pt"), "--output", str(tuned))
+                tests.append(eval_accuracy(tuned, FASHION))
+            results[name]["seed_tests"] = tests
+            results[name]["output"] = work / f"{name}.seed0.pt"
 
     names = [arm[0] for arm in arms]
     dense_ms, measured = fresh_latency(dense, [results[n]["output"] for n in names])
@@ -200,7 +224,8 @@ def main():
         rounds = r["summary"].get("rounds")
         scored = rounds[-1]["accuracy"] if rounds else best["trial_accuracy"]
         fresh_ratio = ms / dense_ms
-        tests[name] = eval_accuracy(r["output"], FASHION)
+        tests[name] = (statistics.mean(r["seed_tests"]) if "seed_tests" in r
+                       else eval_accuracy(r["output"], FASHION))
         label = {"latency": "--latency-budget 0.5x", "flops": "--flops-budget 0.5x",
                  "netadapt": "--flops-budget 0.5x netadapt",
                  "amc": "--flops-budget 0.5x amc",
@@ -210,6 +235,10 @@ def main():
         print(f"{label:<30} {flops_ratio:>7.4f} {best['use']['latency_ratio']:>17.4f} "
               f"{fresh_ratio:>16.4f} {scored:>9.4f} "
               f"{r['uniform_val'] or 0:>12.4f} {tests[name]:>7.4f} {r['seconds']:>5.0f}s")
+        if "seed_tests" in r:
+            print(f"{'':<30} test over fine-tuning seeds: " +
+                  ", ".join(f"{t:.4f}" for t in r["seed_tests"]) +
+                  f" (mean {tests[name]:.4f}, sd {statistics.stdev(r['seed_tests']):.4f})")
         if name == "latency":
             off = fresh_ratio / 0.5 - 1
             verdicts.append(f"latency budget: fresh-process ratio {fresh_ratio:.4f}, "
@@ -225,9 +254,16 @@ def main():
                         f"with as much training {tests['uniform_long']:.4f}: {gain:+.2f} pt")
     for arm in (a for a in ("flops", "netadapt", "amc") if a in tests):
         gain = 100 * (tests[arm] - tests["uniform"])
+        spread = ""
+        if args.finetune_seeds > 1:
+            # The standard error of a difference of two means over the seeds.
+            se = 100 * (statistics.variance(results[arm]["seed_tests"]) / args.finetune_seeds +
+                        statistics.variance(results["uniform"]["seed_tests"]) /
+                        args.finetune_seeds) ** 0.5
+            spread = f" +- {se:.2f} (standard error over {args.finetune_seeds} seeds)"
         verdicts.append(f"FLOPs 0.5x: {'annealing' if arm == 'flops' else arm} "
                         f"{tests[arm]:.4f} vs uniform {tests['uniform']:.4f} after the same "
-                        f"fine-tune: {gain:+.2f} pt (target >= +0.5)")
+                        f"fine-tune: {gain:+.2f} pt{spread} (target >= +0.5)")
     for v in verdicts:
         print(v)
 

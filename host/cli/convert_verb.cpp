@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -165,8 +165,8 @@ int run_convert(const std::vector<std::string>& args) {
     data = host::load_dataset(data_path, "test");
     const std::vector<int64_t> sample_shape(shape.begin() + 1, shape.end());
     LITHE_CHECK(data.images.sizes().slice(1).vec() == sample_shape, sdk::Errc::kInvalidConfig,
-                "--data ", data.source, ": its images have shape ",
-                data.images.sizes().slice(1), ", --input-shape asks for ", at::IntArrayRef(sample_shape));
+                "--data ", data.source, ": its images have shape ", data.images.sizes().slice(1),
+                ", --input-shape asks for ", at::IntArrayRef(sample_shape));
     LITHE_CHECK(data.size() >= shape[0], sdk::Errc::kInvalidConfig, "--data ", data.source,
                 ": ", data.size(), " images, fewer than one batch of ", shape[0]);
     samples = static_cast<int>(std::min<int64_t>(samples, data.size() / shape[0]));
@@ -214,7 +214,10 @@ int run_convert(const std::vector<std::string>& args) {
     at::Tensor from_ort;
     if (ort) {
       from_ort = ort->run(x);
-      against_ort.add(got, from_ort.reshape(got.sizes()), "int8 model's (against ONNX Runtime)");
+      LITHE_CHECK(from_ort.numel() == got.numel(), sdk::Errc::kInternal, "ONNX Runtime's output ",
+                  "has shape ", from_ort.sizes(), ", the int8 model's ", got.sizes());
+      from_ort = from_ort.reshape(got.sizes());
+      against_ort.add(got, from_ort, "int8 model's (against ONNX Runtime)");
     }
     if (data.size() > 0 && got.dim() == 2) {
       const at::Tensor labels = data.labels.slice(0, i * shape[0], (i + 1) * shape[0]);
@@ -291,8 +294,10 @@ int run_convert(const std::vector<std::string>& args) {
     std::printf("\n");
   }
   std::printf("\n%-16s %14s %14s %14s\n", "", "float", "fake-quant", "int8");
+  const double size_ratio =
+      ratio(static_cast<double>(int8_bytes.size()), static_cast<double>(float_bytes));
   std::printf("%-16s %14ju %14s %14zu   (int8/float %.3f)\n", "file bytes", float_bytes, "-",
-              int8_bytes.size(), ratio(static_cast<double>(int8_bytes.size()), static_cast<double>(float_bytes)));
+              int8_bytes.size(), size_ratio);
   std::printf("%-16s %14.4f %14.4f %14.4f   (int8/float %.3f; median of %d, %d threads)\n",
               "latency ms", latency[0], latency[1], latency[2], ratio(latency[2], latency[0]), runs,
               at::get_num_threads());
@@ -349,9 +354,8 @@ int run_convert(const std::vector<std::string>& args) {
   if (!onnx_path.empty()) {
     certificate["onnx"] = onnx_summary_json(onnx_path, onnx_opset, onnx_summary);
   }
-  certificate["file_bytes"] = {{"float", float_bytes}, {"int8", int8_bytes.size()},
-                               {"ratio", ratio(static_cast<double>(int8_bytes.size()),
-                                               static_cast<double>(float_bytes))}};
+  certificate["file_bytes"] = {
+      {"float", float_bytes}, {"int8", int8_bytes.size()}, {"ratio", size_ratio}};
   certificate["latency_ms"] = {{"float", latency[0]}, {"fake_quantized", latency[1]},
                                {"int8", latency[2]}, {"int8_ratio", ratio(latency[2], latency[0])},
                                {"runs", runs}};
