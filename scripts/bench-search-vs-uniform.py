@@ -30,9 +30,14 @@ figure:
             then the same fine-tuning recipe in PyTorch (its masks kept by NNI's wrappers) and
             the same test images. Its search time is wall time of compress(), beside
             `lithe compress`'s algorithm time.
+  --finetune-seeds N
+            each arm's search runs without fine-tuning (`lithe compress` one-shot); its
+            sped-up model is then fine-tuned by `lithe train` N times with the same recipe and
+            shuffling seeds 0..N-1, and the test column is their mean (each seed's accuracy and
+            the spread printed below the row)
 
 Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
-           [--nni | --flops-budget 0.5] [--sa-fine-tune 1]
+           [--nni | --flops-budget 0.5] [--sa-fine-tune 1] [--finetune-seeds N]
 """
 import argparse
 import json
@@ -133,6 +138,9 @@ def main():
     parser.add_argument("--nni", action="store_true")
     parser.add_argument("--flops-budget", type=float)
     parser.add_argument("--sa-fine-tune", type=int, default=0)
+    parser.add_argument("--finetune-seeds", type=int, default=0,
+                        help="fine-tune every arm's sped-up result with this many shuffling "
+                             "seeds instead of once inside lithe compress")
     args = parser.parse_args()
     if args.nni and args.flops_budget:
         sys.exit("--nni compares at a weight sparsity: NNI's searches take no FLOPs budget")
@@ -194,17 +202,24 @@ def main():
           "test | search time |")
     print("|---|---|---|---|---|---|---|")
     results = {}
+    seed_tests = {}
     for name, config in arms:
         config_path = work / (name.replace(" ", "_") + ".json")
         config_path.write_text(json.dumps(config))
         out_path = work / (name.replace(" ", "_") + ".pt")
         masks_path = work / (name.replace(" ", "_") + ".masks.pt")
         small_path = work / (name.replace(" ", "_") + ".small.pt")
+        # With --finetune-seeds the search alone (one-shot compress: no --epochs).
+        # (lithe compress refuses data that a one-shot l1_filter would not read).
+        training = [] if args.finetune_seeds else ["--epochs", "1", "--lr", "0.01",
+                                                   "--momentum", "0.9", "--seed", "0"]
+        data = [] if args.finetune_seeds and config["algorithm"] == "l1_filter" else [
+            "--data", str(train), "--test-data", str(val)]
         out = run("compress", "--json", "--model", str(dense), "--config", str(config_path),
-                  "--data", str(train), "--test-data", str(val), "--epochs", "1", "--lr", "0.01",
-                  "--momentum", "0.9", "--seed", "0", "--output", str(out_path), "--masks",
-                  str(masks_path))
-        run("speedup", "--model", str(dense), "--masks", str(masks_path), "--output",
+                  *data, *training, "--output", str(out_path), "--masks", str(masks_path))
+        # The compressed model, not the dense one: net_adapt's result carries the weights of
+        # its short-term fine-tuning (as NNI's does).
+        run("speedup", "--model", str(out_path), "--masks", str(masks_path), "--output",
             str(small_path), "--input-shape", "1,1,28,28")
         flops = flops_of(small_path) / dense_flops
         summary = json.loads(out[out.index("{\n"):out.rindex("}") + 1])
@@ -212,12 +227,31 @@ def main():
         sparsities = [by_name[n]["pruned"] / by_name[n]["params"] for n in layers]
         overall = (sum(by_name[n]["pruned"] for n in layers) /
                    sum(by_name[n]["params"] for n in layers))
-        test = json.loads(run("eval", "--json", "--model", str(out_path)))["accuracy"]
+        if args.finetune_seeds:
+            # The sped-up model trains as the masked one would (its pruned filters and their
+            # inputs are gone instead of held at zero), once per shuffling seed.
+            tests = []
+            for seed in range(args.finetune_seeds):
+                tuned = work / (name.replace(" ", "_") + f".seed{seed}.pt")
+                run("train", "--model", str(small_path), "--data", str(train), "--test-data",
+                    str(val), "--epochs", "1", "--lr", "0.01", "--momentum", "0.9", "--seed",
+                    str(seed), "--output", str(tuned))
+                tests.append(json.loads(run("eval", "--json", "--model", str(tuned)))["accuracy"])
+            seed_tests[name] = tests
+            test = statistics.mean(tests)
+        else:
+            test = json.loads(run("eval", "--json", "--model", str(out_path)))["accuracy"]
         seconds = summary["seconds"]["algorithm"]
+        validation = ("%.4f" % summary["accuracy_after"]["accuracy"]
+                      if "accuracy_after" in summary else "-")
         results[name] = test
         print(f"| {name} | {', '.join(f'{s:.3f}' for s in sparsities)} | {overall:.4f} | "
-              f"{flops:.4f} | {summary['accuracy_after']['accuracy']:.4f} | {test:.4f} | "
+              f"{flops:.4f} | {validation} | {test:.4f} | "
               f"{seconds:.1f} s |", flush=True)
+        if name in seed_tests:
+            print(f"|  | test over fine-tuning seeds: "
+                  f"{', '.join(f'{t:.4f}' for t in seed_tests[name])} (sd "
+                  f"{statistics.stdev(seed_tests[name]):.4f}) | | | | | |", flush=True)
     if args.nni:
         params = {n: m.weight.numel() for n, m in torch.jit.load(str(dense)).named_modules()
                   if n in layers}
@@ -243,6 +277,13 @@ def main():
     print(f"simulated_annealing mean {mean_of('simulated_annealing seed'):.4f} vs uniform "
           f"{uniform:.4f}: {100 * (mean_of('simulated_annealing seed') - uniform):+.2f} pt; "
           f"net_adapt {100 * (results['net_adapt'] - uniform):+.2f} pt")
+    if args.finetune_seeds > 1:
+        n = args.finetune_seeds
+        for arm in [a for a in seed_tests if a != "uniform"]:
+            se = 100 * (statistics.variance(seed_tests[arm]) / n +
+                        statistics.variance(seed_tests["uniform"]) / n) ** 0.5
+            print(f"{arm}: {100 * (results[arm] - uniform):+.2f} +- {se:.2f} pt over uniform "
+                  f"(means over {n} fine-tuning seeds, standard error)")
     if args.sa_fine_tune:
         tuned = mean_of("simulated_annealing fine-tuned")
         print(f"simulated_annealing with fine-tuned candidates mean {tuned:.4f}: "

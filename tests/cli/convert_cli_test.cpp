@@ -91,19 +91,6 @@ TEST(ConvertCliTest, BadInputsFailInOneLineAndWriteNothing) {
   EXPECT_FALSE(fs::exists(out));
 }
 
-// ONNX Runtime's library as scripts/setup-ort.sh installs it (onnxruntime-node ships it), or
-// "" when it is not there.
-fs::path onnxruntime_library() {
-#if defined(__x86_64__)
-  const char* arch = "x64";
-#else
-  const char* arch = "arm64";
-#endif
-  const fs::path library = binary_dir() / "ort/node_modules/onnxruntime-node/bin/napi-v6/linux" /
-                           arch / "libonnxruntime.so.1";
-  return fs::exists(library) ? library : fs::path();
-}
-
 TEST(ConvertCliTest, OnnxRuntimeRunsTheQdqFileOnTheSameImagesAsTheInt8Model) {
   const fs::path ort = onnxruntime_library();
   if (ort.empty()) {
