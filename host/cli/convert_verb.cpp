@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "lithe/host/model/model.h"
 #include "lithe/host/speedup/latency.h"
 #include "lithe/host/train/dataset.h"
+#include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
 #include "verbs.h"
 
@@ -75,13 +77,21 @@ at::Tensor output_tensor(torch::jit::Module& module, const at::Tensor& input, co
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
-// The ONNX Runtime library: --onnxruntime, else LITHE_ONNXRUNTIME when an ONNX file is written.
-std::string onnxruntime_library(const std::string& option_value, bool onnx_written) {
-  if (!option_value.empty()) {
-    return option_value;
+// The ONNX Runtime library and where it was named: --onnxruntime, else LITHE_ONNXRUNTIME when
+// an ONNX file is written; {"", ""} for none.
+std::pair<std::string, std::string> onnxruntime_library(const po::variables_map& given,
+                                                        const std::string& option_value,
+                                                        bool onnx_written) {
+  if (given.count("onnxruntime") != 0) {
+    LITHE_CHECK(!option_value.empty(), sdk::Errc::kInvalidConfig,
+                "--onnxruntime must name ONNX Runtime's shared library, got an empty path");
+    return {option_value, "--onnxruntime"};
   }
   const char* env = std::getenv("LITHE_ONNXRUNTIME");
-  return onnx_written && env != nullptr ? env : "";
+  if (!onnx_written || env == nullptr || *env == '\0') {
+    return {};
+  }
+  return {env, "LITHE_ONNXRUNTIME"};
 }
 
 }  // namespace
@@ -135,16 +145,18 @@ int run_convert(const std::vector<std::string>& args) {
                        args, desc, nullptr, &given)) {
     return 0;
   }
-  const std::string ort_library = onnxruntime_library(onnxruntime, !onnx_path.empty());
+  const auto [ort_library, ort_option] =
+      onnxruntime_library(given, onnxruntime, !onnx_path.empty());
   host::check_output_paths({{"--model", model_path}, {"--data", data_path},
-                            {"--onnxruntime", ort_library}},
+                            {ort_option, ort_library}},
                            {{"--output", output_path}, {"--json", json_path},
                             {"--onnx", onnx_path}});
   LITHE_CHECK(samples >= 1 && runs >= 1 && warmup >= 0, sdk::Errc::kInvalidConfig,
               "--samples and --latency-runs must be >= 1 and --warmup >= 0, got ", samples, ", ",
               runs, " and ", warmup);
-  LITHE_CHECK(!onnx_path.empty() || given["onnx-opset"].defaulted(), sdk::Errc::kInvalidConfig,
-              "--onnx-opset has no effect without --onnx");
+  LITHE_CHECK(!onnx_path.empty() || !ort_library.empty() || given["onnx-opset"].defaulted(),
+              sdk::Errc::kInvalidConfig,
+              "--onnx-opset has no effect without --onnx or --onnxruntime");
   host::Int8ConvertOptions options;
   options.engine = host::parse_quantized_engine(engine_name, "--engine");
   const std::vector<int64_t> shape = parse_input_shape(input_shape_text);
@@ -153,16 +165,30 @@ int run_convert(const std::vector<std::string>& args) {
   onnx_options.opset = onnx_opset;
   host::check_onnx_export_options(onnx_options, "--onnx-opset");
   const int thread_count = host::configure_threads(threads);
-  const char* ort_option = onnxruntime.empty() ? "LITHE_ONNXRUNTIME" : "--onnxruntime";
   if (!ort_library.empty()) {
     host::OnnxRuntimeSession::load_library(ort_library, ort_option);  // a bad one before any work
+  }
+  // Every output staged before any work (an unwritable directory fails here); committed
+  // together at the end: every output or none.
+  host::StagedFile staged_model(output_path, "--output");
+  std::optional<host::StagedFile> staged_json;
+  std::optional<host::StagedFile> staged_onnx;
+  if (!json_path.empty()) {
+    staged_json.emplace(json_path, "--json");
+  }
+  if (!onnx_path.empty()) {
+    staged_onnx.emplace(onnx_path, "--onnx");
   }
 
   // The certificate's inputs: batches of the data, or seeded normal samples, reproducible in
   // Python (torch.randn(shape, generator=torch.Generator().manual_seed(kCheckSeed + i))).
   host::Dataset data;
   if (!data_path.empty()) {
-    data = host::load_dataset(data_path, "test");
+    try {
+      data = host::load_dataset(data_path, "test");
+    } catch (const sdk::Error& e) {
+      throw sdk::Error(e.code(), "--data " + data_path + ": " + e.what());
+    }
     const std::vector<int64_t> sample_shape(shape.begin() + 1, shape.end());
     LITHE_CHECK(data.images.sizes().slice(1).vec() == sample_shape, sdk::Errc::kInvalidConfig,
                 "--data ", data.source, ": its images have shape ", data.images.sizes().slice(1),
@@ -180,6 +206,11 @@ int run_convert(const std::vector<std::string>& args) {
 
   torch::jit::Module model = host::load_torchscript_module(model_path);
   model.eval();
+  if (data.size() > 0) {
+    // The model takes the images and its outputs have room for every label (as lithe eval).
+    host::check_dataset_fits_model(*host::make_torchscript_model(model), data);
+    model.eval();
+  }
   host::Int8ConvertReport report;
   torch::jit::Module int8 = host::convert_to_int8(model, options, &report);
   host::Int8ConvertOptions reference_options;
@@ -189,9 +220,15 @@ int run_convert(const std::vector<std::string>& args) {
   fake_quantized.eval();
   const std::string int8_bytes = host::serialize_int8_model(int8, report.engine);
   host::OnnxExportSummary onnx_summary;
-  const std::string onnx_bytes = !onnx_path.empty() || !ort_library.empty()
-                                     ? host::export_onnx(model, onnx_options, &onnx_summary)
-                                     : std::string();
+  std::string onnx_bytes;
+  if (!onnx_path.empty() || !ort_library.empty()) {
+    try {
+      onnx_bytes = host::export_onnx(model, onnx_options, &onnx_summary);
+    } catch (const sdk::Error& e) {
+      throw sdk::Error(e.code(), std::string(onnx_path.empty() ? ort_option : "--onnx") +
+                                     ": the ONNX model cannot be written: " + e.what());
+    }
+  }
   std::unique_ptr<host::OnnxRuntimeSession> ort;
   if (!ort_library.empty()) {
     ort = std::make_unique<host::OnnxRuntimeSession>(ort_library, ort_option, onnx_bytes,
@@ -210,17 +247,17 @@ int run_convert(const std::vector<std::string>& args) {
     const at::Tensor x = sample(i);
     const at::Tensor want = output_tensor(fake_quantized, x, "fake-quantized");
     const at::Tensor got = output_tensor(int8, x, "int8");
-    against_fake_quantized.add(got, want, "int8 model's");
+    against_fake_quantized.add(got, want, "int8 model's", "fake-quantized model");
     at::Tensor from_ort;
     if (ort) {
       from_ort = ort->run(x);
-      LITHE_CHECK(from_ort.numel() == got.numel(), sdk::Errc::kInternal, "ONNX Runtime's output ",
-                  "has shape ", from_ort.sizes(), ", the int8 model's ", got.sizes());
-      from_ort = from_ort.reshape(got.sizes());
-      against_ort.add(got, from_ort, "int8 model's (against ONNX Runtime)");
+      against_ort.add(got, from_ort, "int8 model's", "ONNX Runtime model");
     }
     if (data.size() > 0 && got.dim() == 2) {
       const at::Tensor labels = data.labels.slice(0, i * shape[0], (i + 1) * shape[0]);
+      LITHE_CHECK(got.size(0) == labels.size(0), sdk::Errc::kUnsupported,
+                  "--data: the model returns ", got.size(0), " rows for a batch of ",
+                  labels.size(0), " images; accuracy needs one row per image");
       const at::Tensor float_out = output_tensor(model, x, "float");
       const std::vector<at::Tensor> outputs = {float_out, want, got, from_ort};
       for (size_t m = 0; m < outputs.size(); ++m) {
@@ -292,6 +329,8 @@ int run_convert(const std::vector<std::string>& args) {
       }
     }
     std::printf("\n");
+  } else if (data.size() > 0) {
+    std::printf("accuracy not reported: the output is not [batch, classes]\n");
   }
   std::printf("\n%-16s %14s %14s %14s\n", "", "float", "fake-quant", "int8");
   const double size_ratio =
@@ -324,7 +363,8 @@ int run_convert(const std::vector<std::string>& args) {
   certificate["dequantize_ops"] = report.dequantize_ops;
   certificate["float_ops_reading_int8"] = report.dequantized_before;
   json check = against_fake_quantized.to_json(step);
-  check["samples"] = samples;
+  check["samples"] = samples;  // batches
+  check["batch"] = shape[0];
   if (data.size() > 0) {
     check["data"] = data.source;
   } else {
@@ -335,6 +375,7 @@ int run_convert(const std::vector<std::string>& args) {
   certificate["check"] = check;
   if (!ort_version.empty()) {
     json ort_check = against_ort.to_json(step);
+    ort_check["run"] = true;
     ort_check["library"] = ort_library;
     ort_check["version"] = ort_version;
     certificate["onnxruntime"] = ort_check;
@@ -360,17 +401,11 @@ int run_convert(const std::vector<std::string>& args) {
                                {"int8", latency[2]}, {"int8_ratio", ratio(latency[2], latency[0])},
                                {"runs", runs}};
 
-  // Every output or none.
-  host::StagedFile staged_model(output_path, "--output");
-  std::optional<host::StagedFile> staged_json;
-  std::optional<host::StagedFile> staged_onnx;
   staged_model.write(int8_bytes);
-  if (!json_path.empty()) {
-    staged_json.emplace(json_path, "--json");
+  if (staged_json) {
     staged_json->write(certificate.dump(1) + "\n");
   }
-  if (!onnx_path.empty()) {
-    staged_onnx.emplace(onnx_path, "--onnx");
+  if (staged_onnx) {
     staged_onnx->write(onnx_bytes);
   }
   staged_model.commit();

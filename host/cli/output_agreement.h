@@ -24,9 +24,17 @@ struct OutputAgreement {
   int64_t differing = 0;  // output values that are not equal
   int64_t values = 0;
 
-  void add(const at::Tensor& got, const at::Tensor& want, const char* what) {
-    LITHE_CHECK(want.sizes() == got.sizes(), sdk::Errc::kInternal, "the ", what,
-                " output has shape ", got.sizes(), ", the reference's ", want.sizes());
+  /// `got` and `want` must have one shape and hold finite values only: a NaN would otherwise
+  /// drop out of the maxima and read as agreement (sdk::Error(kUnsupported) naming `what` and
+  /// `reference`).
+  void add(const at::Tensor& got, const at::Tensor& want, const char* what,
+           const char* reference) {
+    LITHE_CHECK(want.sizes() == got.sizes(), sdk::Errc::kUnsupported, "the ", what,
+                " output has shape ", got.sizes(), ", the ", reference, "'s ", want.sizes());
+    LITHE_CHECK(got.isfinite().all().item<bool>(), sdk::Errc::kUnsupported, "the ", what,
+                " output holds NaN or infinite values; the certificate compares finite outputs");
+    LITHE_CHECK(want.isfinite().all().item<bool>(), sdk::Errc::kUnsupported, "the ", reference,
+                "'s output holds NaN or infinite values; the certificate compares finite outputs");
     max_abs = std::max(max_abs, (got - want).abs().max().item<double>());
     reference_max = std::max(reference_max, want.abs().max().item<double>());
     differing += got.ne(want).sum().item<int64_t>();

@@ -113,6 +113,7 @@ TEST(ConvertCliTest, OnnxRuntimeRunsTheQdqFileOnTheSameImagesAsTheInt8Model) {
                              HasSubstr("max |int8 - ORT|"), HasSubstr("accuracy on 64 labelled")));
   const auto cert = nlohmann::json::parse(read_text(dir / "cert.json"));
   const auto& ort_check = cert["onnxruntime"];
+  EXPECT_EQ(ort_check["run"], true);
   EXPECT_EQ(ort_check["version"].get<std::string>().rfind("1.", 0), 0u) << ort_check;
   EXPECT_EQ(ort_check["top1_rows"], 64);
   // The same grids and weights in two runtimes: at most a step apart where one rounds a value
@@ -140,8 +141,10 @@ TEST(ConvertCliTest, OnnxRuntimeRunsTheQdqFileOnTheSameImagesAsTheInt8Model) {
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_EQ(nlohmann::json::parse(read_text(dir / "cert_env.json"))["onnxruntime"]["library"],
             ort.string());
-  run = run_lithe(common + " --output " + (dir / "int8_none.pt").string() + " --json " +
-                  (dir / "cert_none.json").string());
+  // LITHE_ONNXRUNTIME alone does not make convert export and run ONNX (that takes --onnx).
+  run = run_lithe_env("LITHE_ONNXRUNTIME=" + ort.string(),
+                      common + " --output " + (dir / "int8_none.pt").string() + " --json " +
+                          (dir / "cert_none.json").string());
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("ONNX Runtime: not run"));
   EXPECT_EQ(nlohmann::json::parse(read_text(dir / "cert_none.json"))["onnxruntime"]["run"], false);
@@ -179,19 +182,36 @@ TEST(ConvertCliTest, ALibraryThatIsNotOnnxRuntimeFailsInOneLineAndNothingIsWritt
       EXPECT_FALSE(fs::exists(dir / output)) << c.library << ": " << output;
     }
   }
-  // Data whose images are not --input-shape's, and an opset with no ONNX file to apply to.
-  CliRun run = run_lithe("convert --model " + q.string() + " --input-shape 1,3,28,28 --output " +
-                         (dir / "int8.pt").string() +
-                         " --data /usr/share/datasets/fashion-mnist");
+  // An opset with no ONNX file to apply to; an empty --onnxruntime; data that is not a dataset.
+  CliRun run = run_lithe("convert --model " + q.string() + " --input-shape 1,1,28,28 --output " +
+                         (dir / "int8.pt").string() + " --onnx-opset 17");
   EXPECT_NE(run.exit_code, 0);
-  if (fs::is_directory("/usr/share/datasets/fashion-mnist")) {
-    EXPECT_THAT(run.out, AllOf(HasSubstr("--data"), HasSubstr("[1, 28, 28]"),
-                               HasSubstr("--input-shape asks for [3, 28, 28]")));
-  }
+  EXPECT_THAT(run.out, HasSubstr("--onnx-opset has no effect without --onnx or --onnxruntime"));
   run = run_lithe("convert --model " + q.string() + " --input-shape 1,1,28,28 --output " +
-                  (dir / "int8.pt").string() + " --onnx-opset 17");
+                  (dir / "int8.pt").string() + " --onnxruntime ''");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_THAT(run.out, HasSubstr("--onnx-opset has no effect without --onnx"));
+  EXPECT_THAT(run.out, HasSubstr("--onnxruntime must name ONNX Runtime's shared library"));
+  run = run_lithe("convert --model " + q.string() + " --input-shape 1,1,28,28 --output " +
+                  (dir / "int8.pt").string() + " --data " + (dir / "notes.txt").string());
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--data " + (dir / "notes.txt").string() + ": "));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  EXPECT_FALSE(fs::exists(dir / "int8.pt"));
+}
+
+TEST(ConvertCliTest, DataOfAnotherShapeIsRefusedNamingBothShapes) {
+  if (!fs::is_directory("/usr/share/datasets/fashion-mnist")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  const fs::path dir = scratch_dir("convert_cli_data_shape");
+  const fs::path q = quantized_lenet(dir);
+  const CliRun run = run_lithe("convert --model " + q.string() +
+                               " --input-shape 1,3,28,28 --output " + (dir / "int8.pt").string() +
+                               " --data /usr/share/datasets/fashion-mnist");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--data"), HasSubstr("[1, 28, 28]"),
+                             HasSubstr("--input-shape asks for [3, 28, 28]")));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
   EXPECT_FALSE(fs::exists(dir / "int8.pt"));
 }
 

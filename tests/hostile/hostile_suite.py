@@ -841,6 +841,10 @@ def build_cases(fx):
                                 "--output", "out.pt", "--epochs", "1", "--data", f,
                                 "--batch-size", "32", "--threads", "1"],
                                {"lenet.pt": L, "level.json": LEVEL}),
+        # The data is read before the model is converted: the float LeNet serves.
+        "convert": lambda f: (["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28",
+                               "--output", "out.pt", "--data", f, "--threads", "1"],
+                              {"lenet.pt": L}),
     }
     for verb, make in data_verbs.items():
         for kind, rule in data_rules.items():
@@ -849,7 +853,7 @@ def build_cases(fx):
             files[fname] = fx.data_bad[kind]
             add("data_%s_%s" % (kind, verb), "data file", argv, where=q(fname), error=rule,
                 files=files)
-        split = "t10k" if verb == "eval" else "train"
+        split = "t10k" if verb in ("eval", "convert") else "train"
         idx_variants = {
             "bad_magic": ({split + "-images-idx3-ubyte": b"\x00\x00\x08\x01" +
                            fx.idx_good[split + "-images-idx3-ubyte"][4:]},
@@ -1301,6 +1305,11 @@ def build_cases(fx):
          "--onnx", "q.onnx", "--threads", "1"],
         files={"lenet.pt": L, "notes.txt": b"notes\n"}, env={"LITHE_ONNXRUNTIME": "notes.txt"},
         where=q("LITHE_ONNXRUNTIME notes.txt"), error=r"not an ELF file")
+    add("onnxruntime_env_is_the_output", "onnxruntime library",
+        ["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28", "--output", "ort.so",
+         "--onnx", "q.onnx", "--threads", "1"],
+        files={"lenet.pt": L, "ort.so": b"\x7fELF"}, env={"LITHE_ONNXRUNTIME": "ort.so"},
+        where=q("--output"), error=r"LITHE_ONNXRUNTIME")
     add("onnxruntime_is_the_output", "onnxruntime library",
         ["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28", "--output", "ort.so",
          "--onnxruntime", "ort.so", "--threads", "1"],

@@ -77,8 +77,8 @@ struct Library {
     }
     const std::string message = fn<const char* (*)(const void*)>(kGetErrorMessage)(status);
     fn<void (*)(void*)>(kReleaseStatus)(status);
-    throw sdk::Error(sdk::Errc::kUnsupported,
-                     "ONNX Runtime " + version + " (" + path + ") " + what + ": " + message);
+    throw sdk::Error(sdk::Errc::kUnsupported, "ONNX Runtime " + version + " (" + path + ") " +
+                                                  what + ": " + sdk::printable(message, 2000));
   }
 };
 
@@ -98,8 +98,9 @@ const Library& open_library(const fs::path& path, const std::string& option) {
   };
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) {
-    throw refuse("no such file");
+  if (!fs::exists(status)) {
+    throw refuse(ec && ec != std::errc::no_such_file_or_directory ? ec.message()
+                                                                   : "no such file");
   }
   if (!fs::is_regular_file(status)) {
     throw refuse("not a regular file");
@@ -135,7 +136,8 @@ const Library& open_library(const fs::path& path, const std::string& option) {
   Library library;
   library.api = static_cast<const AnyFunction*>(api);
   library.path = canonical.string();
-  library.version = base->get_version_string();
+  const char* version = base->get_version_string();
+  library.version = version != nullptr ? version : "(no version)";
   library.check(library.fn<void* (*)(int, const char*, void**)>(kCreateEnv)(
                     kLogErrorsOnly, "lithe", &library.env),
                 "could not create its environment");
