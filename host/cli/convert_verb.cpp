@@ -197,9 +197,12 @@ int run_convert(const std::vector<std::string>& args) {
                 ": ", data.size(), " images, fewer than one batch of ", shape[0]);
     samples = static_cast<int>(std::min<int64_t>(samples, data.size() / shape[0]));
   }
+  const auto batch_of = [&](const at::Tensor& t, int i) {
+    return t.slice(0, i * shape[0], (i + 1) * shape[0]);
+  };
   const auto sample = [&](int i) {
     if (data.size() > 0) {
-      return data.images.slice(0, i * shape[0], (i + 1) * shape[0]).contiguous();
+      return batch_of(data.images, i).contiguous();
     }
     return at::randn(shape, at::detail::createCPUGenerator(kCheckSeed + i));
   };
@@ -254,7 +257,7 @@ int run_convert(const std::vector<std::string>& args) {
       against_ort.add(got, from_ort, "int8 model's", "ONNX Runtime model");
     }
     if (data.size() > 0 && got.dim() == 2) {
-      const at::Tensor labels = data.labels.slice(0, i * shape[0], (i + 1) * shape[0]);
+      const at::Tensor labels = batch_of(data.labels, i);
       LITHE_CHECK(got.size(0) == labels.size(0), sdk::Errc::kUnsupported,
                   "--data: the model returns ", got.size(0), " rows for a batch of ",
                   labels.size(0), " images; accuracy needs one row per image");
@@ -274,6 +277,15 @@ int run_convert(const std::vector<std::string>& args) {
   }
   const double step = report.output_scales.size() == 1 ? report.output_scales[0] : 0;
   const std::string ort_version = ort ? ort->version() : "";
+  // Each model's accuracy on the labelled images: printed and written alike.
+  json accuracy;
+  if (labelled > 0) {
+    static const char* const kModels[] = {"float", "fake_quantized", "int8", "onnxruntime"};
+    accuracy["images"] = labelled;
+    for (size_t m = 0; m < (ort ? 4u : 3u); ++m) {
+      accuracy[kModels[m]] = ratio(static_cast<double>(correct[m]), static_cast<double>(labelled));
+    }
+  }
   ort.reset();  // its threads must not compete with the timings below
 
   torch::jit::Module float_model = model;
@@ -319,13 +331,11 @@ int run_convert(const std::vector<std::string>& args) {
   } else {
     std::printf("ONNX Runtime: not run (give --onnxruntime libonnxruntime.so)\n");
   }
-  static const char* const kModels[] = {"float", "fake_quantized", "int8", "onnxruntime"};
   if (labelled > 0) {
     std::printf("accuracy on %lld labelled images:", static_cast<long long>(labelled));
-    for (size_t m = 0; m < correct.size(); ++m) {
-      if (m < 3 || !ort_version.empty()) {
-        std::printf(" %s %.4f", kModels[m], ratio(static_cast<double>(correct[m]),
-                                                  static_cast<double>(labelled)));
+    for (const auto& [name, value] : accuracy.items()) {
+      if (name != "images") {
+        std::printf(" %s %.4f", name.c_str(), value.get<double>());
       }
     }
     std::printf("\n");
@@ -383,13 +393,6 @@ int run_convert(const std::vector<std::string>& args) {
     certificate["onnxruntime"] = {{"run", false}};
   }
   if (labelled > 0) {
-    json accuracy = {{"images", labelled}};
-    for (size_t m = 0; m < correct.size(); ++m) {
-      if (m < 3 || !ort_version.empty()) {
-        accuracy[kModels[m]] =
-            ratio(static_cast<double>(correct[m]), static_cast<double>(labelled));
-      }
-    }
     certificate["accuracy"] = accuracy;
   }
   if (!onnx_path.empty()) {
