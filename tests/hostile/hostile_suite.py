@@ -1305,6 +1305,11 @@ def build_cases(fx):
          "--onnx", "q.onnx", "--threads", "1"],
         files={"lenet.pt": L, "notes.txt": b"notes\n"}, env={"LITHE_ONNXRUNTIME": "notes.txt"},
         where=q("LITHE_ONNXRUNTIME notes.txt"), error=r"not an ELF file")
+    add("data_fewer_than_a_batch_convert", "data file",
+        ["convert", "--model", "lenet.pt", "--input-shape", "100,1,28,28", "--output", "out.pt",
+         "--data", "data.pt", "--threads", "1"],
+        files={"lenet.pt": L, "data.pt": DATA}, where=q("--data data.pt"),
+        error=allof(r"\b64 images", r"fewer than one batch of 100"))
     add("onnxruntime_env_is_the_output", "onnxruntime library",
         ["convert", "--model", "lenet.pt", "--input-shape", "1,1,28,28", "--output", "ort.so",
          "--onnx", "q.onnx", "--threads", "1"],
