@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
@@ -89,6 +91,31 @@ TEST(OnnxRuntimeSessionTest, ALibraryWithoutOrtsEntryPointIsRefusedBeforeAnyMode
     EXPECT_THAT(e.what(), AllOf(HasSubstr("LITHE_ONNXRUNTIME " + sdk.string()),
                                 HasSubstr("exports no OrtGetApiBase")));
   }
+}
+
+TEST(OnnxRuntimeSessionTest, ALibraryOthersCouldReplaceIsRefusedAsAPluginWouldBe) {
+  // A copy of the SDK library that others may write: refused before its bytes are read (the
+  // trust rule of plugins), so the message is about the mode, not about OrtGetApiBase.
+  const fs::path dir =
+      fs::temp_directory_path() / ("lithe_ort_trust_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  const fs::path copy = dir / "libonnxruntime.so";
+  fs::copy_file(test::binary_dir() / "lib/liblithe_sdk.so", copy,
+                fs::copy_options::overwrite_existing);
+  fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                            fs::perms::group_write | fs::perms::others_read |
+                            fs::perms::others_write);
+  try {
+    (void)host::OnnxRuntimeSession::load_library(copy, "--onnxruntime");
+    ADD_FAILURE() << "a library writable by others was opened";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), sdk::Errc::kInvalidConfig);
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("--onnxruntime " + copy.string()),
+                                HasSubstr("writable by others"), HasSubstr("chmod go-w")));
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1289,6 +1289,15 @@ def build_cases(fx):
         add("onnxruntime_%s" % name, "onnxruntime library", convert_ort("libs/" + fname),
             files={"lenet.pt": L}, setup=put_file("libs", fname, data),
             where=q("--onnxruntime libs/" + fname), error=allof(rule, r"libonnxruntime\.so"))
+    # Code loaded into the process: the same trust rule as a plugin's (checked before its bytes).
+    add("onnxruntime_writable_by_others", "onnxruntime library", convert_ort("wlibs/ort.so"),
+        files={"lenet.pt": L}, setup=put_file("wlibs", "ort.so", b"x", 0o666),
+        where=q("--onnxruntime wlibs/ort.so"), error=allof(r"writable by others", r"go-w"))
+    add("onnxruntime_in_a_group_writable_dir", "onnxruntime library",
+        convert_ort("glibs/ort.so"), files={"lenet.pt": L},
+        setup=steps(put_file("glibs", "ort.so", b"x"),
+                    lambda d: os.chmod(os.path.join(d, "glibs"), 0o775)),
+        where=q("--onnxruntime glibs/ort.so"), error=allof(r"glibs", r"writable by its group"))
     add("onnxruntime_missing", "onnxruntime library", convert_ort("nope.so"),
         files={"lenet.pt": L}, where=q("--onnxruntime nope.so"), error=r"no such file")
     add("onnxruntime_directory", "onnxruntime library", convert_ort("libdir"),

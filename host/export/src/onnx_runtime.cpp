@@ -113,6 +113,16 @@ const Library& open_library(const fs::path& path, const std::string& option) {
   if (const auto it = libraries().find(canonical); it != libraries().end()) {
     return it->second;
   }
+  if (!insecure_libraries_allowed()) {  // as the plugin loader asks of a plugin
+    if (const std::string problem = trust_problem(canonical, /*is_directory=*/false);
+        !problem.empty()) {
+      throw sdk::Error(sdk::Errc::kInvalidConfig,
+                       option + " " + path.string() + ": refused: " + problem +
+                           "; anyone who can write there could run code in lithe. Fix the "
+                           "permissions (chmod go-w), or set LITHE_ALLOW_INSECURE_PLUGINS=1 for "
+                           "a development tree");
+    }
+  }
   if (const std::string problem = shared_object_problem(canonical); !problem.empty()) {
     throw refuse(problem);
   }

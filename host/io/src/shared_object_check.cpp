@@ -1,7 +1,12 @@
 #include "lithe/host/io/shared_object_check.h"
 
 #include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -64,6 +69,49 @@ std::string shared_object_problem(const fs::path& path) {
              std::to_string(segment.p_offset + segment.p_filesz) + " but the file has " +
              std::to_string(size) + " (truncated?)";
     }
+  }
+  return "";
+}
+
+bool insecure_libraries_allowed() {
+  const char* value = std::getenv("LITHE_ALLOW_INSECURE_PLUGINS");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+std::string trust_problem(const fs::path& path, bool is_directory) {
+  const uid_t me = ::geteuid();
+  const auto check = [&](const fs::path& item, bool plugin_dir_or_file) -> std::string {
+    struct stat st {};
+    if (::stat(item.c_str(), &st) != 0) {
+      return "cannot examine '" + item.string() + "': " + std::strerror(errno);
+    }
+    if (st.st_uid != 0 && st.st_uid != me) {
+      return "'" + item.string() + "' is owned by user " + std::to_string(st.st_uid) +
+             ", neither root nor this user";
+    }
+    const bool sticky_root = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (plugin_dir_or_file || !sticky_root)) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return "'" + item.string() + "' is writable by " +
+             ((st.st_mode & S_IWOTH) != 0 ? "others" : "its group") + " (mode " + mode + ")";
+    }
+    return "";
+  };
+  if (std::string problem = check(path, true); !problem.empty()) {
+    return problem;
+  }
+  fs::path dir = path.parent_path();
+  bool own_dir = !is_directory;  // a file's own directory gets the strict rule too
+  for (int depth = 0; depth < 256 && !dir.empty(); ++depth) {
+    if (std::string problem = check(dir, own_dir); !problem.empty()) {
+      return problem;
+    }
+    own_dir = false;
+    if (dir == dir.root_path()) {
+      break;
+    }
+    dir = dir.parent_path();
   }
   return "";
 }

@@ -76,54 +76,6 @@ void keep_loaded_forever(std::shared_ptr<PluginLoader::Library> library) {
   libraries->push_back(std::move(library));
 }
 
-bool insecure_plugins_allowed() {
-  const char* value = std::getenv("LITHE_ALLOW_INSECURE_PLUGINS");
-  return value != nullptr && std::strcmp(value, "1") == 0;
-}
-
-// Why `path` (a plugin file or directory, canonical) cannot be trusted, or "". Like ssh's
-// StrictModes: code loaded into the process must not be replaceable by anyone but its owner or
-// root, so the file, its directory and every directory above it must be owned by root or by
-// this user and not be writable by group or others. A sticky directory owned by root (/tmp)
-// is accepted above the plugin's own directory: others cannot rename or remove what is in it.
-std::string trust_problem(const fs::path& path, bool is_directory) {
-  const uid_t me = ::geteuid();
-  const auto check = [&](const fs::path& item, bool plugin_dir_or_file) -> std::string {
-    struct stat st {};
-    if (::stat(item.c_str(), &st) != 0) {
-      return "cannot examine '" + item.string() + "': " + std::strerror(errno);
-    }
-    if (st.st_uid != 0 && st.st_uid != me) {
-      return "'" + item.string() + "' is owned by user " + std::to_string(st.st_uid) +
-             ", neither root nor this user";
-    }
-    const bool sticky_root = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (plugin_dir_or_file || !sticky_root)) {
-      char mode[8];
-      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-      return "'" + item.string() + "' is writable by " +
-             ((st.st_mode & S_IWOTH) != 0 ? "others" : "its group") + " (mode " + mode + ")";
-    }
-    return "";
-  };
-  if (std::string problem = check(path, true); !problem.empty()) {
-    return problem;
-  }
-  fs::path dir = path.parent_path();
-  bool own_dir = !is_directory;  // a file's own directory gets the strict rule too
-  for (int depth = 0; depth < 256 && !dir.empty(); ++depth) {
-    if (std::string problem = check(dir, own_dir); !problem.empty()) {
-      return problem;
-    }
-    own_dir = false;
-    if (dir == dir.root_path()) {
-      break;
-    }
-    dir = dir.parent_path();
-  }
-  return "";
-}
-
 std::string untrusted_message(const fs::path& path, const std::string& problem) {
   return path.string() + ": refused: " + problem +
          "; anyone who can write there could run code in lithe. Fix the permissions "
@@ -193,7 +145,7 @@ void PluginLoader::load_search_path(const std::vector<fs::path>& cli_dirs) {
     summary += (summary.empty() ? "" : ", ") + dir.string();
     const bool from_environment =
         std::find(cli_dirs.begin(), cli_dirs.end(), dir) == cli_dirs.end();
-    if (from_environment && dir.is_relative() && !insecure_plugins_allowed()) {
+    if (from_environment && dir.is_relative() && !insecure_libraries_allowed()) {
       // Relative to whatever directory lithe happens to be started in: refused.
       LoadReport report;
       report.path = dir;
@@ -229,7 +181,7 @@ void PluginLoader::load_directory(const fs::path& dir) {
   if (!fs::is_directory(dir, ec)) {
     return;
   }
-  if (!insecure_plugins_allowed()) {
+  if (!insecure_libraries_allowed()) {
     const fs::path real = fs::canonical(dir, ec);
     const std::string problem = ec ? "cannot resolve it: " + ec.message()
                                    : trust_problem(real, /*is_directory=*/true);
@@ -278,7 +230,7 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
     return reports_.back();
   };
 
-  if (!insecure_plugins_allowed()) {
+  if (!insecure_libraries_allowed()) {
     const fs::path real = fs::canonical(file, ec);
     const std::string problem = ec ? "cannot resolve it: " + ec.message()
                                    : trust_problem(real, /*is_directory=*/false);

@@ -14,4 +14,16 @@ namespace lithe::host {
 /// loadable segment must lie within the file before it is opened. Reads the file; never throws.
 std::string shared_object_problem(const std::filesystem::path& path);
 
+/// Why `path` (a library or a plugin directory, canonical) cannot be trusted, or "". Like ssh's
+/// StrictModes: code loaded into the process must not be replaceable by anyone but its owner or
+/// root, so the file, its directory and every directory above it must be owned by root or by
+/// this user and not be writable by group or others. A sticky directory owned by root (/tmp)
+/// is accepted above the library's own directory: others cannot rename or remove what is in
+/// it. Never throws.
+std::string trust_problem(const std::filesystem::path& path, bool is_directory);
+
+/// LITHE_ALLOW_INSECURE_PLUGINS=1: trust_problem is not asked (a development tree), for plugins
+/// and ONNX Runtime alike.
+bool insecure_libraries_allowed();
+
 }  // namespace lithe::host
