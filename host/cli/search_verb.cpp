@@ -114,6 +114,7 @@ int run_search(const std::vector<std::string>& args) {
   int64_t epochs = 0;
   bool json_out = false;
   bool latency_in_process = false;
+  bool no_fill = false;
   host::AutoCompressOptions auto_compress;
   host::SearchOptions& options = auto_compress.search;
   SearchQuantization quantization;
@@ -194,6 +195,9 @@ int run_search(const std::vector<std::string>& args) {
       ("bisection-steps",
        po::value(&options.bisection_steps)->default_value(options.bisection_steps),
        "measurements of the overall scale per trial")
+      ("no-fill", po::bool_switch(&no_fill),
+       "random, annealing and amc trials under a FLOPs or parameter budget: do not give "
+       "pruned channels back, one at a time, while the model still fits")
       ("input-shape", po::value(&input_shape),
        "input of the FLOPs count, the speedup and the timing, batch first (default: one "
        "sample of the data, e.g. 1,1,28,28)")
@@ -406,6 +410,7 @@ int run_search(const std::vector<std::string>& args) {
     std::fprintf(stderr, "search: tolerated within %g of %.4f: %s\n", sensitivity_threshold,
                  dense_accuracy, tolerated.c_str());
   }
+  options.fill_budget = !no_fill;
   if (!latency_in_process) {
     options.latency_probe = fresh_process_latency_probe(
         model_path, options.latency.input_shape, options.latency.runs, options.latency.warmup,

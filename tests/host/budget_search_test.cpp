@@ -114,13 +114,19 @@ TEST_F(BudgetSearchTest, EveryFeasibleTrialFitsTheFlopsBudgetCountedAfresh) {
     EXPECT_EQ(counted.total_flops, trial.use.flops) << trial.index;
     EXPECT_LE(static_cast<double>(counted.total_flops), 0.5 * result.dense.flops) << trial.index;
     // Smaller than dense in earnest: the conv layers lost filters.
-    EXPECT_LT(rebuilt.attr("conv2").toModule().attr("weight").toTensor().size(0), 16);
+    EXPECT_LT(rebuilt.attr("conv1").toModule().attr("weight").toTensor().size(0) +
+                  rebuilt.attr("conv2").toModule().attr("weight").toTensor().size(0),
+              6 + 16);
     ASSERT_TRUE(trial.accuracy.has_value());
     EXPECT_GE(*trial.accuracy, 0.0);
-    // Sparsities are the scale along the direction, capped.
+    // Sparsities are the scale along the direction, capped, less the channels the fill gave
+    // back (none for the uniform trial).
     for (size_t i = 0; i < trial.sparsities.size(); ++i) {
-      EXPECT_NEAR(trial.sparsities[i],
-                  std::min(options.max_sparsity, trial.scale * trial.direction[i]), 1e-6);
+      const double scaled = std::min(options.max_sparsity, trial.scale * trial.direction[i]);
+      EXPECT_LE(trial.sparsities[i], scaled + 1e-6) << trial.index;
+      if (trial.index == 0) {
+        EXPECT_NEAR(trial.sparsities[i], scaled, 1e-6);
+      }
     }
   }
   EXPECT_GE(feasible, 4) << "the budget is reachable along nearly every direction";
@@ -129,6 +135,55 @@ TEST_F(BudgetSearchTest, EveryFeasibleTrialFitsTheFlopsBudgetCountedAfresh) {
     if (trial.feasible) {
       EXPECT_LE(*trial.accuracy, *result.trials[*result.best].accuracy);
     }
+  }
+}
+
+// The fill: after the scale is bisected, pruned channels go back one at a time while the model
+// fits. Every filled trial is then full: one more channel back in any pruned layer breaks the
+// budget (or changes nothing). Without the fill, trial 1 (the same direction either way) prunes
+// at least as many channels and uses less of the budget; the uniform trial 0 is never filled.
+TEST_F(BudgetSearchTest, TheFillGivesChannelsBackUntilOneMoreWouldBreakTheBudget) {
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.5x", 4);
+  options.op_types = {"Conv2d", "Linear"};
+  options.layers = {"conv1", "conv2", "fc1", "fc2"};
+  SearchOptions unfilled = options;
+  unfilled.fill_budget = false;
+  const SearchResult filled =
+      run_budget_search(dense_, filter_registry(), options, {&test_, nullptr});
+  const SearchResult plain =
+      run_budget_search(dense_, filter_registry(), unfilled, {&test_, nullptr});
+  const std::vector<int64_t> rows = {6, 16, 120, 84};  // conv1, conv2, fc1, fc2
+  ASSERT_EQ(filled.layers.size(), rows.size());
+  const double budget = 0.5 * static_cast<double>(filled.dense.flops);
+  int full = 0;
+  for (const SearchTrial& trial : filled.trials) {
+    if (!trial.feasible || trial.index == 0) {
+      continue;
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto removed = static_cast<int64_t>(trial.sparsities[i] * rows[i] + 1e-9);
+      if (removed < 1) {
+        continue;
+      }
+      std::vector<double> more = trial.sparsities;
+      more[i] = (static_cast<double>(removed) - 0.75) / static_cast<double>(rows[i]);
+      torch::jit::Module rebuilt = build_search_candidate(dense_, filter_registry(), options,
+                                                          filled.layers, more, {});
+      const int64_t flops = count_flops(rebuilt, {1, 1, 28, 28}, FlopsMode::kDefault).total_flops;
+      EXPECT_TRUE(static_cast<double>(flops) > budget || flops == trial.use.flops)
+          << "trial " << trial.index << " could give " << filled.layers[i]
+          << " a channel back: " << flops << " FLOPs of " << budget;
+      ++full;
+    }
+  }
+  EXPECT_GE(full, 3) << "the filled trials prune channels";
+  EXPECT_EQ(filled.trials[0].sparsities, plain.trials[0].sparsities);
+  ASSERT_TRUE(filled.trials[1].feasible && plain.trials[1].feasible);
+  EXPECT_EQ(filled.trials[1].direction, plain.trials[1].direction);
+  EXPECT_GT(filled.trials[1].use.flops, plain.trials[1].use.flops);
+  EXPECT_LE(static_cast<double>(filled.trials[1].use.flops), budget);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_LE(filled.trials[1].sparsities[i], plain.trials[1].sparsities[i]) << i;
   }
 }
 

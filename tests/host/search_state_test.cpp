@@ -109,6 +109,15 @@ TEST(SearchStateTest, AnotherSearchsStateIsRefusedNamingTheOption) {
   EXPECT_THAT([&] { (void)read_search_state(text, "s.json", fingerprint(4)); },
               ThrowsMessage<sdk::Error>(HasSubstr(
                   "s.json: was written by another search: /search/seed is 3 there and 4 now")));
+  // A search with the fill does not resume trials made without it.
+  SearchOptions plain;
+  plain.fill_budget = false;
+  const std::string unfilled =
+      search_state_json(sample(), search_fingerprint(plain, content_digest("m"), "d"));
+  EXPECT_THAT([&] {
+    (void)read_search_state(unfilled, "s.json",
+                            search_fingerprint(SearchOptions(), content_digest("m"), "d"));
+  }, ThrowsMessage<sdk::Error>(HasSubstr("fill_budget")));
   EXPECT_EQ(content_digest(""), "cbf29ce484222325");  // FNV-1a 64's offset basis
   EXPECT_NE(content_digest("a"), content_digest("b"));
 }

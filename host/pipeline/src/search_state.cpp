@@ -71,6 +71,9 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
                       {"recalibrate_bn", options.recalibrate_bn_batches},
                       {"eval_batch_size", options.train.eval_batch_size},
                       {"train", train}};
+  if (options.fill_budget) {  // states written before the fill existed made trials without it
+    fingerprint["fill_budget"] = true;
+  }
   if (!options.alternatives.empty()) {  // absent otherwise: earlier states stay resumable
     fingerprint["alternatives"] = options.alternatives;
   }

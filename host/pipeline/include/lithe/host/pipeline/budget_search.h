@@ -79,6 +79,12 @@ struct SearchOptions {
   /// NetAdapt: how much each round lowers the target, as a share of the dense model's resource.
   double netadapt_step = 0.1;
   int bisection_steps = 12;     ///< measurements of the scale per trial, >= 1
+  /// Random, annealing, sensitivity and AMC trials under a FLOPs or parameter budget: after the
+  /// scale is bisected, give pruned channels back one at a time (the most pruned layer first)
+  /// while the sped-up model still fits, so that a trial uses the budget up to one channel
+  /// rather than up to the last step of the scale. Not the uniform trial 0, not under a latency
+  /// budget.
+  bool fill_budget = true;
   FlopsMode flops_mode = FlopsMode::kDefault;
   LatencySettings latency;      ///< input_shape also fixes the FLOPs count's input
   /// Times a candidate against the dense model: (dense ms, candidate ms) as medians. Empty:
@@ -111,7 +117,9 @@ struct SearchTrial {
   /// Each layer's relative share (SearchResult::layers order); empty for NetAdapt's trials,
   /// which prune one layer further than the round's start.
   std::vector<double> direction;
-  double scale = 0;                ///< sparsity of layer i = min(max_sparsity, scale·direction[i])
+  /// The fitted scale: sparsity of layer i = min(max_sparsity, scale·direction[i]), less the
+  /// channels fill_budget gave back
+  double scale = 0;
   std::vector<double> sparsities;  ///< the candidate, one per layer
   bool feasible = false;           ///< within the budget
   /// Of the sped-up model (when no scale fits, at the largest one tried).
