@@ -6,6 +6,8 @@
             channels, the last two with strided 1x1 downsampling), scripted here and trained one
             epoch by `lithe train` (seed 0, SGD lr 0.05; --dense-epochs N, --dense-lr-step K:
             N epochs, the lr divided by 10 every K)
+            (--model resnet18: torchvision's ResNet-18, 10 classes, one-channel stem, trained
+            the same way)
   data      training images 0..54,999 train; 55,000..59,999 are the validation set the search
             scores trials on; the 10,000 test images are touched only by the final evaluation;
             the final fine-tune runs one epoch over training images 0..9,999
@@ -32,6 +34,7 @@ it.
 Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
            [--trial-epochs N] [--dense-epochs 1] [--dense-lr-step 0] [--finetune-seeds N]
            [--arms latency,flops,netadapt,amc,uniform,auto_compress,...]
+           [--model resnet8|resnet18] [--netadapt-trials 60]
 """
 import argparse
 import json
@@ -90,6 +93,17 @@ class ResNet8(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+def resnet18():
+    """torchvision's ResNet-18 with 10 classes and a stem convolution taking one channel (every
+    other layer torchvision's; at 28x28 its stages run at 7, 4, 2 and 1 pixels)."""
+    import torchvision
+    model = torchvision.models.resnet18(num_classes=10)
+    stem = model.conv1
+    model.conv1 = nn.Conv2d(1, stem.out_channels, stem.kernel_size, stem.stride, stem.padding,
+                            bias=False)
+    return model
+
+
 def lithe(*argv, check=True):
     done = subprocess.run([str(LITHE), *argv, "--threads", str(THREADS)], capture_output=True,
                           text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
@@ -141,6 +155,11 @@ def main():
     parser.add_argument("--arms", default="latency,flops,netadapt,amc,uniform,auto_compress,"
                         "uniform_long",
                         help="which searches to run (uniform is always run: the baseline)")
+    parser.add_argument("--netadapt-trials", type=int, default=60,
+                        help="NetAdapt's cap on trials (a round makes one per unit)")
+    parser.add_argument("--model", choices=("resnet8", "resnet18"), default="resnet8",
+                        help="the dense model: the ResNet-8 above, or torchvision's ResNet-18 "
+                        "with a one-channel stem")
     parser.add_argument("--finetune-seeds", type=int, default=0,
                         help="fine-tune every chosen model with this many shuffling seeds")
     args = parser.parse_args()
@@ -153,16 +172,19 @@ def main():
     save_split(work / "train.pt", train_x[:55000], train_y[:55000])
     save_split(work / "val.pt", train_x[55000:], train_y[55000:])
     save_split(work / "tune.pt", train_x[:10000], train_y[:10000])
-    torch.jit.script(ResNet8()).save(str(work / "resnet8_init.pt"))
-    dense = work / "resnet8.pt"
-    lithe("train", "--model", str(work / "resnet8_init.pt"), "--epochs", str(args.dense_epochs),
+    torch.jit.script(ResNet8() if args.model == "resnet8" else resnet18()).save(
+        str(work / f"{args.model}_init.pt"))
+    dense = work / f"{args.model}.pt"
+    lithe("train", "--model", str(work / f"{args.model}_init.pt"), "--epochs",
+          str(args.dense_epochs),
           "--lr", "0.05", "--lr-step", str(args.dense_lr_step), "--data", str(work / "train.pt"),
           "--test-data", str(work / "val.pt"), "--output", str(dense))
 
     results = {}
     arms = (("latency", ["--latency-budget", "0.5x"], args.trials),
             ("flops", ["--flops-budget", "0.5x"], args.trials),
-            ("netadapt", ["--flops-budget", "0.5x", "--strategy", "netadapt"], 60),
+            ("netadapt", ["--flops-budget", "0.5x", "--strategy", "netadapt"],
+             args.netadapt_trials),
             ("amc", ["--flops-budget", "0.5x", "--strategy", "amc"], 24),
             ("uniform", ["--flops-budget", "0.5x"], 1),
             # AutoCompress trains with ADMM in every round (3 rounds x 2 iterations x 1 epoch):
@@ -209,7 +231,8 @@ def main():
     dense_ms, measured = fresh_latency(dense, [results[n]["output"] for n in names])
     latencies = dict(zip(names, measured))
     dense_flops = flops_of(dense)
-    print(f"ResNet-8 on Fashion-MNIST, batch {BATCH}, {THREADS} threads; dense "
+    print(f"{'ResNet-8' if args.model == 'resnet8' else 'ResNet-18'} on Fashion-MNIST, batch "
+          f"{BATCH}, {THREADS} threads; dense "
           f"{dense_flops} FLOPs, {dense_ms:.3f} ms, test accuracy "
           f"{eval_accuracy(dense, FASHION):.4f}")
     print(f"{'search':<30} {'FLOPs':>7} {'latency (search)':>17} {'latency (fresh)':>16} "

@@ -35,9 +35,15 @@ figure:
             sped-up model is then fine-tuned by `lithe train` N times with the same recipe and
             shuffling seeds 0..N-1, and the test column is their mean (each seed's accuracy and
             the spread printed below the row)
+  --search-strategies annealing,amc,amc:nofill
+            with --flops-budget and --finetune-seeds: also `lithe search --strategy S` over the
+            same layers at the same budget (--search-trials trials, 48 by default; `:nofill`
+            adds --no-fill), its best model (pruned and sped up) fine-tuned like every arm;
+            --no-plugin-arms leaves out the simulated_annealing and net_adapt plugins
 
 Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
            [--nni | --flops-budget 0.5] [--sa-fine-tune 1] [--finetune-seeds N]
+           [--search-strategies S,...] [--search-trials 48] [--no-plugin-arms]
 """
 import argparse
 import json
@@ -141,7 +147,16 @@ def main():
     parser.add_argument("--finetune-seeds", type=int, default=0,
                         help="fine-tune every arm's sped-up result with this many shuffling "
                              "seeds instead of once inside lithe compress")
+    parser.add_argument("--search-strategies", default="",
+                        help="also `lithe search --strategy S` for each S (annealing, amc, "
+                             "random; S:nofill with --no-fill), at --flops-budget, fine-tuned "
+                             "with --finetune-seeds")
+    parser.add_argument("--search-trials", type=int, default=48)
+    parser.add_argument("--no-plugin-arms", action="store_true",
+                        help="leave out the simulated_annealing and net_adapt plugins' arms")
     args = parser.parse_args()
+    if args.search_strategies and not (args.flops_budget and args.finetune_seeds):
+        sys.exit("--search-strategies needs --flops-budget and --finetune-seeds")
     if args.nni and args.flops_budget:
         sys.exit("--nni compares at a weight sparsity: NNI's searches take no FLOPs budget")
     layers = args.layers.split(",")
@@ -178,7 +193,7 @@ def main():
         uniform = json.loads(state.read_text())["trials"][0]["sparsities"][0]
     arms = [("uniform", {"algorithm": "l1_filter",
                          "config_list": [dict(selection, sparsity=uniform)]})]
-    for seed in (1, 2, 3):
+    for seed in () if args.no_plugin_arms else (1, 2, 3):
         arms.append((f"simulated_annealing seed {seed}", {
             "algorithm": "simulated_annealing",
             "options": {"base_algo": "l1", "start_temperature": 0.05, "stop_temperature": 0.005,
@@ -191,13 +206,21 @@ def main():
                         "cool_down_rate": 0.8, "seed": seed,
                         "short_term_fine_tune_epochs": args.sa_fine_tune, **target},
             "config_list": [selection]}))
-    arms.append(("net_adapt", {
-        "algorithm": "net_adapt",
-        "options": {"base_algo": "l1", "sparsity_per_iteration": 0.1,
-                    "short_term_fine_tune_epochs": 1, **target},
-        "config_list": [selection]}))
+    if not args.no_plugin_arms:
+        arms.append(("net_adapt", {
+            "algorithm": "net_adapt",
+            "options": {"base_algo": "l1", "sparsity_per_iteration": 0.1,
+                        "short_term_fine_tune_epochs": 1, **target},
+            "config_list": [selection]}))
+    for spec in filter(None, args.search_strategies.split(",")):
+        strategy, _, fill = spec.partition(":")
+        arms.append((f"search {strategy}" + (" no fill" if fill == "nofill" else ""),
+                     {"search": strategy, "fill": fill != "nofill"}))
     print(f"dense LeNet: test accuracy {dense_accuracy:.4f}")
     dense_flops = flops_of(dense)
+    weights = {n: m.weight for n, m in torch.jit.load(str(dense)).named_modules() if n in layers}
+    rows = {n: w.shape[0] for n, w in weights.items()}
+    params = {n: w.numel() for n, w in weights.items()}
     print(f"| arm | sparsity {', '.join(layers)} | overall | FLOPs after speedup | validation | "
           "test | search time |")
     print("|---|---|---|---|---|---|---|")
@@ -209,24 +232,50 @@ def main():
         out_path = work / (name.replace(" ", "_") + ".pt")
         masks_path = work / (name.replace(" ", "_") + ".masks.pt")
         small_path = work / (name.replace(" ", "_") + ".small.pt")
+        if "search" in config:
+            # `lithe search` writes its best model pruned and sped up, not fine-tuned (the
+            # trials are scored as pruned, as the plugins' are).
+            state = work / (name.replace(" ", "_") + ".state.json")
+            if state.exists():
+                state.unlink()
+            run("search", "--model", str(dense), "--algorithm", "l1_filter", "--op-types",
+                "Conv2d,Linear", "--layers", ",".join(layers), "--flops-budget",
+                f"{args.flops_budget}x", "--strategy", config["search"], "--trials",
+                str(args.search_trials), *([] if config["fill"] else ["--no-fill"]),
+                "--input-shape", "1,1,28,28", "--data", str(train), "--test-data", str(val),
+                "--epochs", "0", "--state", str(state), "--output", str(small_path))
+            record = json.loads(state.read_text())
+            best = max((t for t in record["trials"] if t["feasible"]),
+                       key=lambda t: (t["accuracy"], -t["use"]["flops"], -t["index"]))
+            config.update(best=best, dense_flops=record["dense"]["flops"],
+                          seconds=sum(t["seconds"] for t in record["trials"]))
         # With --finetune-seeds the search alone (one-shot compress: no --epochs).
         # (lithe compress refuses data that a one-shot l1_filter would not read).
         training = [] if args.finetune_seeds else ["--epochs", "1", "--lr", "0.01",
                                                    "--momentum", "0.9", "--seed", "0"]
-        data = [] if args.finetune_seeds and config["algorithm"] == "l1_filter" else [
+        data = [] if args.finetune_seeds and config.get("algorithm") == "l1_filter" else [
             "--data", str(train), "--test-data", str(val)]
-        out = run("compress", "--json", "--model", str(dense), "--config", str(config_path),
-                  *data, *training, "--output", str(out_path), "--masks", str(masks_path))
-        # The compressed model, not the dense one: net_adapt's result carries the weights of
-        # its short-term fine-tuning (as NNI's does).
-        run("speedup", "--model", str(out_path), "--masks", str(masks_path), "--output",
-            str(small_path), "--input-shape", "1,1,28,28")
+        if "search" in config:
+            # The best trial's sparsities are of filters; the weights they remove, per layer.
+            sparsities = [int(s * rows[n]) / rows[n] for s, n in
+                          zip(config["best"]["sparsities"], layers)]
+            overall = (sum(s * params[n] for s, n in zip(sparsities, layers)) /
+                       sum(params[n] for n in layers))
+            summary = {"seconds": {"algorithm": config["seconds"]},
+                       "accuracy_after": {"accuracy": config["best"]["accuracy"]}}
+        else:
+            out = run("compress", "--json", "--model", str(dense), "--config", str(config_path),
+                      *data, *training, "--output", str(out_path), "--masks", str(masks_path))
+            # The compressed model, not the dense one: net_adapt's result carries the weights
+            # of its short-term fine-tuning (as NNI's does).
+            run("speedup", "--model", str(out_path), "--masks", str(masks_path), "--output",
+                str(small_path), "--input-shape", "1,1,28,28")
+            summary = json.loads(out[out.index("{\n"):out.rindex("}") + 1])
+            by_name = {entry["name"]: entry for entry in summary["layers"]}
+            sparsities = [by_name[n]["pruned"] / by_name[n]["params"] for n in layers]
+            overall = (sum(by_name[n]["pruned"] for n in layers) /
+                       sum(by_name[n]["params"] for n in layers))
         flops = flops_of(small_path) / dense_flops
-        summary = json.loads(out[out.index("{\n"):out.rindex("}") + 1])
-        by_name = {entry["name"]: entry for entry in summary["layers"]}
-        sparsities = [by_name[n]["pruned"] / by_name[n]["params"] for n in layers]
-        overall = (sum(by_name[n]["pruned"] for n in layers) /
-                   sum(by_name[n]["params"] for n in layers))
         if args.finetune_seeds:
             # The sped-up model trains as the masked one would (its pruned filters and their
             # inputs are gone instead of held at zero), once per shuffling seed.
@@ -253,8 +302,6 @@ def main():
                   f"{', '.join(f'{t:.4f}' for t in seed_tests[name])} (sd "
                   f"{statistics.stdev(seed_tests[name]):.4f}) | | | | | |", flush=True)
     if args.nni:
-        params = {n: m.weight.numel() for n, m in torch.jit.load(str(dense)).named_modules()
-                  if n in layers}
         for name, algo, seed in [("NNI SimulatedAnnealingPruner seed 1", "sa", 1),
                                  ("NNI SimulatedAnnealingPruner seed 2", "sa", 2),
                                  ("NNI SimulatedAnnealingPruner seed 3", "sa", 3),
@@ -274,9 +321,10 @@ def main():
     def mean_of(prefix):
         return statistics.mean(v for k, v in results.items() if k.startswith(prefix))
     uniform = results["uniform"]
-    print(f"simulated_annealing mean {mean_of('simulated_annealing seed'):.4f} vs uniform "
-          f"{uniform:.4f}: {100 * (mean_of('simulated_annealing seed') - uniform):+.2f} pt; "
-          f"net_adapt {100 * (results['net_adapt'] - uniform):+.2f} pt")
+    if not args.no_plugin_arms:
+        print(f"simulated_annealing mean {mean_of('simulated_annealing seed'):.4f} vs uniform "
+              f"{uniform:.4f}: {100 * (mean_of('simulated_annealing seed') - uniform):+.2f} pt; "
+              f"net_adapt {100 * (results['net_adapt'] - uniform):+.2f} pt")
     if args.finetune_seeds > 1:
         n = args.finetune_seeds
         for arm in [a for a in seed_tests if a != "uniform"]:

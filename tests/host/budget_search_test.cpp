@@ -10,11 +10,14 @@
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "lithe/host/graph/flops_counter.h"
+#include "lithe/host/graph/layer_dependencies.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
@@ -352,6 +355,70 @@ TEST_F(BudgetSearchTest, AResidualModelIsSearchedThroughItsSkipConnection) {
     EXPECT_FALSE(rebuilt.attr("bn1").toModule().attr("running_mean").toTensor().equal(
         pruned.attr("bn1").toModule().attr("running_mean").toTensor()));
   }
+}
+
+// NetAdapt on a residual model: the layers whose outputs meet in an add are one candidate,
+// pruned alike (one of them alone would remove nothing after speedup). Round 1 makes one
+// candidate per unit, each the dense model with that unit alone pruned.
+TEST_F(BudgetSearchTest, NetAdaptPrunesLayersCoupledByASkipConnectionAsOneCandidate) {
+  const torch::jit::Module resblock =
+      load_torchscript_module(test::source_dir() / "tests/data/nni/models/resblock.pt");
+  Dataset data;
+  data.images = at::randn({64, 3, 16, 16}, at::detail::createCPUGenerator(1));
+  data.labels = at::randint(0, 10, {64}, at::detail::createCPUGenerator(2), at::kLong);
+  SearchOptions options = lenet_options(ResourceKind::kFlops, "0.6x", 40);
+  options.strategy = SearchStrategy::kNetAdapt;
+  options.latency.input_shape = {1, 3, 16, 16};
+  const SearchResult result =
+      run_budget_search(resblock, filter_registry(), options, {&data, nullptr});
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < result.layers.size(); ++i) {
+    index[result.layers[i]] = i;
+  }
+  std::vector<std::vector<size_t>> coupled;
+  size_t units = result.layers.size();
+  for (const std::vector<std::string>& set : analyze_dependencies(resblock).channel_sets) {
+    if (set.size() > 1) {
+      coupled.emplace_back();
+      for (const std::string& name : set) {
+        coupled.back().push_back(index.at(name));
+      }
+      units -= set.size() - 1;
+    }
+  }
+  ASSERT_EQ(coupled.size(), 2U) << "the stem with block 1's conv2, block 2's conv2 with its "
+                                   "shortcut convolution";
+  ASSERT_GT(result.trials.size(), units);
+  bool coupled_candidate_shrank = false;
+  for (const SearchTrial& trial : result.trials) {
+    if (trial.index == 0) {
+      continue;
+    }
+    for (const std::vector<size_t>& set : coupled) {
+      for (const size_t i : set) {
+        EXPECT_EQ(trial.sparsities[i], trial.sparsities[set[0]]) << trial.index;
+      }
+      if (trial.index <= static_cast<int64_t>(units) && trial.sparsities[set[0]] > 0 &&
+          trial.use.flops < result.dense.flops) {
+        coupled_candidate_shrank = true;
+      }
+    }
+    if (trial.index <= static_cast<int64_t>(units)) {  // round 1: one unit pruned, from dense
+      std::set<double> pruned;
+      size_t layers_pruned = 0;
+      for (const double s : trial.sparsities) {
+        if (s > 0) {
+          pruned.insert(s);
+          ++layers_pruned;
+        }
+      }
+      EXPECT_EQ(pruned.size(), 1U) << trial.index;
+      EXPECT_GE(layers_pruned, 1U) << trial.index;
+    }
+  }
+  EXPECT_TRUE(coupled_candidate_shrank) << "a coupled set pruned alike removes its channels";
+  ASSERT_TRUE(result.best.has_value());
+  EXPECT_LE(result.trials[*result.best].use.ratio(ResourceKind::kFlops, result.dense), 0.6);
 }
 
 // NetAdapt: after the uniform trial 0, rounds of one candidate per layer, each the round's start

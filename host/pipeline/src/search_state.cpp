@@ -71,6 +71,10 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
                       {"recalibrate_bn", options.recalibrate_bn_batches},
                       {"eval_batch_size", options.train.eval_batch_size},
                       {"train", train}};
+  if (options.strategy == SearchStrategy::kNetAdapt) {
+    // Earlier states made one candidate per layer where the layers of a coupled set now make one
+    fingerprint["netadapt_units"] = "coupled layers together";
+  }
   if (options.fill_budget) {  // states written before the fill existed made trials without it
     fingerprint["fill_budget"] = true;
   }

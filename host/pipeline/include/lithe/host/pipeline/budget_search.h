@@ -5,8 +5,8 @@
 /// accuracy. Trial 0 is uniform (every layer the same sparsity: the baseline every other trial
 /// is compared with). Random and annealing trials pick a direction (how much each layer is
 /// pruned relative to the others) and bisect the overall scale along it until the sped-up model
-/// just fits; NetAdapt's trials prune one layer further per round. Each candidate is scored
-/// (after an optional short fine-tune and BatchNorm re-estimation). Every trial's randomness
+/// just fits; NetAdapt's trials prune one layer (or set of coupled layers) further per round.
+/// Each candidate is scored (after an optional short fine-tune and BatchNorm re-estimation). Every trial's randomness
 /// comes from the seed and the trial's index alone, and every decision from the trials before
 /// it, so a search resumed from its recorded trials continues exactly as an uninterrupted one.
 
@@ -33,8 +33,10 @@ namespace lithe::host {
 enum class SearchStrategy {
   kRandom,     ///< every direction drawn afresh: log-normal per layer
   kAnnealing,  ///< a perturbation of the current direction, kept by Metropolis' rule
-  /// NetAdapt: rounds that each lower the resource by netadapt_step, one candidate per layer
-  /// (that layer alone pruned further), the most accurate kept
+  /// NetAdapt: rounds that each lower the resource by netadapt_step, one candidate per unit
+  /// (that unit alone pruned further), the most accurate kept. A unit is a layer, or the
+  /// searched layers whose outputs meet in an add (pruned alike: speedup keeps the union of
+  /// their channels)
   kNetAdapt,
   /// AMC: a DDPG agent proposes each layer's preserve ratio from the layer's state, learning
   /// from every trial's accuracy; its proposal is the direction the scale is bisected along
@@ -115,7 +117,7 @@ struct SearchTrial {
   /// alternatives existed (the search then fills in SearchOptions::algorithm).
   std::string algorithm;
   /// Each layer's relative share (SearchResult::layers order); empty for NetAdapt's trials,
-  /// which prune one layer further than the round's start.
+  /// which prune one unit further than the round's start.
   std::vector<double> direction;
   /// The fitted scale: sparsity of layer i = min(max_sparsity, scale·direction[i]), less the
   /// channels fill_budget gave back
