@@ -117,10 +117,7 @@ const Library& open_library(const fs::path& path, const std::string& option) {
     if (const std::string problem = trust_problem(canonical, /*is_directory=*/false);
         !problem.empty()) {
       throw sdk::Error(sdk::Errc::kInvalidConfig,
-                       option + " " + path.string() + ": refused: " + problem +
-                           "; anyone who can write there could run code in lithe. Fix the "
-                           "permissions (chmod go-w), or set LITHE_ALLOW_INSECURE_PLUGINS=1 for "
-                           "a development tree");
+                       untrusted_message(option + " " + path.string(), problem));
     }
   }
   if (const std::string problem = shared_object_problem(canonical); !problem.empty()) {

@@ -116,4 +116,10 @@ std::string trust_problem(const fs::path& path, bool is_directory) {
   return "";
 }
 
+std::string untrusted_message(const std::string& where, const std::string& problem) {
+  return where + ": refused: " + problem +
+         "; anyone who can write there could run code in lithe. Fix the permissions "
+         "(chmod go-w), or set LITHE_ALLOW_INSECURE_PLUGINS=1 for a development tree";
+}
+
 }  // namespace lithe::host

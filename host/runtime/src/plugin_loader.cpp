@@ -76,11 +76,6 @@ void keep_loaded_forever(std::shared_ptr<PluginLoader::Library> library) {
   libraries->push_back(std::move(library));
 }
 
-std::string untrusted_message(const fs::path& path, const std::string& problem) {
-  return path.string() + ": refused: " + problem +
-         "; anyone who can write there could run code in lithe. Fix the permissions "
-         "(chmod go-w), or set LITHE_ALLOW_INSECURE_PLUGINS=1 for a development tree";
-}
 
 bool looks_like_plugin_file(const fs::path& path) {
   const std::string name = path.filename().string();
@@ -188,10 +183,9 @@ void PluginLoader::load_directory(const fs::path& dir) {
     if (!problem.empty()) {
       LoadReport report;
       report.path = ec ? dir : real;
-      report.message = untrusted_message(dir, problem + (real != dir && !ec
-                                                             ? " (it resolves to '" +
-                                                                   real.string() + "')"
-                                                             : ""));
+      const std::string resolved =
+          real != dir && !ec ? " (it resolves to '" + real.string() + "')" : "";
+      report.message = untrusted_message(dir.string(), problem + resolved);
       reports_.push_back(report);
       return;
     }
@@ -235,7 +229,7 @@ LoadReport PluginLoader::load_file(const fs::path& file) {
     const std::string problem = ec ? "cannot resolve it: " + ec.message()
                                    : trust_problem(real, /*is_directory=*/false);
     if (!problem.empty()) {
-      return fail(untrusted_message(canonical, problem));
+      return fail(untrusted_message(canonical.string(), problem));
     }
     struct stat st {};
     if (::stat(real.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -26,4 +26,8 @@ std::string trust_problem(const std::filesystem::path& path, bool is_directory);
 /// and ONNX Runtime alike.
 bool insecure_libraries_allowed();
 
+/// The one-line refusal of an untrusted library: `where` (the path, or the option and the
+/// path), trust_problem's `problem`, and what to do about it.
+std::string untrusted_message(const std::string& where, const std::string& problem);
+
 }  // namespace lithe::host
