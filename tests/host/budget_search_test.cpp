@@ -80,6 +80,19 @@ void expect_resumes_identically(const torch::jit::Module& dense, const SearchOpt
                                                {&test, nullptr}, &prefix));
 }
 
+// The conformance residual block (a shortcut add on each of its two blocks), and 64 seeded
+// random images for it: enough to score its trials.
+torch::jit::Module resblock_model() {
+  return load_torchscript_module(test::source_dir() / "tests/data/nni/models/resblock.pt");
+}
+
+Dataset resblock_data() {
+  Dataset data;
+  data.images = at::randn({64, 3, 16, 16}, at::detail::createCPUGenerator(1));
+  data.labels = at::randint(0, 10, {64}, at::detail::createCPUGenerator(2), at::kLong);
+  return data;
+}
+
 class BudgetSearchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -313,11 +326,8 @@ TEST_F(BudgetSearchTest, ABudgetNoDirectionReachesLeavesNoBest) {
 }
 
 TEST_F(BudgetSearchTest, AResidualModelIsSearchedThroughItsSkipConnection) {
-  const torch::jit::Module resblock =
-      load_torchscript_module(test::source_dir() / "tests/data/nni/models/resblock.pt");
-  Dataset data;
-  data.images = at::randn({64, 3, 16, 16}, at::detail::createCPUGenerator(1));
-  data.labels = at::randint(0, 10, {64}, at::detail::createCPUGenerator(2), at::kLong);
+  const torch::jit::Module resblock = resblock_model();
+  const Dataset data = resblock_data();
   SearchOptions options = lenet_options(ResourceKind::kFlops, "0.6x", 3);
   options.latency.input_shape = {1, 3, 16, 16};
   const SearchResult result =
@@ -361,11 +371,8 @@ TEST_F(BudgetSearchTest, AResidualModelIsSearchedThroughItsSkipConnection) {
 // pruned alike (one of them alone would remove nothing after speedup). Round 1 makes one
 // candidate per unit, each the dense model with that unit alone pruned.
 TEST_F(BudgetSearchTest, NetAdaptPrunesLayersCoupledByASkipConnectionAsOneCandidate) {
-  const torch::jit::Module resblock =
-      load_torchscript_module(test::source_dir() / "tests/data/nni/models/resblock.pt");
-  Dataset data;
-  data.images = at::randn({64, 3, 16, 16}, at::detail::createCPUGenerator(1));
-  data.labels = at::randint(0, 10, {64}, at::detail::createCPUGenerator(2), at::kLong);
+  const torch::jit::Module resblock = resblock_model();
+  const Dataset data = resblock_data();
   SearchOptions options = lenet_options(ResourceKind::kFlops, "0.6x", 40);
   options.strategy = SearchStrategy::kNetAdapt;
   options.latency.input_shape = {1, 3, 16, 16};
