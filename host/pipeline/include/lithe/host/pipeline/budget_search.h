@@ -6,9 +6,10 @@
 /// is compared with). Random and annealing trials pick a direction (how much each layer is
 /// pruned relative to the others) and bisect the overall scale along it until the sped-up model
 /// just fits; NetAdapt's trials prune one layer (or set of coupled layers) further per round.
-/// Each candidate is scored (after an optional short fine-tune and BatchNorm re-estimation). Every trial's randomness
-/// comes from the seed and the trial's index alone, and every decision from the trials before
-/// it, so a search resumed from its recorded trials continues exactly as an uninterrupted one.
+/// Each candidate is scored (after an optional short fine-tune and BatchNorm re-estimation).
+/// Every trial's randomness comes from the seed and the trial's index alone, and every decision
+/// from the trials before it, so a search resumed from its recorded trials continues exactly as
+/// an uninterrupted one.
 
 #include <cstdint>
 #include <functional>
@@ -43,7 +44,8 @@ enum class SearchStrategy {
   kAmc,
 };
 
-/// "random", "annealing", "netadapt", "amc"; parse_search_strategy is the inverse (sdk::Error naming `option`).
+/// "random", "annealing", "netadapt", "amc"; parse_search_strategy is the inverse (sdk::Error
+/// naming `option`).
 const char* search_strategy_name(SearchStrategy strategy);
 SearchStrategy parse_search_strategy(const std::string& text, const std::string& option);
 
