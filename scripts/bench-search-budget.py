@@ -34,7 +34,7 @@ it.
 Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
            [--trial-epochs N] [--dense-epochs 1] [--dense-lr-step 0] [--finetune-seeds N]
            [--arms latency,flops,netadapt,amc,uniform,auto_compress,...]
-           [--model resnet8|resnet18] [--netadapt-trials 60]
+           [--model resnet8|resnet18] [--netadapt-trials 60] [--reuse-dense]
 """
 import argparse
 import json
@@ -155,6 +155,9 @@ def main():
     parser.add_argument("--arms", default="latency,flops,netadapt,amc,uniform,auto_compress,"
                         "uniform_long",
                         help="which searches to run (uniform is always run: the baseline)")
+    parser.add_argument("--reuse-dense", action="store_true",
+                        help="keep the dense model an earlier run left in --work (the training "
+                        "is deterministic, so it is the model this run would train)")
     parser.add_argument("--netadapt-trials", type=int, default=60,
                         help="NetAdapt's cap on trials (a round makes one per unit)")
     parser.add_argument("--model", choices=("resnet8", "resnet18"), default="resnet8",
@@ -175,10 +178,11 @@ def main():
     torch.jit.script(ResNet8() if args.model == "resnet8" else resnet18()).save(
         str(work / f"{args.model}_init.pt"))
     dense = work / f"{args.model}.pt"
-    lithe("train", "--model", str(work / f"{args.model}_init.pt"), "--epochs",
-          str(args.dense_epochs),
-          "--lr", "0.05", "--lr-step", str(args.dense_lr_step), "--data", str(work / "train.pt"),
-          "--test-data", str(work / "val.pt"), "--output", str(dense))
+    if not (args.reuse_dense and dense.exists()):  # (lithe train is deterministic)
+        lithe("train", "--model", str(work / f"{args.model}_init.pt"), "--epochs",
+              str(args.dense_epochs), "--lr", "0.05", "--lr-step", str(args.dense_lr_step),
+              "--data", str(work / "train.pt"), "--test-data", str(work / "val.pt"),
+              "--output", str(dense))
 
     results = {}
     arms = (("latency", ["--latency-budget", "0.5x"], args.trials),
