@@ -26,6 +26,7 @@
 #include "lithe/host/speedup/speedup.h"
 #include "lithe/host/train/batchnorm_recalibration.h"
 #include "lithe/sdk/error.h"
+#include "lithe/sdk/pruner.h"
 
 namespace lithe::host {
 namespace {
@@ -587,8 +588,8 @@ class SearchRun {
   // conv1 has 6 filters, landed between 0.37 and 0.50 of a 0.5 FLOPs budget. The most pruned
   // layer is offered a channel first; a layer whose channel does not fit, or changes nothing
   // (a pruner of coarser units, a channel its skip connection keeps anyway), is not offered
-  // another. Filter pruners remove int(rows * sparsity) rows, so one row fewer is asked for as
-  // (pruned - 0.75) / rows.
+  // another. Filter pruners remove sdk::prune_count(rows, sparsity) rows, so one row fewer is
+  // asked for as (removed - 0.75) / rows.
   void fill(std::vector<double>* sparsities, ResourceUse* use, torch::jit::Module* fitting,
             const std::string& algorithm) {
     const std::vector<int64_t>& units = layer_units();
@@ -603,13 +604,14 @@ class SearchRun {
         return (*sparsities)[a] > (*sparsities)[b];
       });
       for (const size_t i : order) {
-        const auto rows = static_cast<double>(units[i]);
-        const auto removed = static_cast<int64_t>(std::floor((*sparsities)[i] * rows + 1e-9));
+        const int64_t removed = sdk::prune_count(units[i], (*sparsities)[i]);
         if (closed[i] || removed < 1) {
           continue;
         }
         std::vector<double> fewer = *sparsities;
-        fewer[i] = removed == 1 ? 0.0 : std::round((removed - 0.75) / rows * 1e6) / 1e6;
+        fewer[i] = removed == 1 ? 0.0
+                                : std::round((static_cast<double>(removed) - 0.75) /
+                                             static_cast<double>(units[i]) * 1e6) / 1e6;
         torch::jit::Module candidate = pruned(fewer, algorithm);
         const ResourceUse fewer_use = measure(candidate, false);
         const ResourceKind kind = options_.budget.kind;
@@ -731,10 +733,7 @@ class SearchRun {
       trial.feasible = false;
       return trial;
     }
-    double start = 0;
-    for (const size_t i : unit) {
-      start = std::max(start, current[i]);
-    }
+    const double start = current[unit[0]];  // a unit's layers always share their sparsity
     double lo = start;
     double hi = options_.max_sparsity;
     for (int step = 1; step < options_.bisection_steps; ++step) {
