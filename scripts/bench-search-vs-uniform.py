@@ -34,16 +34,23 @@ figure:
             each arm's search runs without fine-tuning (`lithe compress` one-shot); its
             sped-up model is then fine-tuned by `lithe train` N times with the same recipe and
             shuffling seeds 0..N-1, and the test column is their mean (each seed's accuracy and
-            the spread printed below the row)
+            the spread printed below the row); with N > 1 each arm's gain over uniform is
+            also printed paired by seed (seed k shuffles the same batches for every arm)
   --search-strategies annealing,amc,amc:nofill
             with --flops-budget and --finetune-seeds: also `lithe search --strategy S` over the
             same layers at the same budget (--search-trials trials, 48 by default; `:nofill`
             adds --no-fill), its best model (pruned and sped up) fine-tuned like every arm;
             --no-plugin-arms leaves out the simulated_annealing and net_adapt plugins
+  --search-trial-epochs N
+            the searches score every trial after N epochs of fine-tuning (`--trial-epochs`,
+            the fine-tuning recipe, seed 0) instead of as pruned; the best trial's filters are
+            then pruned from the dense weights afresh (`lithe compress` l1_filter per layer,
+            `lithe speedup`), so its fine-tuning starts where every other arm's does
 
 Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
            [--nni | --flops-budget 0.5] [--sa-fine-tune 1] [--finetune-seeds N]
-           [--search-strategies S,...] [--search-trials 48] [--no-plugin-arms]
+           [--search-strategies S,...] [--search-trials 48] [--search-trial-epochs N]
+           [--no-plugin-arms]
 """
 import argparse
 import json
@@ -152,6 +159,10 @@ def main():
                              "random; S:nofill with --no-fill), at --flops-budget, fine-tuned "
                              "with --finetune-seeds")
     parser.add_argument("--search-trials", type=int, default=48)
+    parser.add_argument("--search-trial-epochs", type=int, default=0,
+                        help="`lithe search --trial-epochs N`: every trial fine-tuned N epochs "
+                             "(the fine-tuning recipe, seed 0) before it is scored; the best "
+                             "trial's sparsities are then applied to the dense model afresh")
     parser.add_argument("--no-plugin-arms", action="store_true",
                         help="leave out the simulated_annealing and net_adapt plugins' arms")
     args = parser.parse_args()
@@ -160,6 +171,8 @@ def main():
     if args.nni and args.flops_budget:
         sys.exit("--nni compares at a weight sparsity: NNI's searches take no FLOPs budget")
     layers = args.layers.split(",")
+    trial_tuning = ["--trial-epochs", str(args.search_trial_epochs), "--lr", "0.01",
+                    "--momentum", "0.9", "--seed", "0"] if args.search_trial_epochs else []
     status = ready() if args.nni else None
     if status is not None:
         return status
@@ -243,12 +256,24 @@ def main():
                 f"{args.flops_budget}x", "--strategy", config["search"], "--trials",
                 str(args.search_trials), *([] if config["fill"] else ["--no-fill"]),
                 "--input-shape", "1,1,28,28", "--data", str(train), "--test-data", str(val),
-                "--epochs", "0", "--state", str(state), "--output", str(small_path))
+                "--epochs", "0", *trial_tuning, "--state", str(state), "--output",
+                str(small_path))
             record = json.loads(state.read_text())
             best = max((t for t in record["trials"] if t["feasible"]),
                        key=lambda t: (t["accuracy"], -t["use"]["flops"], -t["index"]))
             config.update(best=best, dense_flops=record["dense"]["flops"],
                           seconds=sum(t["seconds"] for t in record["trials"]))
+            if args.search_trial_epochs:
+                # The search's output carries its trial's fine-tuning: the same filters pruned
+                # from the dense weights instead, so that every arm starts the same training.
+                rebuilt = {"algorithm": "l1_filter", "config_list": [
+                    {"sparsity": s, "op_names": [n]}
+                    for s, n in zip(best["sparsities"], layers) if int(s * rows[n]) > 0]}
+                config_path.write_text(json.dumps(rebuilt))
+                run("compress", "--model", str(dense), "--config", str(config_path), "--output",
+                    str(out_path), "--masks", str(masks_path))
+                run("speedup", "--model", str(out_path), "--masks", str(masks_path), "--output",
+                    str(small_path), "--input-shape", "1,1,28,28")
         # With --finetune-seeds the search alone (one-shot compress: no --epochs).
         # (lithe compress refuses data that a one-shot l1_filter would not read).
         training = [] if args.finetune_seeds else ["--epochs", "1", "--lr", "0.01",
@@ -330,8 +355,14 @@ def main():
         for arm in [a for a in seed_tests if a != "uniform"]:
             se = 100 * (statistics.variance(seed_tests[arm]) / n +
                         statistics.variance(seed_tests["uniform"]) / n) ** 0.5
+            # Seed k shuffles the same batches for every arm: the per-seed differences are
+            # paired, and their spread leaves out what the shuffle does to every arm alike.
+            paired = [a - u for a, u in zip(seed_tests[arm], seed_tests["uniform"])]
+            paired_se = 100 * (statistics.variance(paired) / n) ** 0.5
+            better = sum(d > 0 for d in paired)
             print(f"{arm}: {100 * (results[arm] - uniform):+.2f} +- {se:.2f} pt over uniform "
-                  f"(means over {n} fine-tuning seeds, standard error)")
+                  f"(means over {n} fine-tuning seeds, standard error); paired by seed "
+                  f"+- {paired_se:.2f} pt, ahead on {better} of {n} seeds")
     if args.sa_fine_tune:
         tuned = mean_of("simulated_annealing fine-tuned")
         print(f"simulated_annealing with fine-tuned candidates mean {tuned:.4f}: "
