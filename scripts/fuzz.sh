@@ -28,6 +28,11 @@ jobs=${LITHE_FUZZ_JOBS:-2}
 if [[ ${LITHE_FUZZ_NO_BUILD:-0} != 1 ]]; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
   configure=(-S tests/fuzz -B "$build" -DCMAKE_CXX_COMPILER="${CXX:-clang++}")
+  # libtorch: the pinned wheel's in .venv/ (scripts/install-deps.sh), as scripts/build.sh uses.
+  torch_cmake=$(ls -d "$root"/.venv/lib/python3*/site-packages/torch/share/cmake 2> /dev/null | head -1)
+  if [[ -n $torch_cmake ]]; then
+    configure+=(-DCMAKE_PREFIX_PATH="$torch_cmake")
+  fi
   if [[ ! -f $build/CMakeCache.txt ]] && command -v ninja > /dev/null; then
     configure+=(-G Ninja)
   fi

@@ -30,5 +30,4 @@ while :; do
   dir=$(dirname "$dir")
 done
 LITHE_BUILD_DIR="$BUILD_DIR" scripts/build.sh -DLITHE_BUILD_TESTS=ON "${EXTRA[@]}"
-scripts/setup-ort.sh "$BUILD_DIR/ort"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 900

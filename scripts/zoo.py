@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Model zoo sweep: every torchvision architecture through Lithe's stages, one Markdown row each.
 
 Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval mode):
@@ -22,13 +22,13 @@ Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval
             |int8 - fake-quantized| in output grid steps, top-1 agreement, file and latency
             ratios); the stage must succeed, the figures are reported
   onnx      lithe export-onnx (opset 17) of the dense model, run in ONNX Runtime
-            (onnxruntime-node from scripts/setup-ort.sh) against torch.jit.load's output on one
+            (the onnxruntime wheel in .venv/) against torch.jit.load's output on one
             random input: |ort - torch| <= max(1e-4·max|torch|, 2·float32's own error against
             float64 on that input) + 1e-3·|torch|
 A stage that fails records its first error line; the sweep goes on with the next stage/model.
 
 Usage:
-  /usr/bin/python3 scripts/zoo.py [--lithe build/bin/lithe] [--work build/zoo]
+  .venv/bin/python scripts/zoo.py [--lithe build/bin/lithe] [--work build/zoo]
       [--models a,b,...] [--family classification|segmentation|video|all] [--size 224]
       [--runs 20] [--output MODEL_ZOO.md] [--json zoo.json] [--require-pass] [--keep]
       [--resume] [--render]
@@ -112,23 +112,22 @@ def build_one(work, name, size):
     return entry, os.path.join(work, entry["file"])
 
 
-def ort_compare(work, name, onnx_path, x, y, ort_dir, absolute, relative):
-    """Runs the ONNX file in ONNX Runtime (onnxruntime-node) on x; it passes when every output
-    value satisfies |ort - y| <= absolute + relative·|y|."""
-    if shutil.which("node") is None:
-        return None, "node is not installed"
-    if not os.path.exists(os.path.join(ort_dir, "node_modules", "onnxruntime-node")):
-        return None, "onnxruntime-node is not installed in %s (scripts/setup-ort.sh)" % ort_dir
+def ort_compare(work, name, onnx_path, x, y, absolute, relative):
+    """Runs the ONNX file in ONNX Runtime (the onnxruntime wheel of this interpreter, in its own
+    process so that a crash in ORT fails one stage, not the sweep) on x; it passes when every
+    output value satisfies |ort - y| <= absolute + relative·|y|."""
     x_file = os.path.join(work, name + ".input.bin")
     y_file = os.path.join(work, name + ".expected.bin")
     x.numpy().astype("float32").tofile(x_file)
     y.numpy().astype("float32").tofile(y_file)
-    env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
-    done = subprocess.run(["node", os.path.join(ROOT, "tests/host/onnx_runtime_run.js"),
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "tests/host/onnx_runtime_run.py"),
                            onnx_path, x_file, ",".join(map(str, x.shape)), y_file,
                            "%.9g" % absolute, "%.9g" % relative],
-                          capture_output=True, text=True, env=env)
-    return done.returncode == 0, (done.stdout + done.stderr).strip().splitlines()[-1][:300]
+                          capture_output=True, text=True)
+    lines = (done.stdout + done.stderr).strip().splitlines() or ["(no output)"]
+    if done.returncode == 2:
+        return None, lines[-1][:300]
+    return done.returncode == 0, lines[-1][:300]
 
 
 def first_tensor(y):
@@ -139,7 +138,7 @@ def first_tensor(y):
     return y
 
 
-def ort_parity(work, name, model_path, onnx_path, shape, ort_dir):
+def ort_parity(work, name, model_path, onnx_path, shape):
     """The float ONNX file in ORT against the TorchScript file in torch on one random input."""
     import torch
     torch.manual_seed(11)
@@ -156,7 +155,7 @@ def ort_parity(work, name, model_path, onnx_path, shape, ort_dir):
     except Exception:  # noqa: BLE001 - a model that cannot run in float64 keeps the bar
         drift = 0.0
     scale = float(y.abs().max())
-    return ort_compare(work, name, onnx_path, x, y, ort_dir, max(ORT_ABS * scale, 2 * drift),
+    return ort_compare(work, name, onnx_path, x, y, max(ORT_ABS * scale, 2 * drift),
                        ORT_REL)
 
 
@@ -363,7 +362,7 @@ def qat_stage(work, name, entry, model, runner, args):
     except Exception as error:  # noqa: BLE001 - recorded: the sweep goes on
         result.update(ort=None, ort_detail="no fake-quantized reference: %r" % error)
         return result
-    parity, detail = ort_compare(work, name + ".qat", qdq, x, y, args.ort,
+    parity, detail = ort_compare(work, name + ".qat", qdq, x, y,
                                  max(QDQ_STEPS * step, 2 * own) * 1.0001, 0.0)
     steps = None
     if "max |ort - lithe| " in detail and step > 0:
@@ -438,8 +437,7 @@ def sweep_model(entry, args, runner, work):
                                "--output", onnx_file, "--opset", "17")
     stages["onnx"] = {"ok": ok, "error": None if ok else out}
     if ok:
-        parity, detail = ort_parity(work, name, model, onnx_file, entry["input_shape"],
-                                    args.ort)
+        parity, detail = ort_parity(work, name, model, onnx_file, entry["input_shape"])
         stages["onnx"].update(ort=parity, ort_detail=detail)
     return row
 
@@ -586,7 +584,6 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=int(os.environ.get("LITHE_ZOO_THREADS", "2")))
     parser.add_argument("--timeout", type=int, default=1800)
-    parser.add_argument("--ort", default=os.path.join(ROOT, "build/ort"))
     parser.add_argument("--output", default="")
     parser.add_argument("--json", default="")
     parser.add_argument("--require-pass", action="store_true")

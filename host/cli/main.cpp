@@ -6,6 +6,7 @@
 #include "lithe/host/io/allocator.h"
 #include "lithe/host/io/threads.h"
 #include "lithe/host/runtime/crash_report.h"
+#include "lithe/host/runtime/torch_runtime.h"
 #include "lithe/sdk/error.h"
 #include "lithe/sdk/log.h"
 #include "lithe/sdk/version.h"
@@ -137,7 +138,8 @@ int main(int argc, char** argv) {
   }
   if (std::string(argv[1]) == "--version") {
     std::cout << "lithe " LITHE_SDK_VERSION_STRING " (SDK API " << LITHE_SDK_API_VERSION
-              << ", ABI " LITHE_SDK_ABI_TAG ")\n";
+              << ", ABI " LITHE_SDK_ABI_TAG ") on " << lithe::host::torch_runtime_description()
+              << "\n";
     return 0;
   }
   const auto verb = verbs.find(argv[1]);

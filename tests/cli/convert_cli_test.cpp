@@ -93,10 +93,6 @@ TEST(ConvertCliTest, BadInputsFailInOneLineAndWriteNothing) {
 
 TEST(ConvertCliTest, OnnxRuntimeRunsTheQdqFileOnTheSameImagesAsTheInt8Model) {
   const fs::path ort = onnxruntime_library();
-  if (ort.empty()) {
-    GTEST_SKIP() << "ONNX Runtime is not installed in " << (binary_dir() / "ort").string()
-                 << " (scripts/setup-ort.sh)";
-  }
   if (!fs::is_directory("/usr/share/datasets/fashion-mnist")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }

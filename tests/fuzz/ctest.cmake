@@ -43,9 +43,10 @@ if(_lithe_fuzz_unavailable)
 endif()
 
 set(_lithe_fuzz_binary_dir ${CMAKE_BINARY_DIR}/fuzz)
+# ccache alone (the main build's launcher is a list that sets ccache's PCH sloppiness).
 set(_lithe_fuzz_launcher "")
-if(CMAKE_CXX_COMPILER_LAUNCHER)
-  set(_lithe_fuzz_launcher "${CMAKE_CXX_COMPILER_LAUNCHER}")
+if(LITHE_CCACHE)
+  set(_lithe_fuzz_launcher "${LITHE_CCACHE}")
 endif()
 add_test(NAME fuzz_build
   COMMAND ${CMAKE_COMMAND}

@@ -1,7 +1,7 @@
-// OnnxRuntimeSession: ONNX Runtime's C API opened at run time from the library scripts/setup-ort.sh
-// installs (onnxruntime-node's libonnxruntime.so). It runs Lithe's own ONNX files in process and
-// computes what the TorchScript model computes; ORT's refusals come back as errors carrying ORT's
-// message, and the session stays usable after a failed run. Skips, saying why, without ORT.
+// OnnxRuntimeSession: ONNX Runtime's C API opened at run time from the library inside the
+// onnxruntime wheel of the project's .venv (scripts/install-deps.sh). It runs Lithe's own ONNX
+// files in process and computes what the TorchScript model computes; ORT's refusals come back as
+// errors carrying ORT's message, and the session stays usable after a failed run.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -24,12 +24,6 @@ namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-#define SKIP_WITHOUT_ONNXRUNTIME()                                                             \
-  if (test::onnxruntime_library().empty()) {                                                   \
-    GTEST_SKIP() << "ONNX Runtime is not installed in " << (test::binary_dir() / "ort").string() \
-                 << " (scripts/setup-ort.sh)";                                                 \
-  }
-
 std::string onnx_of(const torch::jit::Module& module, const std::vector<int64_t>& shape) {
   host::OnnxExportOptions options;
   options.input_shape = shape;
@@ -37,7 +31,6 @@ std::string onnx_of(const torch::jit::Module& module, const std::vector<int64_t>
 }
 
 TEST(OnnxRuntimeSessionTest, RunsLithesOnnxFileInProcessAndComputesWhatTorchScriptComputes) {
-  SKIP_WITHOUT_ONNXRUNTIME();
   torch::jit::Module model = test::load_conformance_model("vgg_bn");
   model.eval();
   host::OnnxRuntimeSession session(test::onnxruntime_library(), "--onnxruntime",
@@ -55,7 +48,6 @@ TEST(OnnxRuntimeSessionTest, RunsLithesOnnxFileInProcessAndComputesWhatTorchScri
 }
 
 TEST(OnnxRuntimeSessionTest, OrtsRefusalsCarryItsMessageAndTheSessionSurvivesAFailedRun) {
-  SKIP_WITHOUT_ONNXRUNTIME();
   try {
     host::OnnxRuntimeSession bad(test::onnxruntime_library(), "--onnxruntime",
                                  "this is not a serialized ModelProto", 1);

@@ -1,9 +1,8 @@
 // ONNX Runtime parity: every conformance model (and a sped-up one) is exported, run in ONNX
-// Runtime (onnxruntime-node, installed into <build>/ort by scripts/setup-ort.sh) and compared
+// Runtime (the onnxruntime wheel in the project's .venv, tests/host/onnx_runtime_run.py) and compared
 // with Lithe's own forward on the same input: |ort - lithe| <= 1e-5 + 1e-5·|lithe| for float
 // models; for QDQ models (QAT, LSQ) within one quantization step of the model's output, the
-// step of Lithe's quantized forward it is compared with. Without Node.js or the package the
-// tests skip and say why.
+// step of Lithe's quantized forward it is compared with.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -29,20 +28,6 @@ namespace lithe::host {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path ort_dir() { return test::binary_dir() / "ort"; }
-
-// Why ORT cannot run here, or empty when it can.
-std::string ort_unavailable() {
-  if (std::system("command -v node > /dev/null 2>&1") != 0) {
-    return "node is not installed";
-  }
-  if (!fs::exists(ort_dir() / "node_modules/onnxruntime-node/package.json")) {
-    return "onnxruntime-node is not installed in " + ort_dir().string() +
-           " (scripts/setup-ort.sh; see its install.log)";
-  }
-  return {};
-}
 
 void write_floats(const fs::path& file, const at::Tensor& t) {
   const at::Tensor c = t.detach().to(at::kFloat).contiguous();
@@ -81,8 +66,8 @@ test::CliRun run_in_ort(torch::jit::Module module, const std::vector<int64_t>& s
     dims += (dims.empty() ? "" : ",") + std::to_string(d);
   }
   const std::string command =
-      "NODE_PATH=" + (ort_dir() / "node_modules").string() + " node " +
-      (test::source_dir() / "tests/host/onnx_runtime_run.js").string() + " " +
+      test::python_executable().string() + " " +
+      (test::source_dir() / "tests/host/onnx_runtime_run.py").string() + " " +
       (dir / "model.onnx").string() + " " + (dir / "input.bin").string() + " " + dims + " " +
       (dir / "expected.bin").string() + " " + number(abs) + " " + number(rel) + " " +
       optimization + " 2>&1";
@@ -95,9 +80,6 @@ struct Case {
 };
 
 TEST(OnnxRuntimeExternalDataTest, WeightsInASideFileComputeTheSame) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   // ONNX's external-data form (what models over 2 GiB need): ORT finds the weights in
   // model.onnx.data beside the model, by the name the model gives.
   const test::CliRun run = run_in_ort(test::load_conformance_model("vgg_bn"), {2, 3, 32, 32},
@@ -116,9 +98,6 @@ TEST(OnnxRuntimeExternalDataTest, WeightsInASideFileComputeTheSame) {
 class OnnxRuntimeParityTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(OnnxRuntimeParityTest, ExportedModelComputesWhatLitheComputes) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   const test::CliRun run = run_in_ort(test::load_conformance_model(GetParam().model), GetParam().shape,
                                       GetParam().model);
   EXPECT_EQ(run.exit_code, 0) << run.out;
@@ -133,9 +112,6 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.model); });
 
 TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   const torch::jit::Module model = test::load_conformance_model("vgg_bn");
   const NamedMasks masks = test::first_half_filter_masks(model, {"conv1", "conv2", "conv3"});
   const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 3, 32, 32}));
@@ -146,9 +122,6 @@ TEST(OnnxRuntimeParityTest, ASpedUpModelRunsInOnnxRuntime) {
 // A ViT whose attention layers lost heads in speedup (their forward rebuilt over the kept
 // heads) exports and computes the same in ORT, at batch 2.
 TEST(OnnxRuntimeParityTest, AVitWithHeadsRemovedRunsInOnnxRuntime) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   const torch::jit::Module model =
       torch::jit::load((test::source_dir() / "tests/data/tv_vit_heads.pt").string());
   NamedMasks masks;
@@ -170,9 +143,6 @@ TEST(OnnxRuntimeParityTest, AVitWithHeadsRemovedRunsInOnnxRuntime) {
 // width written in: padding, rolls, the shift mask, cosine attention) export and compute the
 // same in ORT, at an input whose second stage is shifted; so does MaxViT's.
 TEST(OnnxRuntimeParityTest, SwinAndMaxVitWithHeadsRemovedRunInOnnxRuntime) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   for (const char* file : {"tv_swin_tiny.pt", "tv_swin_v2_tiny.pt"}) {
     const torch::jit::Module model =
         torch::jit::load((test::source_dir() / "tests/data" / file).string());
@@ -201,9 +171,6 @@ TEST(OnnxRuntimeParityTest, SwinAndMaxVitWithHeadsRemovedRunInOnnxRuntime) {
 
 // A forward written in TorchScript, exported and run in ONNX Runtime on a 2x3x8x8 input.
 void expect_ort_parity_of_forward(const std::string& name, const std::string& source) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   torch::jit::Module module(name);
   module.define(source);
   const test::CliRun run = run_in_ort(module, {2, 3, 8, 8}, name);
@@ -247,9 +214,6 @@ struct OpCase {
 class OnnxRuntimeOpTableTest : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OnnxRuntimeOpTableTest, EveryFamilyComputesWhatLitheComputes) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   torch::jit::Module module =
       torch::jit::load((test::source_dir() / "tests/data" / (std::string(GetParam().model) + ".pt"))
                            .string());
@@ -319,9 +283,6 @@ class OnnxRuntimeQdqParityTest : public ::testing::TestWithParam<QuantizedCase> 
 // of the last layer's output grid: the two round x / s + z in different float orders, which
 // can move a value lying on a rounding boundary by one step.
 TEST_P(OnnxRuntimeQdqParityTest, QdqModelComputesLithesQuantizedForwardWithinOneStep) {
-  if (const std::string why = ort_unavailable(); !why.empty()) {
-    GTEST_SKIP() << "ONNX Runtime parity not checked: " << why;
-  }
   const std::vector<int64_t>& shape = GetParam().shape;
   test::QuantizedModel q = test::quantize_model(load_case_model(GetParam().model),
                                                 GetParam().algorithm, GetParam().config_list,

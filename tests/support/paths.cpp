@@ -7,6 +7,8 @@ namespace lithe::test {
 
 std::filesystem::path source_dir() { return LITHE_SOURCE_DIR; }
 std::filesystem::path binary_dir() { return LITHE_BINARY_DIR; }
+std::filesystem::path python_executable() { return LITHE_PYTHON; }
+std::filesystem::path onnxruntime_library() { return LITHE_ONNXRUNTIME_LIBRARY; }
 
 std::filesystem::path scratch_path(const std::string& name) {
   std::filesystem::path dir = binary_dir() / "tests/scratch" / name;

@@ -20,19 +20,11 @@ inline std::filesystem::path shared_blocks_model() {
   return source_dir() / "tests/data/shared_blocks.pt";
 }
 inline std::filesystem::path lithe_cli() { return binary_dir() / "bin/lithe"; }
-/// ONNX Runtime's shared library as scripts/setup-ort.sh installs it (onnxruntime-node ships
-/// it), or an empty path when it is not there.
-inline std::filesystem::path onnxruntime_library() {
-#if defined(__x86_64__)
-  const char* arch = "x64";
-#else
-  const char* arch = "arm64";
-#endif
-  const std::filesystem::path library =
-      binary_dir() / "ort/node_modules/onnxruntime-node/bin/napi-v6/linux" / arch /
-      "libonnxruntime.so.1";
-  return std::filesystem::exists(library) ? library : std::filesystem::path();
-}
+/// The project's Python (.venv/bin/python from scripts/install-deps.sh, or CMake's LITHE_PYTHON):
+/// torch of the release Lithe builds against, torchvision and onnxruntime.
+std::filesystem::path python_executable();
+/// ONNX Runtime's C library inside that Python's onnxruntime wheel; empty in a kernels-only build.
+std::filesystem::path onnxruntime_library();
 
 /// A fresh empty directory under the build tree for one test:
 /// `tests/scratch/<name>/<Suite.Test>` while a GoogleTest test runs, `tests/scratch/<name>`

@@ -210,7 +210,7 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
   }
   try {
     if (impl_->store->add(kArrivedKey, 1) == options.world_size) {
-      impl_->store->set(kAllArrivedKey, {1});
+      impl_->store->set(kAllArrivedKey, std::vector<uint8_t>{1});
     }
     impl_->store->wait({kAllArrivedKey}, options.timeout);
   } catch (const std::exception& e) {

@@ -109,15 +109,6 @@ NamedMasks deserialize_masks(const std::string& bytes, const std::string& source
     value = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
   } catch (const std::exception& e) {
     const std::string message = e.what();
-    // Python's pickler writes a one-entry dict with SETITEM (and a one-entry list with APPEND),
-    // opcodes libtorch 1.13's unpickler lacks; say so instead of only "unknown opcode".
-    const bool single_item = message.find("Unknown opcode") != std::string::npos &&
-                             (message.find(": 115") != std::string::npos ||
-                              message.find(": 97") != std::string::npos);
-    LITHE_CHECK(!single_item, sdk::Errc::kInvalidModel, "mask file '", source,
-                "' holds a one-entry dict or list, which Python's pickler writes with an opcode "
-                "libtorch 1.13 cannot read (SETITEM/APPEND); a mask file with two or more "
-                "layers, or one written by lithe, loads");
     throw sdk::Error(sdk::Errc::kInvalidModel,
                      "mask file '" + source +
                          "' must hold a dict {layer: {'weight': Tensor, 'bias': Tensor or None}} "
