@@ -10,6 +10,7 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/LitheConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/LitheConfig.cmake ${CMAKE_BINARY_DIR}/LitheConfigVersion.cmake
   ${CMAKE_CURRENT_LIST_DIR}/LithePluginHelpers.cmake ${CMAKE_CURRENT_LIST_DIR}/plugin.map
+  ${CMAKE_CURRENT_LIST_DIR}/LitheTorchWheel.cmake
   DESTINATION ${LITHE_CMAKE_INSTALL_DIR})
 
 # Documentation a user of the installed package reads without the source tree

@@ -21,30 +21,7 @@ if(NOT Torch_VERSION OR Torch_VERSION VERSION_LESS LITHE_TORCH_MIN_VERSION OR
           "scripts/install-deps.sh for the pinned wheel in .venv/, or point Torch_DIR at another)")
 endif()
 
-# The wheel's libtorch_cuda.so was built against the CUDA libraries of the nvidia-* wheels beside
-# it (site-packages/nvidia/*/lib, found through its RPATH). Its CMake package instead links
-# dependents to the CUDA runtime of whatever toolkit is installed (CUDA::cudart), and puts that
-# toolkit's lib folder first on the link's -rpath: ld then resolves libtorch_cuda.so's libnccl.so.2
-# from the toolkit (an older NCCL: undefined references), and at run time the toolkit's older
-# libcudart.so.13 would be loaded before the one libtorch was built with. So, for a wheel, the CUDA
-# runtime is the wheel's own and ld looks for libtorch's dependencies in the wheel's folders.
-get_filename_component(_lithe_torch_lib_dir "${TORCH_INSTALL_PREFIX}/lib" ABSOLUTE)
-file(GLOB _lithe_wheel_cuda_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
-set(LITHE_TORCH_WHEEL_CUDA_DIRS "")
-foreach(_dir IN LISTS _lithe_wheel_cuda_dirs)
-  get_filename_component(_dir "${_dir}" ABSOLUTE)
-  list(APPEND LITHE_TORCH_WHEEL_CUDA_DIRS "${_dir}")
-endforeach()
-if(LITHE_TORCH_WHEEL_CUDA_DIRS AND TARGET torch::cudart)
-  find_library(LITHE_TORCH_WHEEL_CUDART NAMES libcudart.so.13 libcudart.so.12 cudart
-               PATHS ${LITHE_TORCH_WHEEL_CUDA_DIRS} NO_DEFAULT_PATH)
-  if(LITHE_TORCH_WHEEL_CUDART)
-    set_property(TARGET torch::cudart PROPERTY INTERFACE_LINK_LIBRARIES "${LITHE_TORCH_WHEEL_CUDART}")
-  endif()
-  list(JOIN LITHE_TORCH_WHEEL_CUDA_DIRS ":" _lithe_rpath_link)
-  set_property(TARGET torch APPEND PROPERTY INTERFACE_LINK_OPTIONS
-               "LINKER:-rpath-link,${_lithe_torch_lib_dir}:${_lithe_rpath_link}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/LitheTorchWheel.cmake)
 if(LITHE_TORCH_WHEEL_CUDART)
   message(STATUS "Lithe: libtorch ${Torch_VERSION} from ${Torch_DIR}, CUDA runtime "
                  "${LITHE_TORCH_WHEEL_CUDART}")

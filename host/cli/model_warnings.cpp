@@ -12,8 +12,8 @@ namespace {
 
 class OncePerMessage final : public c10::WarningHandler {
  public:
-  void process(const c10::SourceLocation& /*where*/, const std::string& message,
-               const bool /*verbatim*/) override {
+  void process(const c10::Warning& warning) override {
+    const std::string& message = warning.msg();
     const std::lock_guard<std::mutex> lock(mutex_);
     if (seen_.insert(message).second) {
       std::cerr << "lithe: warning: " << message << " (the model's own warning; shown once)\n";
@@ -29,7 +29,7 @@ class OncePerMessage final : public c10::WarningHandler {
 
 void print_model_warnings_once() {
   static OncePerMessage handler;
-  c10::Warning::set_warning_handler(&handler);
+  c10::WarningUtils::set_warning_handler(&handler);
 }
 
 }  // namespace lithe::cli

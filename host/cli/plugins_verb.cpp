@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lithe/host/runtime/torch_runtime.h"
 #include "lithe/sdk/error.h"
 #include "verbs.h"
 
@@ -191,6 +192,7 @@ int run_plugins(const std::vector<std::string>& args) {
   std::vector<std::filesystem::path> dirs(common.plugin_dirs.begin(), common.plugin_dirs.end());
   if (json) {
     nlohmann::ordered_json out;
+    out["runtime"] = host::torch_runtime_description();
     out["search_path"] = nlohmann::ordered_json::array();
     for (const auto& dir : host::plugin_search_path(dirs)) {
       out["search_path"].push_back(dir.string());
@@ -216,6 +218,7 @@ int run_plugins(const std::vector<std::string>& args) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
+  std::cout << "runtime: " << host::torch_runtime_description() << "\n";
   std::cout << "search path:\n";
   for (const auto& dir : host::plugin_search_path(dirs)) {
     std::error_code ec;

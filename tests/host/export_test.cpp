@@ -125,14 +125,7 @@ TEST(AtomicWriteTest, FailureLeavesTheExistingTargetUntouched) {
               ThrowsMessage<sdk::Error>(HasSubstr("missing_dir/x")));
 }
 
-bool python_has_torch() {
-  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
-}
-
 TEST(PythonInteropTest, PythonLoadsOurMasksAndOurModel) {
-  if (!python_has_torch()) {
-    GTEST_SKIP() << "/usr/bin/python3 with torch is not available";
-  }
   auto model = load_torchscript_model(test::lenet_model());
   const auto dir = test::scratch_dir("python_interop");
   const NamedMasks masks = prune_lenet(*model, 0.5);
@@ -152,7 +145,9 @@ TEST(PythonInteropTest, PythonLoadsOurMasksAndOurModel) {
     std::ofstream out(dir / "check.py");
     out << script;
   }
-  const std::string command = "/usr/bin/python3 " + (dir / "check.py").string() + " " +
+  // The project's Python: torch of the release Lithe is built against.
+  const std::string command = test::python_executable().string() + " " +
+                              (dir / "check.py").string() + " " +
                               (dir / "mask.pth").string() + " " + (dir / "model.pt").string();
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }

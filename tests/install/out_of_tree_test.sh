@@ -16,8 +16,8 @@
 #    (AGP) and keeps it through QAT, and its two --misuse runs must fail naming the call to use.
 #    tests/install/api_1_3 (Lithe 1.3's README example, 1.3 header names) is built the same way
 #    and run: the 1.x API keeps compiling for code written against 1.3.
-# Every consumer is configured with no CUDA toolkit visible (find_package(CUDAToolkit) disabled,
-# nvcc off PATH): the installed package must not need what Lithe only needed to build itself.
+# Every consumer is configured with Torch_DIR=$LITHE_TORCH_DIR and nothing else of the build: the
+# installed package must not need what Lithe only needed to build itself (no CUDA:: target).
 # The install must also carry the documentation (share/doc/lithe).
 # The scratch directory is removed on success and kept (path printed) on failure.
 # $LITHE_SAMPLE_CXX_FLAGS, when set, is added to the sample's compile and link flags.
@@ -75,16 +75,17 @@ if grep -l "CUDA::" "$prefix"/lib/cmake/Lithe/*.cmake; then
   fail "the installed CMake package refers to CUDA targets (see the files above)"
 fi
 
-# A consumer's machine without the CUDA toolkit: CUDAToolkit cannot be found, nvcc is not on
-# PATH, and no CUDA variable points at one.
-no_cuda_path=$(tr ':' '\n' <<< "$PATH" | grep -v -i cuda | paste -sd: -)
-no_cuda=(env -u Lithe_DIR -u Lithe_ROOT -u LITHE_PLUGIN_PATH -u CUDACXX -u CUDA_PATH
-         -u CUDA_HOME -u CUDAToolkit_ROOT "PATH=$no_cuda_path")
-no_cuda_args=(-DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDA=ON)
+# A consumer finds Lithe through CMAKE_PREFIX_PATH and libtorch through Torch_DIR (the same
+# libtorch this build used: LITHE_TORCH_DIR). PyPI's torch wheel is a CUDA build whose own CMake
+# package requires a CUDA toolkit at configure time, so the toolkit stays visible; Lithe's
+# package itself must not ask for one (checked above).
+[[ -n ${LITHE_TORCH_DIR:-} ]] || fail "LITHE_TORCH_DIR (the libtorch CMake folder) is not set"
+consumer=(env -u Lithe_DIR -u Lithe_ROOT -u LITHE_PLUGIN_PATH)
+consumer_args=("-DTorch_DIR=$LITHE_TORCH_DIR")
 
-step "configuring $sample_dir against $prefix (no CUDA toolkit visible)"
+step "configuring $sample_dir against $prefix"
 configure_args=(-S "$sample_dir" -B "$sample_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-                "-DCMAKE_PREFIX_PATH=$prefix" "${no_cuda_args[@]}")
+                "-DCMAKE_PREFIX_PATH=$prefix" "${consumer_args[@]}")
 if command -v ccache > /dev/null; then
   configure_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
@@ -94,7 +95,7 @@ if [[ -n ${LITHE_SAMPLE_CXX_FLAGS:-} ]]; then
                    "-DCMAKE_MODULE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
 fi
 # Nothing of the Lithe build tree may leak in: no package registry, no environment hints.
-"${no_cuda[@]}" "$cmake" "${configure_args[@]}" \
+"${consumer[@]}" "$cmake" "${configure_args[@]}" \
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
   || fail "configuring the sample against the installed Lithe failed"
 grep -q "^Lithe_DIR:PATH=$prefix/" "$sample_build/CMakeCache.txt" \
@@ -140,10 +141,10 @@ if [[ -n $model ]]; then
 fi
 
 # build_program SRC BUILD WHAT: configures and builds programs (not plugins) against the
-# prefix, as a consumer without CUDA would.
+# prefix, as a consumer would.
 build_program() {
   local args=(-S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix"
-              -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "${no_cuda_args[@]}")
+              -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "${consumer_args[@]}")
   if command -v ccache > /dev/null; then
     args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
@@ -151,13 +152,13 @@ build_program() {
     args+=("-DCMAKE_CXX_FLAGS=$LITHE_SAMPLE_CXX_FLAGS"
            "-DCMAKE_EXE_LINKER_FLAGS=$LITHE_SAMPLE_CXX_FLAGS")
   fi
-  "${no_cuda[@]}" "$cmake" "${args[@]}" \
+  "${consumer[@]}" "$cmake" "${args[@]}" \
     || fail "configuring $3 against the installed Lithe failed"
   "$cmake" --build "$2" -j 2 || fail "building $3 against the installed Lithe failed"
 }
 
 if [[ -n $app_dir && -n $model ]]; then
-  step "building $app_dir against $prefix (no CUDA toolkit visible)"
+  step "building $app_dir against $prefix"
   build_program "$app_dir" "$work/app_build" "the embedding app"
   step "running the embedding app from $work (outside the prefix, no LITHE_PLUGIN_PATH)"
   output=$(cd "$work" && env -u LITHE_PLUGIN_PATH "$work/app_build/prune_lenet" "$model" \
@@ -170,7 +171,7 @@ if [[ -n $app_dir && -n $model ]]; then
   [[ -s $work/app_pruned.pt ]] || fail "the embedding app did not write $work/app_pruned.pt"
 
   step "running prune_then_quantize (own training loop: AGP to 0.8, then QAT)"
-  output=$(cd "$work" && "${no_cuda[@]}" "$work/app_build/prune_then_quantize" "$model" \
+  output=$(cd "$work" && "${consumer[@]}" "$work/app_build/prune_then_quantize" "$model" \
              "$work/app_qat.pt" 2>&1) \
     || { echo "$output" >&2; fail "prune_then_quantize failed"; }
   echo "$output"
@@ -196,7 +197,7 @@ if [[ -n $app_dir && -n $model ]]; then
   for misuse in optimizer-step no-update-epoch; do
     step "running prune_then_quantize --misuse $misuse (must be reported)"
     status=0
-    output=$(cd "$work" && "${no_cuda[@]}" "$work/app_build/prune_then_quantize" "$model" \
+    output=$(cd "$work" && "${consumer[@]}" "$work/app_build/prune_then_quantize" "$model" \
                "$work/app_misuse.pt" --misuse "$misuse" 2>&1) || status=$?
     echo "$output"
     [[ $status -eq 1 ]] || fail "--misuse $misuse exited with $status, not 1"

@@ -18,7 +18,7 @@ using detail::invoke_plugin;
 void mask_state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param,
                    const at::Tensor& mask) {
   auto& state = optimizer.state();
-  const auto it = state.find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+  const auto it = state.find(param.unsafeGetTensorImpl());
   if (it == state.end()) {
     return;
   }

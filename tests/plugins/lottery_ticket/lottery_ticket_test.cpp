@@ -170,7 +170,7 @@ TEST_F(LotteryTicketTest, HostRewindsEveryParameterAndBufferAndRestartsTheOptimi
   const at::Tensor grad = params[0].grad().clone();
   session.optimizer_step(optimizer);
   auto& state = static_cast<torch::optim::SGDParamState&>(
-      *optimizer.state().at(c10::guts::to_string(params[0].unsafeGetTensorImpl())));
+      *optimizer.state().at(params[0].unsafeGetTensorImpl()));
   EXPECT_TRUE(state.momentum_buffer().equal(grad * masks[0].second.weight))
       << "momentum from before the rewind leaked into the new round";
 }
