@@ -133,7 +133,7 @@ TEST(PythonInteropTest, PythonLoadsOurMasksAndOurModel) {
   model->save(dir / "model.pt");
   const std::string script =
       "import torch, sys\n"
-      "m = torch.load(sys.argv[1])\n"
+      "m = torch.load(sys.argv[1], weights_only=True)\n"
       "assert sorted(m) == ['conv1', 'conv2', 'fc1', 'fc2', 'fc3'], sorted(m)\n"
       "assert int((m['fc1']['weight'] == 0).sum()) == 15360\n"
       "assert m['fc1']['bias'].shape == (120,)\n"

@@ -34,6 +34,11 @@ bool holds_tensors(const c10::TypePtr& type) {
 
 std::string interpreter_message(const std::exception& error) {
   std::string text = error.what();
+  // libtorch 2.x's interpreter appends the failing op's C++ backtrace ("Exception raised from
+  // ... frame #0: ...") after the message; nothing from there on is for the user.
+  if (const size_t backtrace = text.find("\nException raised from "); backtrace != std::string::npos) {
+    text.erase(backtrace);
+  }
   while (!text.empty() && text.back() == '\n') {
     text.pop_back();
   }

@@ -16,6 +16,7 @@
 
 #include "lithe/host/io/archive_check.h"
 #include "lithe/host/io/staged_file.h"
+#include "lithe/host/io/torch_save.h"
 #include "lithe/host/io/file_io.h"
 #include "lithe/sdk/error.h"
 #include "posix_write.h"
@@ -39,22 +40,6 @@ c10::IValue masks_to_ivalue(const NamedMasks& masks) {
     layers.insert(name, entry);
   }
   return c10::IValue(layers);
-}
-
-// torch.save's zip layout (what torch::pickle_save produces), streamed to `sink` without
-// building the whole archive in memory: data.pkl holds the structure, data/<i> each tensor.
-void write_masks_archive(const NamedMasks& masks,
-                         const std::function<size_t(const void*, size_t)>& sink) {
-  std::string pickled;
-  torch::jit::Pickler pickler(
-      [&](const char* bytes, size_t size) { pickled.append(bytes, size); });
-  pickler.protocol();
-  pickler.pushIValue(masks_to_ivalue(masks));
-  pickler.stop();
-  caffe2::serialize::PyTorchStreamWriter writer(sink);
-  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
-                                     pickler.tensorData(), writer);
-  writer.writeEndOfFile();
 }
 
 // A mask holds 0 and 1 only (bool, integer or floating, finite): anything else would rescale
@@ -89,7 +74,7 @@ void check_mask_values(const at::Tensor& mask, const std::string& source, const 
 
 std::string serialize_masks(const NamedMasks& masks) {
   std::string out;
-  write_masks_archive(masks, [&](const void* bytes, size_t size) {
+  write_torch_save_archive(masks_to_ivalue(masks), [&](const void* bytes, size_t size) {
     out.append(static_cast<const char*>(bytes), size);
     return size;
   });

@@ -11,6 +11,7 @@
 
 #include "lithe/host/io/archive_check.h"
 #include "lithe/host/io/file_io.h"
+#include "lithe/host/io/torch_save.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -230,8 +231,7 @@ void save_tensor_file(const Dataset& data, const fs::path& file) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   dict.insert("images", compact(data.images));
   dict.insert("labels", compact(data.labels));
-  const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
-  write_file_atomic(file, std::string(bytes.begin(), bytes.end()));
+  write_file_atomic(file, torch_save_bytes(c10::IValue(dict)));
 }
 
 Dataset load_dataset(const fs::path& data, const std::string& split) {

@@ -433,7 +433,7 @@ TEST_F(FilterNormTest, RegistersMaskersAndPrunersUnderTheNamesUsersType) {
 // --- NNI's per-filter statistics of the conformance cases -------------------------------------
 
 
-TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
+TEST(FilterNormGoldenTest, ImportanceMatchesNnisStatisticsAndTheirRanking) {
   const auto conformance = test::nni_data_dir();
   ASSERT_TRUE(std::filesystem::exists(conformance / "golden")) << "in-repo test data missing: " << conformance;
   int checked = 0;
@@ -448,7 +448,16 @@ TEST(FilterNormGoldenTest, ImportanceIsBitIdenticalToNnisStatistics) {
           continue;
         }
         const at::Tensor& weight = state.at(key.substr(5) + ".weight");
-        EXPECT_TRUE(filter_importance(weight, norm).equal(stat)) << prefix << model << " " << key;
+        // NNI recorded these on torch 1.13; libtorch 2.x sums in another order, which moves the
+        // last bit of some sums (NNI's own expression on torch 2.15 differs from them the same
+        // way). The ranking NNI prunes by must not change; the masks themselves are compared
+        // exactly by the conformance cases.
+        const at::Tensor ours = filter_importance(weight, norm);
+        EXPECT_TRUE(at::allclose(ours, stat, /*rtol=*/2.5e-7, /*atol=*/0))
+            << prefix << model << " " << key << ": max |diff| "
+            << (ours - stat).abs().max().item<float>();
+        EXPECT_TRUE(ours.argsort(/*stable=*/true).equal(stat.argsort(/*stable=*/true)))
+            << prefix << model << " " << key;
         ++checked;
       }
     }

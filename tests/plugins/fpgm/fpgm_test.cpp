@@ -306,7 +306,7 @@ TEST_F(FpgmTest, RegistersMaskerAndPrunerUnderTheNameUsersType) {
 // --- NNI's per-filter statistics of the conformance cases -------------------------------------
 
 
-TEST(FpgmGoldenTest, DistanceSumsAreBitIdenticalToNnisStatistics) {
+TEST(FpgmGoldenTest, DistanceSumsMatchNnisStatisticsAndTheirRanking) {
   const auto conformance = test::nni_data_dir();
   ASSERT_TRUE(std::filesystem::exists(conformance / "golden")) << "in-repo test data missing: " << conformance;
   int checked = 0;
@@ -320,8 +320,13 @@ TEST(FpgmGoldenTest, DistanceSumsAreBitIdenticalToNnisStatistics) {
       }
       const at::Tensor& weight = state.at(key.substr(5) + ".weight");
       const at::Tensor d = distance_sums(weight);
-      EXPECT_TRUE(d.equal(stat)) << model << " " << key << ": max |diff| "
-                                 << (d - stat).abs().max().item<float>();
+      // NNI recorded these on torch 1.13; libtorch 2.x sums in another order, which moves the
+      // last bit of some sums. The ranking NNI prunes by must not change; the masks themselves
+      // are compared exactly by the conformance cases.
+      EXPECT_TRUE(at::allclose(d, stat, /*rtol=*/2.5e-7, /*atol=*/0))
+          << model << " " << key << ": max |diff| " << (d - stat).abs().max().item<float>();
+      EXPECT_TRUE(d.argsort(/*stable=*/true).equal(stat.argsort(/*stable=*/true)))
+          << model << " " << key;
       ++checked;
     }
   }
