@@ -22,6 +22,14 @@ if(NOT Torch_VERSION OR Torch_VERSION VERSION_LESS LITHE_TORCH_MIN_VERSION OR
 endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/LitheTorchWheel.cmake)
+# Installed programs and libraries find libtorch where the build found it (a wheel or a libtorch
+# folder is not on the loader's default path, as Debian's libtorch was), and, for a wheel, the
+# CUDA runtime they link directly.
+list(APPEND CMAKE_INSTALL_RPATH "${_lithe_torch_lib_dir}")
+if(LITHE_TORCH_WHEEL_CUDART)
+  get_filename_component(_lithe_cudart_dir "${LITHE_TORCH_WHEEL_CUDART}" DIRECTORY)
+  list(APPEND CMAKE_INSTALL_RPATH "${_lithe_cudart_dir}")
+endif()
 if(LITHE_TORCH_WHEEL_CUDART)
   message(STATUS "Lithe: libtorch ${Torch_VERSION} from ${Torch_DIR}, CUDA runtime "
                  "${LITHE_TORCH_WHEEL_CUDART}")

@@ -4,7 +4,7 @@
 #
 # The wheel's libtorch_cuda.so was built against the CUDA libraries of the nvidia-* wheels beside
 # it (site-packages/nvidia/*/lib, found through its RPATH). Its CMake package instead links
-# dependents to the CUDA runtime of whatever toolkit is installed (CUDA::cudart), and puts that
+# dependents to the CUDA runtime of whatever toolkit is installed (the toolkit's cudart), and puts that
 # toolkit's lib folder first on the link's -rpath: ld then resolves libtorch_cuda.so's libnccl.so.2
 # from the toolkit (an older NCCL: undefined references), and at run time the toolkit's older
 # libcudart.so.13 would be loaded before the one libtorch was built with. So, for a wheel, the CUDA

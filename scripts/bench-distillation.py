@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Knowledge distillation while fine-tuning a pruned model (issue: training-time algorithms), every
 figure from one run of this script, on Fashion-MNIST:
 
@@ -16,7 +16,7 @@ figure from one run of this script, on Fashion-MNIST:
              on all of them, is what a user has when labelled data for fine-tuning is scarce
 Accuracies are lithe compress's own evaluation after fine-tuning on the 10,000 test images.
 
-Usage: /usr/bin/python3 scripts/bench-distillation.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-distillation.py [--lithe build/bin/lithe]
            [--work build/bench-distillation] [--epochs 3] [--finetune 1] [--seeds 0,1,2]
            [--threads 2] [--models lenet,resnet] [--temperature 4] [--alpha 0.9]
            [--train-samples N] [--lr 0.01] [--lr-step 0] [--dense-lr 0.01]

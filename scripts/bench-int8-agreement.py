@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """How closely the native int8 model follows the fake-quantized model (and ONNX Runtime on the
 QDQ file) on *trained* torchvision architectures and real images: the conversion certificate of
 `lithe convert --data` (issue: int8 + PTQ, "top-1 agreement with the fake-quantized model
@@ -22,14 +22,13 @@ in --work when there): the accuracy of the fake-quantized model (lithe compress'
 first 2,000 test images) with the same layers and grids as above, activations observed by
 min_max, mse, percentile (99.9, 99.99) or kl, weights by min_max or mse.
 
-Usage: /usr/bin/python3 scripts/bench-int8-agreement.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-int8-agreement.py [--lithe build/bin/lithe]
            [--work build/bench-int8-agreement] [--epochs 1] [--train-images 60000]
            [--models resnet18,resnet50,mobilenet_v2] [--batches 63] [--threads 2] [--observers]
 """
 import argparse
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -54,9 +53,13 @@ def one_channel_model(name, path):
 
 
 def ort_library():
-    arch = "x64" if platform.machine() == "x86_64" else "arm64"
-    path = os.path.join(ROOT, "build/ort/node_modules/onnxruntime-node/bin/napi-v6/linux", arch,
-                        "libonnxruntime.so.1")
+    """ONNX Runtime's C library inside this interpreter's onnxruntime wheel (.venv/)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(onnxruntime.__file__), "capi",
+                        "libonnxruntime.so." + onnxruntime.__version__)
     return path if os.path.exists(path) else None
 
 
@@ -80,7 +83,7 @@ def main():
     if args.observers:
         return compare_observers(args, w, train)
     ort = ort_library()
-    print("ONNX Runtime: %s\n" % (ort or "not installed (scripts/setup-ort.sh): not compared"))
+    print("ONNX Runtime: %s\n" % (ort or "not installed (no onnxruntime in this Python; use .venv/bin/python): not compared"))
     print("| model | test images | float | fake-quant | int8 | int8 vs fake-quant | "
           "int8 vs ORT (QDQ) | on seeded random inputs: int8 vs fake-quant | time |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Accuracy of native int8 models on Fashion-MNIST (issue: int8 + PTQ), each figure from one run
 of this script:
 
@@ -15,7 +15,7 @@ of this script:
              parameters, FLOPs, bytes, latency and accuracy after every stage
 Accuracies are lithe eval's on the 10,000 test images.
 
-Usage: /usr/bin/python3 scripts/bench-int8-fashion.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-int8-fashion.py [--lithe build/bin/lithe]
            [--work build/bench-int8-fashion] [--epochs 3] [--threads 2]
 """
 import argparse

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The int8 conversion certificate against ONNX Runtime (issue: int8 + PTQ): the native int8
 model `lithe compress --convert` writes, and the QDQ ONNX file `--onnx` writes from the same
 quantized model, run on the same test images, one run of this script:
@@ -9,20 +9,19 @@ quantized model, run on the same test images, one run of this script:
             folded, the zoo's int8_config; one run writes the int8 TorchScript model
             (--convert, oneDNN) and the QDQ ONNX file (--onnx, opset 13, batch of N)
   compare   the first N test images through the int8 model (Python's torch.jit.load, as a
-            server without Lithe would run it) and through ONNX Runtime (onnxruntime-node on
-            the QDQ file, scripts/ort_run_batch.js); max |int8 - ORT| in steps of the
+            server without Lithe would run it) and through ONNX Runtime (the onnxruntime wheel
+            of the .venv, on the QDQ file); max |int8 - ORT| in steps of the
             classifier's output grid (its scale from the calibration JSON), the share of
             outputs that differ, top-1 agreement, and each side's test accuracy on the N images
 
-Needs node and onnxruntime-node (scripts/setup-ort.sh installs it into build/ort).
+Needs the project's Python (.venv/, scripts/install-deps.sh: torch and onnxruntime).
 
-Usage: /usr/bin/python3 scripts/bench-int8-ort.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-int8-ort.py [--lithe build/bin/lithe]
            [--work build/bench-int8-ort] [--epochs 1] [--threads 2] [--images 1000]
 """
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,10 +33,9 @@ def main():
     parser = argparse.ArgumentParser()
     add_common_arguments(parser, "bench-int8-ort")
     parser.add_argument("--images", type=int, default=1000)
-    parser.add_argument("--ort", default=os.path.join(ROOT, "build/ort/node_modules"))
     args = parser.parse_args()
-    if not os.path.exists(os.path.join(args.ort, "onnxruntime-node/package.json")):
-        sys.exit(f"onnxruntime-node is not in {args.ort}: run scripts/setup-ort.sh")
+    import numpy as np
+    import onnxruntime
     import torch
     torch.set_num_threads(args.threads)
     torch.backends.quantized.engine = "onednn"
@@ -46,7 +44,6 @@ def main():
 
     images = fashion_idx("t10k-images-idx3-ubyte", True)[:args.images].contiguous()
     labels = fashion_idx("t10k-labels-idx1-ubyte", False)[:args.images]
-    images.numpy().tofile(w("input.bin"))
     shape = ",".join(str(d) for d in images.shape)
 
     print("| model | images | int8 accuracy | ORT (QDQ) accuracy | top-1 agreement | "
@@ -66,15 +63,12 @@ def main():
         model.eval()
         with torch.no_grad():
             int8 = model(images)
-        ran = subprocess.run(["node", os.path.join(ROOT, "scripts/ort_run_batch.js"),
-                              w(name + ".qdq.onnx"), w("input.bin"), shape, w(name + ".ort.bin")],
-                             capture_output=True, text=True,
-                             env=dict(os.environ, NODE_PATH=args.ort))
-        if ran.returncode != 0:
-            sys.exit(f"FAILED: ORT on {name}: {ran.stdout}{ran.stderr}")
-        import numpy as np
-        ort = torch.from_numpy(np.fromfile(w(name + ".ort.bin"), dtype=np.float32))
-        ort = ort.reshape(int8.shape)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        session = onnxruntime.InferenceSession(w(name + ".qdq.onnx"), options,
+                                               providers=["CPUExecutionProvider"])
+        ort = session.run(None, {session.get_inputs()[0].name: images.numpy()})[0]
+        ort = torch.from_numpy(np.asarray(ort, dtype=np.float32)).reshape(int8.shape)
         diff = (int8 - ort).abs()
         steps = float(diff.max()) / step
         differ = float((diff > step / 2).float().mean())
@@ -83,7 +77,7 @@ def main():
         acc_ort = float((ort.argmax(1) == labels).float().mean())
         print(f"| {name} | {args.images} | {acc_int8:.4f} | {acc_ort:.4f} | {100 * agree:.1f}% | "
               f"{steps:.2f} | {100 * differ:.2f}% |")
-    print(ran.stdout.strip())
+    print(f"onnxruntime {onnxruntime.__version__}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Native int8 models against float, and against torch.ao's int8 models, measured side by side
 (issue: int8 + PTQ). Per model (torchvision architecture from scripts/make_zoo_models.py: random
 weights, seed 0, BatchNorm statistics estimated, scripted; 3x224x224; or `lenet`, the bundled
@@ -19,7 +19,7 @@ Fashion-MNIST LeNet, samples/models/lenet.pt, 1x28x28):
                    torch.jit.load: no Lithe) and torch.ao's, alternating forwards, median of RUNS
                    after warm-up, no_grad, at each batch size and thread count
 
-Run it on an otherwise idle machine. Usage: /usr/bin/python3 scripts/bench-int8.py
+Run it on an otherwise idle machine. Usage: .venv/bin/python scripts/bench-int8.py
   [--lithe build/bin/lithe] [--models resnet18,resnet50,mobilenet_v2] [--batches 1,16]
   [--threads 2] [--runs 20] [--work build/bench-int8] [--engine onednn]
 """

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """What BatchNorm re-estimation (lithe compress --recalibrate-bn N) buys after one-shot filter
 pruning on Fashion-MNIST (issue: int8 + PTQ), every figure from one run of this script:
 
@@ -11,7 +11,7 @@ pruning on Fashion-MNIST (issue: int8 + PTQ), every figure from one run of this 
              fine-tuning (lr 0.01), to show whether the head start survives training
 Accuracies are lithe compress's own evaluation on the 10,000 test images.
 
-Usage: /usr/bin/python3 scripts/bench-recalibrate-bn.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-recalibrate-bn.py [--lithe build/bin/lithe]
            [--work build/bench-recalibrate-bn] [--epochs 3] [--threads 2]
            [--sparsities 0.3,0.5,0.7] [--batches 5,20]
 """

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """`lithe search` to a measured latency budget and to a FLOPs budget on a ResNet-style model
 (issue: search). One run makes every figure:
 
@@ -31,7 +31,7 @@ the search's own fine-tune); the test column is then the mean and standard devia
 seeds, and each gain over uniform is a difference of means, with the seed-to-seed spread beside
 it.
 
-Usage: /usr/bin/python3 scripts/bench-search-budget.py [--work DIR] [--trials N]
+Usage: .venv/bin/python scripts/bench-search-budget.py [--work DIR] [--trials N]
            [--trial-epochs N] [--dense-epochs 1] [--dense-lr-step 0] [--finetune-seeds N]
            [--arms latency,flops,netadapt,amc,uniform,auto_compress,...]
            [--model resnet8|resnet18] [--netadapt-trials 60] [--reuse-dense]

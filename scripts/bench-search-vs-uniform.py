@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Search pruners against uniform pruning on Fashion-MNIST (issue: search). One run makes every
 figure:
 
@@ -47,7 +47,7 @@ figure:
             then pruned from the dense weights afresh (`lithe compress` l1_filter per layer,
             `lithe speedup`), so its fine-tuning starts where every other arm's does
 
-Usage: /usr/bin/python3 scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
+Usage: .venv/bin/python scripts/bench-search-vs-uniform.py [--work DIR] [--layers L1,L2]
            [--nni | --flops-budget 0.5] [--sa-fine-tune 1] [--finetune-seeds N]
            [--search-strategies S,...] [--search-trials 48] [--search-trial-epochs N]
            [--no-plugin-arms]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Slim with sparse training against one-shot Slim at the same sparsity and the same number of
 training epochs, on Fashion-MNIST (issue: training-time algorithms), every figure from one run:
 
@@ -17,7 +17,7 @@ NNI's default scale 1e-4 is meant for a hundred-odd epochs of sparse training; o
 938 SGD steps (lr 0.01, momentum 0.9) it moves gamma by about 0.01, so the default here is
 larger.
 
-Usage: /usr/bin/python3 scripts/bench-slim-sparse.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-slim-sparse.py [--lithe build/bin/lithe]
            [--work build/bench-slim-sparse] [--epochs 3] [--threads 2]
            [--sparsities 0.5,0.7] [--scale 0.005] [--fine-tune 1]
 """

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Half the attention heads of torchvision's window-attention transformers, removed (issue: real
 architectures; BENCHMARKS.md, "Attention heads: Swin and MaxViT").
 
@@ -8,11 +8,11 @@ scripted) at 1x3x224x224:
                      every fused q, k, v Linear (Swin's attn.qkv, MaxViT's to_qkv) in op_names
   lithe speedup      --dense-model: the dense model and the smaller one timed alternately at
                      one thread (median of RUNS), parity against the masked model
-  lithe export-onnx  opset 17, then ONNX Runtime (scripts/setup-ort.sh) against torch on one
+  lithe export-onnx  opset 17, then ONNX Runtime (the .venv's onnxruntime) against torch on one
                      random input, as the zoo sweep checks it
 Prints the speedup report's lines and the ORT verdict per model. Run it on an idle machine.
 
-Usage: /usr/bin/python3 scripts/bench-window-heads.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-window-heads.py [--lithe build/bin/lithe]
            [--models swin_t,swin_v2_t,maxvit_t] [--runs 30] [--work build/bench-window-heads]
 """
 import argparse
@@ -73,8 +73,7 @@ def main():
             failures += 1
             continue
         ok, verdict = zoo.ort_parity(args.work, name + "_small", base + ".small.pt",
-                                     base + ".small.onnx", tuple(entry["input_shape"]),
-                                     os.path.join(ROOT, "build/ort"))
+                                     base + ".small.onnx", tuple(entry["input_shape"]))
         print("  ONNX Runtime: %s" % verdict, flush=True)
         failures += 0 if ok else 1
         for f in os.listdir(args.work):

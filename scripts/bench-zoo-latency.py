@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Does a smaller model run as much faster as its FLOPs say? The zoo's CNNs at their real input
 size (issue: real architectures; target: latency reduction >= 0.8 x FLOPs reduction).
 
@@ -12,7 +12,7 @@ Prints one Markdown row per model and thread count: FLOPs (NNI's default counter
 before -> after, each reduction (1 - after/before), and latency reduction / FLOPs reduction.
 Run it on an otherwise idle machine: two-thread timings on a busy 2-core machine are noise.
 
-Usage: /usr/bin/python3 scripts/bench-zoo-latency.py [--lithe build/bin/lithe]
+Usage: .venv/bin/python scripts/bench-zoo-latency.py [--lithe build/bin/lithe]
            [--models a,b,...] [--threads 1,2] [--runs 30] [--work build/bench-zoo-latency]
 """
 import argparse

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Recipe 1's "Big25M" model (shared/reference/recipes.md): torch.manual_seed(0), PyTorch
 default init, eval mode, input 1x3x64x64, 25,618,112 prunable weights in 10 layers.
-Usage: /usr/bin/python3 scripts/make_big25m.py OUT.pt
+Usage: .venv/bin/python scripts/make_big25m.py OUT.pt
 """
 import sys
 

@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes the small TorchScript models of tests/host/dependency_test.cpp to tests/data/.
 
 Each model isolates one rule of NNI v2.0's ChannelDependency / GroupDependency (reference
 §2.8) that the conformance models do not exercise. Run with an interpreter that has torch
 (on the development machines: /usr/bin/python3):
 
-    /usr/bin/python3 scripts/make_dependency_models.py
+    .venv/bin/python scripts/make_dependency_models.py
 
 The expected dependencies are asserted in the C++ test, next to each model's name.
 """

@@ -1,6 +1,7 @@
-#!/usr/bin/python3
-"""Builds the TorchScript models the ONNX export error tests use (run with Debian's
-/usr/bin/python3, which has python3-torch). Outputs are committed; rerun only to change them.
+#!/usr/bin/env python3
+"""Builds the TorchScript models the ONNX export error tests use (run with the
+project's .venv/bin/python). Outputs are committed (made with torch 1.13; TorchScript files load in
+every later libtorch); rerun only to change them.
 Each model is tiny (3 input channels, 8x8 input) and holds one thing the exporter must refuse:
 
   tests/data/onnx_error_conv_transpose.pt           ConvTranspose2d, traced: aten::_convolution

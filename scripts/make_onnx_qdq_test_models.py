@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Builds the TorchScript model the QDQ export tests use for module calls that are not one call
-per module (run with Debian's /usr/bin/python3, which has python3-torch). The output is
-committed; rerun only to change it.
+per module (run with the project's .venv/bin/python). The output is committed (made
+with torch 1.13; it loads in every later libtorch); rerun only to change it.
 
   tests/data/onnx_qdq_shared_calls.pt   input [1, 3, 8, 8]: conv and relu are each called twice
                                         (their quantization runs at both calls, with one weight

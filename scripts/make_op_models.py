@@ -1,7 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Builds the TorchScript models that exercise the op table's families (tests/host/
-onnx_runtime_test.cpp, speedup_test.cpp). Run with Debian's /usr/bin/python3 (python3-torch);
-outputs are committed, rerun only to change them.
+onnx_runtime_test.cpp, speedup_test.cpp). Run with the project's .venv/bin/python;
+outputs are committed (made with torch 1.13; they load in every later libtorch), rerun only to
+change them.
 
   tests/data/ops_gates.pt      SiLU, squeeze-and-excitation with a Hardsigmoid gate, Hardswish,
                                GELU, ELU, Softplus, a channel-last LayerNorm between two

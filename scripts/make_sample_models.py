@@ -1,6 +1,7 @@
-#!/usr/bin/python3
-"""Builds the small TorchScript models bundled with Lithe (run with Debian's /usr/bin/python3,
-which has python3-torch). Outputs are committed; rerun only to change them.
+#!/usr/bin/env python3
+"""Builds the small TorchScript models bundled with Lithe (run with the project's
+.venv/bin/python). Outputs are committed (made with torch 1.13; they load in every later
+libtorch); rerun only to change them.
 
   samples/models/lenet.pt          LeNet-5 for 1x28x28 inputs (seed 0), the README's main job
   tests/data/shared_blocks.pt      two identical Blocks (shared TorchScript class types)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes the two CIFAR-sized TorchScript models of scripts/bench-speedup.sh.
 
 - vgg16_bn.pt: VGG-16 with BatchNorm (CIFAR variant: 13 convs 3x3/pad 1 with BN + ReLU, five
@@ -15,7 +15,7 @@ with torch.jit.script. The weights are untrained: the benchmark measures size an
 accuracy. Run with an interpreter that has torch (on the development machines:
 /usr/bin/python3):
 
-    /usr/bin/python3 scripts/make_speedup_models.py [OUT_DIR]   # default build/bench/speedup
+    .venv/bin/python scripts/make_speedup_models.py [OUT_DIR]   # default build/bench/speedup
 """
 import os
 import sys

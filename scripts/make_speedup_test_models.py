@@ -1,6 +1,7 @@
-#!/usr/bin/python3
-"""Builds the TorchScript models the speedup tests use (run with Debian's /usr/bin/python3,
-which has python3-torch). Outputs are committed; rerun only to change them.
+#!/usr/bin/env python3
+"""Builds the TorchScript models the speedup tests use (run with the project's
+.venv/bin/python). Outputs are committed (made with torch 1.13; they load in every later
+libtorch); rerun only to change them.
 
   tests/data/speedup_blocked.pt     a channel-mixing op (cumsum over channels) on one branch, a
                                     squeeze-excitation gate on the other: the first must block

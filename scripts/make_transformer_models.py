@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Builds tiny versions of torchvision's transformer architectures for the ONNX tests
 (tests/host/onnx_runtime_test.cpp): the real block code of Swin, Swin v2 and MaxViT at a few
 channels, scripted, so that a test exercises every op and pattern the full models use (shifted
@@ -7,9 +7,9 @@ relative position bias by index; Swin v2's cosine attention with normalize and a
 logit scale; ViT's nn.MultiheadAttention, whose inference kernel runs with grad off; MaxViT's
 einsum relative attention; MViT's pooled attention and in-place relative position bias) without
 a 100 MB file. Needs
-python3-torchvision (Debian) at build time only; outputs are committed.
+the .venv's torchvision at build time only; outputs are committed (made with torch 1.13).
 
-    /usr/bin/python3 scripts/make_transformer_models.py
+    .venv/bin/python scripts/make_transformer_models.py
 """
 import os
 import sys

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Builds torchvision architectures as TorchScript files for the model zoo sweep (scripts/zoo.py).
 
 Each model is built with random weights from a fixed seed, its BatchNorm statistics estimated on
@@ -6,14 +6,14 @@ Each model is built with random weights from a fixed seed, its BatchNorm statist
 scripting fails it is traced on the sweep's input, and the manifest says so and why.
 Segmentation models return a dict: they are wrapped so that forward returns its "out" tensor.
 
-Usage: /usr/bin/python3 scripts/make_zoo_models.py OUT_DIR [--models a,b,...] [--size N]
+Usage: .venv/bin/python scripts/make_zoo_models.py OUT_DIR [--models a,b,...] [--size N]
        [--family classification|segmentation|video|all] [--list]
 --list prints the names that would be built (with torchvision's parameter count) and builds
 nothing.
 Writes OUT_DIR/<model>.pt and OUT_DIR/manifest.json: [{"model", "family", "file", "input_shape",
 "built": "scripted"|"traced", "note"}, ...]; a model that cannot be built at all is listed with
 "built": "failed" and the reason.
-Needs Debian's python3-torchvision (random weights only; nothing is downloaded).
+Needs the .venv's torchvision (random weights only; nothing is downloaded).
 """
 import argparse
 import json

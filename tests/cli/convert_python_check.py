@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """An int8 model written by `lithe convert` must load and run in plain Python (torch, no Lithe
 library) and compute what it computed in C++ (the certificate's output on its first seeded
 sample), with int8 kernels and int8 weights. Usage: convert_python_check.py LITHE MODEL.pt WORKDIR"""

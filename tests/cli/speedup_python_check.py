@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A sped-up model must load and run in plain Python (torch, no Lithe library) and compute what
 the masked model computes. Usage: speedup_python_check.py LITHE MODEL.pt WORKDIR"""
 import json

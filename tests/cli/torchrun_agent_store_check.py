@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torchrun's static rendezvous, emulated with Python's own c10d: an "agent" serves the TCPStore
 on MASTER_PORT and sets TORCHELASTIC_USE_AGENT_STORE=True, as torchrun does (Debian's torchrun
 1.13 itself does not start on Python 3.11). Two `lithe train` ranks must join it as clients,

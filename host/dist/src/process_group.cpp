@@ -2,6 +2,7 @@
 #include "lithe/host/dist/process_group.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -157,6 +158,12 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
               sdk::Errc::kInvalidConfig, "rank ", options.rank, " is not in [0, ",
               options.world_size, ")");
   impl_->options = options;
+  // libtorch 2.x's c10d logs every socket poll that times out as a warning on stderr; Lithe
+  // reports a failed rendezvous itself, in one line naming the rank and the rule. A user who
+  // wants c10d's own log sets TORCH_CPP_LOG_LEVEL, which is then left alone.
+  if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr && FLAGS_caffe2_log_level < 2) {
+    FLAGS_caffe2_log_level = 2;  // ERROR
+  }
   const std::string where = options.file_store.empty()
                                 ? options.master_addr + ":" + std::to_string(options.master_port)
                                 : "file '" + options.file_store + "'";
