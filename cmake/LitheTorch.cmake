@@ -29,8 +29,6 @@ list(APPEND CMAKE_INSTALL_RPATH "${_lithe_torch_lib_dir}")
 if(LITHE_TORCH_WHEEL_CUDART)
   get_filename_component(_lithe_cudart_dir "${LITHE_TORCH_WHEEL_CUDART}" DIRECTORY)
   list(APPEND CMAKE_INSTALL_RPATH "${_lithe_cudart_dir}")
-endif()
-if(LITHE_TORCH_WHEEL_CUDART)
   message(STATUS "Lithe: libtorch ${Torch_VERSION} from ${Torch_DIR}, CUDA runtime "
                  "${LITHE_TORCH_WHEEL_CUDART}")
 else()

@@ -10,12 +10,8 @@
 # libcudart.so.13 would be loaded before the one libtorch was built with. So, for a wheel, the CUDA
 # runtime is the wheel's own and ld looks for libtorch's dependencies in the wheel's folders.
 get_filename_component(_lithe_torch_lib_dir "${TORCH_INSTALL_PREFIX}/lib" ABSOLUTE)
-file(GLOB _lithe_wheel_cuda_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
-set(LITHE_TORCH_WHEEL_CUDA_DIRS "")
-foreach(_dir IN LISTS _lithe_wheel_cuda_dirs)
-  get_filename_component(_dir "${_dir}" ABSOLUTE)
-  list(APPEND LITHE_TORCH_WHEEL_CUDA_DIRS "${_dir}")
-endforeach()
+get_filename_component(_lithe_wheel_nvidia_dir "${TORCH_INSTALL_PREFIX}/../nvidia" ABSOLUTE)
+file(GLOB LITHE_TORCH_WHEEL_CUDA_DIRS LIST_DIRECTORIES true "${_lithe_wheel_nvidia_dir}/*/lib")
 if(LITHE_TORCH_WHEEL_CUDA_DIRS AND TARGET torch::cudart)
   find_library(LITHE_TORCH_WHEEL_CUDART NAMES libcudart.so.13 libcudart.so.12 cudart
                PATHS ${LITHE_TORCH_WHEEL_CUDA_DIRS} NO_DEFAULT_PATH)

@@ -2,10 +2,7 @@
 // half-written file and a failed run leaves old files intact; reads validate the archive first.
 #include "lithe/host/io/mask_file.h"
 
-#include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
-#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
 
 #include <cerrno>
@@ -73,12 +70,7 @@ void check_mask_values(const at::Tensor& mask, const std::string& source, const 
 }  // namespace
 
 std::string serialize_masks(const NamedMasks& masks) {
-  std::string out;
-  write_torch_save_archive(masks_to_ivalue(masks), [&](const void* bytes, size_t size) {
-    out.append(static_cast<const char*>(bytes), size);
-    return size;
-  });
-  return out;
+  return torch_save_bytes(masks_to_ivalue(masks));
 }
 
 void write_masks(const NamedMasks& masks, const fs::path& file) {
