@@ -6,8 +6,11 @@ windows: pad to the window, roll, the attention mask built by new_zeros and slic
 relative position bias by index; Swin v2's cosine attention with normalize and a clamped
 logit scale; ViT's nn.MultiheadAttention, whose inference kernel runs with grad off; MaxViT's
 einsum relative attention; MViT's pooled attention and in-place relative position bias) without
-a 100 MB file. Needs
-the .venv's torchvision at build time only; outputs are committed (made with torch 1.13).
+a 100 MB file; and torch 2.x's attention as PyTorch code calls it today: nn.TransformerEncoderLayer
+(its fused inference kernel, aten::_transformer_encoder_layer_fwd), scaled_dot_product_attention
+called directly (timm, research code) and by nn.MultiheadAttention's non-fused path. Needs the
+.venv's torch and torchvision at build time only; outputs are committed (made with torch 2.15:
+its scripted nn.MultiheadAttention takes is_causal and calls scaled_dot_product_attention).
 
     .venv/bin/python scripts/make_transformer_models.py
 """
@@ -15,6 +18,7 @@ import os
 import sys
 
 import torch
+import torch.nn.functional as F
 from torchvision.models.maxvit import MaxVit
 from torchvision.models.video.mvit import MSBlockConfig, MViT
 from torchvision.models.vision_transformer import VisionTransformer
@@ -41,6 +45,50 @@ class MhaCalls(torch.nn.Module):
         c, w = self.weights_read(x, x, x)
         assert w is not None
         return a + b.transpose(0, 1) + c + w.mean()
+
+
+class AttentionEncoder(torch.nn.Module):
+    """Two stock nn.TransformerEncoderLayers on [N, L, 16] tokens (4 heads, 32 feed-forward
+    channels): ReLU with the norms after each block, then GELU with the norms before. In eval with
+    grad off each runs the fused kernel; a Linear head reads the mean token."""
+
+    def __init__(self):
+        super().__init__()
+        self.post = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+        self.pre = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True,
+                                                    activation="gelu", norm_first=True)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):  # [N, L, 16]
+        return self.head(self.pre(self.post(x)).mean(1))
+
+
+class AttentionSdpa(torch.nn.Module):
+    """scaled_dot_product_attention as timm's Attention calls it (one qkv Linear, heads split by
+    reshape/permute/unbind), plain, causal, and with a boolean mask and an explicit scale; then a
+    sequence-first nn.MultiheadAttention, whose torch 2.x path packs its projections with
+    unflatten and attends through scaled_dot_product_attention too."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.proj = torch.nn.Linear(16, 16)
+        self.sequence_first = torch.nn.MultiheadAttention(16, 4)
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 16)
+
+    def forward(self, x):  # [N, L, 16]
+        n, length, c = x.shape
+        q, k, v = self.qkv(x).reshape(n, length, 3, 4, c // 4).permute(2, 0, 3, 1, 4).unbind(0)
+        plain = F.scaled_dot_product_attention(q, k, v)
+        causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        mask = torch.ones(length, length, dtype=torch.bool).triu(1)
+        masked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)
+        x = x + self.proj((plain + causal + masked).transpose(1, 2).reshape(n, length, c))
+        s = x.transpose(0, 1)
+        attended, _ = self.sequence_first(s, s, s, need_weights=False)
+        x = x + attended.transpose(0, 1)
+        return x + self.fc2(F.gelu(self.fc1(x)))
 
 
 def models():
@@ -82,6 +130,8 @@ def models():
     # Four heads of 4 channels: speedup's head removal keeps a non-contiguous subset.
     yield "tv_vit_heads", lambda: vit(4)
     yield "mha_calls", MhaCalls
+    yield "attention_encoder", AttentionEncoder
+    yield "attention_sdpa", AttentionSdpa
 
 
 def main():

@@ -139,6 +139,25 @@ TEST(OnnxRuntimeParityTest, AVitWithHeadsRemovedRunsInOnnxRuntime) {
   EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
 }
 
+// Encoder layers that lost heads and feed-forward channels in speedup (written as their module
+// calls, the attention over the kept heads) export and compute the same in ORT.
+TEST(OnnxRuntimeParityTest, AnEncoderWithHeadsAndFeedForwardChannelsRemovedRunsInOnnxRuntime) {
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/attention_encoder.pt").string());
+  NamedMasks masks = test::silenced_heads({"post.self_attn", "pre.self_attn"}, 4, 4, 16, 1);
+  sdk::Masks m;
+  m.weight = torch::ones({32, 16});
+  m.bias = torch::ones({32});
+  m.weight.narrow(0, 0, 20).zero_();
+  m.bias->narrow(0, 0, 20).zero_();
+  masks.emplace_back("pre.linear1", m);
+  const SpeedupResult small = speedup_model(model, masks, torch::randn({1, 5, 16}));
+  ASSERT_EQ(small.layers.size(), 6u);  // two attentions, two out_proj, linear1 and linear2
+  const test::CliRun run = run_in_ort(*small.module, {2, 5, 16}, "encoder_small");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, ::testing::HasSubstr("0 outside"));
+}
+
 // Swin v1 and v2 attentions that lost a head in speedup (their forward rebuilt with the head
 // width written in: padding, rolls, the shift mask, cosine attention) export and compute the
 // same in ORT, at an input whose second stage is shifted; so does MaxViT's.
@@ -248,7 +267,14 @@ INSTANTIATE_TEST_SUITE_P(
                       OpCase{"tv_maxvit_tiny", 17, {1, 3, 32, 32}},
                       OpCase{"tv_mvit_tiny", 13, {1, 3, 4, 16, 16}},
                       OpCase{"tv_mvit_tiny", 17, {2, 3, 4, 16, 16}},
-                      OpCase{"tv_mvit_v1_tiny", 13, {1, 3, 4, 16, 16}}),
+                      OpCase{"tv_mvit_v1_tiny", 13, {1, 3, 4, 16, 16}},
+                      // torch 2.x attention: nn.TransformerEncoderLayer's fused kernel (ReLU
+                      // post-norm and GELU pre-norm), scaled_dot_product_attention plain, causal
+                      // and masked, and nn.MultiheadAttention's non-fused path.
+                      OpCase{"attention_encoder", 13, {2, 5, 16}},
+                      OpCase{"attention_encoder", 17, {1, 7, 16}},
+                      OpCase{"attention_sdpa", 13, {2, 5, 16}},
+                      OpCase{"attention_sdpa", 17, {1, 6, 16}}),
     [](const ::testing::TestParamInfo<OpCase>& info) {
       return std::string(info.param.model) + "_opset" + std::to_string(info.param.opset);
     });

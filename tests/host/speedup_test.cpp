@@ -720,6 +720,57 @@ TEST(SpeedupHeadsTest, MaxVitPartitionAttentionLosesHeadsWithTheirBiasTableColum
   EXPECT_EQ(weight_shapes(result).size(), 4u);  // two to_qkv, two merge
 }
 
+// Two stock nn.TransformerEncoderLayers scripted by torch 2.x (ReLU post-norm, GELU pre-norm):
+// in eval each runs one fused kernel that reads its submodules' weights, yet their heads and
+// feed-forward channels go: speedup writes each layer as its module calls first. The input model
+// keeps its fused forward.
+TEST(SpeedupHeadsTest, EncoderLayersLoseHeadsAndFeedForwardChannelsDespiteTheirFusedKernel) {
+  NamedMasks masks = test::silenced_heads({"post.self_attn", "pre.self_attn"}, 4, 4, 16, 2);
+  for (const char* layer : {"post.linear1", "pre.linear1"}) {
+    sdk::Masks m;
+    m.weight = torch::ones({32, 16});
+    m.bias = torch::ones({32});
+    m.weight.narrow(0, 8, 16).zero_();
+    m.bias->narrow(0, 8, 16).zero_();
+    masks.emplace_back(layer, m);
+  }
+  const torch::jit::Module model =
+      torch::jit::load((test::source_dir() / "tests/data/attention_encoder.pt").string());
+  const auto runs_fused_kernel = [](const torch::jit::Module& m, const char* layer) {
+    const torch::jit::Module l = m.attr(layer).toModule();
+    return l.get_method("forward").graph()->toString().find(
+               "aten::_transformer_encoder_layer_fwd") != std::string::npos;
+  };
+  ASSERT_TRUE(runs_fused_kernel(model, "post"));
+  torch::manual_seed(5);
+  const at::Tensor input = torch::randn({2, 5, 16});
+  const SpeedupResult result = speedup_model(model, masks, input);
+  EXPECT_TRUE(result.blocked.empty()) << result.blocked.front().where << ": "
+                                      << result.blocked.front().reason;
+  EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
+  EXPECT_GT(result.reference_max_abs, 0.0);
+  for (const std::string layer : {"post", "pre"}) {
+    EXPECT_EQ(parameter_shape(*result.module, layer + ".self_attn.in_proj_weight"),
+              (Shape{36, 16}));
+    EXPECT_EQ(int_attribute(*result.module, layer + ".self_attn", "num_heads"), 3);
+    EXPECT_EQ(parameter_shape(*result.module, layer + ".self_attn.out_proj.weight"),
+              (Shape{16, 12}));
+    EXPECT_EQ(parameter_shape(*result.module, layer + ".linear1.weight"), (Shape{16, 16}));
+    EXPECT_EQ(parameter_shape(*result.module, layer + ".linear2.weight"), (Shape{16, 16}));
+  }
+  EXPECT_TRUE(runs_fused_kernel(model, "post")) << "the input model was changed";
+  EXPECT_FALSE(runs_fused_kernel(*result.module, "post"));
+  // Saved and loaded again, the smaller model computes what the dense model computes on the
+  // masked weights.
+  std::stringstream saved;
+  result.module->save(saved);
+  torch::jit::Module loaded = torch::jit::load(saved);
+  loaded.eval();
+  at::NoGradGuard no_grad;
+  EXPECT_TRUE(loaded.forward({input}).toTensor().allclose(
+      result.masked->forward({input}).toTensor(), 1e-5, 1e-5));
+}
+
 TEST(SpeedupHeadsTest, AttentionCalledWithItsWeightsReadKeepsItsHeadsAndSaysWhy) {
   // Heads whose value rows are zero in three attentions: batch-first without weights and
   // sequence-first lose them; the one whose attention weights are read keeps them.

@@ -24,17 +24,20 @@ namespace jit = torch::jit;
 constexpr const char* kNative = "aten::_native_multi_head_attention";
 
 // The forward a layer that lost heads runs: nn.MultiheadAttention's inference computation over
-// num_heads × head_dim inner channels (q scaled by 1/sqrt(head_dim) before the product, as
-// torch's kernel). It has the stock forward's signature, so callers stay as they are; what the
-// planner did not see used (masks, attention weights) is refused when called, not computed
-// differently. BATCH_FIRST is the layer's batch_first, written in as a literal: a constant of the
-// class (torch.nn's __constants__), which code compiled from C++ cannot read as self.batch_first.
+// num_heads × head_dim inner channels, the products through torch's fused
+// scaled_dot_product_attention (scale 1/sqrt(head_dim), as the stock kernel). It has the stock
+// forward's signature, so callers stay as they are; what the planner did not see used (masks,
+// attention weights) is refused when called, not computed differently. BATCH_FIRST is the
+// layer's batch_first, written in as a literal: a constant of the class (torch.nn's
+// __constants__), which code compiled from C++ cannot read as self.batch_first.
+// CAUSAL_ARGUMENT and CAUSAL_CHECK are the trailing `is_causal` argument (torch 2.x) and its
+// check where the stock forward has one, nothing where it does not.
 constexpr const char* kHeadsForward = R"TS(
 def _lithe_heads_forward(self, query: Tensor, key: Tensor, value: Tensor,
                          key_padding_mask: Optional[Tensor] = None, need_weights: bool = True,
                          attn_mask: Optional[Tensor] = None,
-                         average_attn_weights: bool = True) -> Tuple[Tensor, Optional[Tensor]]:
-    assert key_padding_mask is None and attn_mask is None and not need_weights and query.dim() == 3, "lithe speedup removed heads of this attention; it takes batched inputs without masks and returns no attention weights (need_weights=False)"
+                         average_attn_weights: bool = TrueCAUSAL_ARGUMENT) -> Tuple[Tensor, Optional[Tensor]]:
+    assert key_padding_mask is None and attn_mask is None and not need_weights and query.dim() == 3CAUSAL_CHECK, "lithe speedup removed heads of this attention; it takes batched inputs without masks and returns no attention weights (need_weights=False), and is not causal"
     q = query
     k = key
     v = value
@@ -57,8 +60,7 @@ def _lithe_heads_forward(self, query: Tensor, key: Tensor, value: Tensor,
     qh = qp.reshape([n, target, heads, head_dim]).transpose(1, 2)
     kh = kp.reshape([n, source, heads, head_dim]).transpose(1, 2)
     vh = vp.reshape([n, source, heads, head_dim]).transpose(1, 2)
-    scores = torch.matmul(qh * (float(head_dim) ** -0.5), kh.transpose(2, 3))
-    mixed = torch.matmul(torch.softmax(scores, -1), vh)
+    mixed = torch.scaled_dot_product_attention(qh, kh, vh)
     merged = mixed.transpose(1, 2).reshape([n, target, inner])
     out = torch.linear(merged, self.out_proj.weight, self.out_proj.bias)
     if not BATCH_FIRST:
@@ -79,6 +81,18 @@ struct Calls {
   std::string refusal;
 };
 
+// The constant `v` holds: jit::toIValue, also through the unpacking of a constant tuple
+// (`merged_mask, mask_type = self.merge_masks(None, None, x)` folds to a (None, None) constant).
+c10::optional<c10::IValue> constant_value(const jit::Value* v) {
+  if (v->node()->kind() == c10::prim::TupleUnpack) {
+    const c10::optional<c10::IValue> tuple = jit::toIValue(v->node()->input());
+    if (tuple && tuple->isTuple() && v->offset() < tuple->toTupleRef().elements().size()) {
+      return tuple->toTupleRef().elements()[v->offset()];
+    }
+  }
+  return jit::toIValue(v);
+}
+
 void collect_calls(const jit::Block* block, std::map<std::string, Calls>& calls) {
   static const c10::Symbol native = c10::Symbol::fromQualString(kNative);
   for (const jit::Node* node : block->nodes()) {
@@ -95,10 +109,10 @@ void collect_calls(const jit::Block* block, std::map<std::string, Calls>& calls)
     Calls& c = calls[scope->module];
     ++c.count;
     const c10::optional<c10::IValue> mask = node->inputs().size() > 9
-                                                ? jit::toIValue(node->input(9))
+                                                ? constant_value(node->input(9))
                                                 : c10::optional<c10::IValue>(c10::IValue());
     const c10::optional<c10::IValue> weights =
-        node->inputs().size() > 10 ? jit::toIValue(node->input(10))
+        node->inputs().size() > 10 ? constant_value(node->input(10))
                                    : c10::optional<c10::IValue>(c10::IValue(false));
     if (!mask || !mask->isNone()) {
       c.refusal = "a call passes an attention mask";
@@ -115,14 +129,19 @@ bool batch_first(const jit::Module& m) {
   return m.hasattr("batch_first") && m.attr("batch_first").toBool();
 }
 
-// Gives `m` kHeadsForward as its forward, with m's batch_first written in.
+// Whether m's own forward takes an argument named `name` (torch 2.x added `is_causal`).
+bool forward_takes(const jit::Module& m, const std::string& name) {
+  const c10::FunctionSchema& schema = m.get_method("forward").function().getSchema();
+  return schema.argumentIndexWithName(name).has_value();
+}
+
+// Gives `m` kHeadsForward as its forward, with m's batch_first and signature written in.
 void replace_heads_forward(jit::Module& m) {
   std::string text = kHeadsForward;
-  const std::string literal = batch_first(m) ? "True" : "False";
-  for (size_t at = text.find("BATCH_FIRST"); at != std::string::npos;
-       at = text.find("BATCH_FIRST", at)) {
-    text.replace(at, std::string("BATCH_FIRST").size(), literal);
-  }
+  substitute(text, "BATCH_FIRST", batch_first(m) ? "True" : "False");
+  const bool causal = forward_takes(m, "is_causal");
+  substitute(text, "CAUSAL_ARGUMENT", causal ? ", is_causal: bool = False" : "");
+  substitute(text, "CAUSAL_CHECK", causal ? " and not is_causal" : "");
   replace_forward(m, text, "_lithe_heads_forward");
 }
 

@@ -275,6 +275,13 @@ void replace_forward(jit::Module& module, const std::string& helper,
   module._ivalue()->compilation_unit()->unsafeRemoveMethod(defined.qualname());
 }
 
+void substitute(std::string& text, const std::string& placeholder, const std::string& literal) {
+  for (size_t at = text.find(placeholder); at != std::string::npos;
+       at = text.find(placeholder, at + literal.size())) {
+    text.replace(at, placeholder.size(), literal);
+  }
+}
+
 std::vector<int64_t> all(int64_t n) {
   std::vector<int64_t> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {

@@ -47,6 +47,10 @@ int64_t int_constant_or_attr(const torch::jit::Module& module, const std::string
 void replace_forward(torch::jit::Module& module, const std::string& helper,
                      const std::string& helper_name);
 
+/// Every `placeholder` in `text` replaced by `literal` (a rebuilt forward's source with the
+/// layer's constants and signature written in).
+void substitute(std::string& text, const std::string& placeholder, const std::string& literal);
+
 /// 0, 1, ..., n - 1.
 std::vector<int64_t> all(int64_t n);
 

@@ -15,6 +15,7 @@
 
 #include "attention_heads.h"
 #include "channel_flow.h"
+#include "encoder_layers.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/model/apply_compression_results.h"
 #include "lithe/host/model/model.h"
@@ -157,8 +158,12 @@ bool SpeedupResult::explained(double tolerance) const {
 
 SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
                             const at::Tensor& example_input, const std::string& masks_source) {
-  // A private masked copy: the caller's model is never touched.
-  jit::Module masked = speedup_detail::clone_module(model);
+  // A private masked copy: the caller's model is never touched. Fused encoder layers get their
+  // own types there, and the forward of their module calls, which the planners can follow.
+  const std::vector<std::string> encoder_layers = speedup_detail::fused_encoder_layers(model);
+  jit::Module masked = speedup_detail::clone_module(
+      model, std::set<std::string>(encoder_layers.begin(), encoder_layers.end()));
+  speedup_detail::unfuse_encoder_layers(masked, encoder_layers);
   {
     std::unique_ptr<Model> adapter = make_torchscript_model(masked);
     apply_compression_results(*adapter, masks, masks_source);

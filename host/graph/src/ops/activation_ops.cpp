@@ -99,15 +99,7 @@ void emit_gelu(OnnxWriter& w, const jit::Node* n) {
       w.unsupported(n, "gelu with approximate='tanh' is not supported");
     }
   }
-  const std::string x = w.input(n, 0);
-  const auto scalar = [&](const char* stem, double v) {
-    return w.initializer(stem, at::scalar_tensor(v, at::kFloat));
-  };
-  const std::string scaled = w.step(n, "Div", {x, scalar("sqrt2", std::sqrt(2.0))});
-  const std::string erf = w.step(n, "Erf", {scaled});
-  const std::string shifted = w.step(n, "Add", {erf, scalar("one", 1.0)});
-  const std::string product = w.step(n, "Mul", {x, shifted});
-  w.emit(n, "Mul", {product, scalar("half", 0.5)});
+  gelu_steps(w, n, w.input(n, 0), /*last=*/true);
 }
 
 void emit_softplus(OnnxWriter& w, const jit::Node* n) {
@@ -166,6 +158,18 @@ std::vector<OpSpec> activation_ops() {
         "aten::clone", "aten::contiguous"},
        C::kZeroPreserving, emit_identity, -1, -1, nullptr, ZeroRule::kBoth, nullptr, no_flops},
   };
+}
+
+std::string gelu_steps(OnnxWriter& w, const jit::Node* n, const std::string& x, bool last) {
+  const auto scalar = [&](const char* stem, double v) {
+    return w.initializer(stem, at::scalar_tensor(v, at::kFloat));
+  };
+  const std::string scaled = w.step(n, "Div", {x, scalar("sqrt2", std::sqrt(2.0))});
+  const std::string erf = w.step(n, "Erf", {scaled});
+  const std::string shifted = w.step(n, "Add", {erf, scalar("one", 1.0)});
+  const std::string product = w.step(n, "Mul", {x, shifted});
+  const std::vector<std::string> inputs = {product, scalar("half", 0.5)};
+  return last ? w.emit(n, "Mul", inputs) : w.step(n, "Mul", inputs);
 }
 
 }  // namespace lithe::host::ops

@@ -27,24 +27,40 @@ void emit_batch_norm(OnnxWriter& w, const jit::Node* n) {
   w.emit(n, "BatchNormalization", inputs, {{"epsilon", w.constant(n, 7).toDouble()}});
 }
 
-// aten::layer_norm(x, normalized_shape, weight, bias, eps, cudnn_enable): LayerNormalization from
-// opset 17; before it, (x - mean) / sqrt(var + eps) * weight + bias over the trailing axes.
+// aten::layer_norm(x, normalized_shape, weight, bias, eps, cudnn_enable).
 void emit_layer_norm(OnnxWriter& w, const jit::Node* n) {
   const int64_t rank = w.tensor(n->input(0)).dim();
-  const int64_t normalized = static_cast<int64_t>(w.ints(n, 1).size());
-  const double eps = w.constant(n, 4).toDouble();
-  const bool has_weight = w.present(n->input(2));
-  const bool has_bias = w.present(n->input(3));
-  const std::string x = w.input(n, 0);
+  const std::vector<int64_t> shape = w.ints(n, 1);
+  layer_norm_steps(w, n, w.input(n, 0), rank, shape, w.constant(n, 4).toDouble(),
+                   w.present(n->input(2)) ? w.input(n, 2) : std::string(),
+                   w.present(n->input(3)) ? w.input(n, 3) : std::string(), /*last=*/true);
+}
+
+}  // namespace
+
+std::vector<OpSpec> normalization_ops() {
+  using C = Channels;
+  return {
+      {{"aten::batch_norm"}, C::kBatchNorm, emit_batch_norm},
+      {{"aten::layer_norm"}, C::kLayerNorm, emit_layer_norm},
+  };
+}
+
+std::string layer_norm_steps(OnnxWriter& w, const jit::Node* n, const std::string& x,
+                             int64_t rank, const std::vector<int64_t>& shape, double eps,
+                             const std::string& weight, const std::string& bias, bool last) {
+  const auto write = [&](const std::string& type, const std::vector<std::string>& inputs,
+                         const std::vector<OnnxAttribute>& attributes = {}) {
+    return last ? w.emit(n, type, inputs, attributes) : w.step(n, type, inputs, attributes);
+  };
+  const auto normalized = static_cast<int64_t>(shape.size());
   if (w.opset() >= 17) {
     std::vector<std::string> inputs = {x};
-    const std::vector<int64_t> shape = w.ints(n, 1);
-    inputs.push_back(has_weight ? w.input(n, 2) : w.initializer("ln_scale", at::ones(shape)));
-    if (has_bias) {
-      inputs.push_back(w.input(n, 3));
+    inputs.push_back(!weight.empty() ? weight : w.initializer("ln_scale", at::ones(shape)));
+    if (!bias.empty()) {
+      inputs.push_back(bias);
     }
-    w.emit(n, "LayerNormalization", inputs, {{"axis", rank - normalized}, {"epsilon", eps}});
-    return;
+    return write("LayerNormalization", inputs, {{"axis", rank - normalized}, {"epsilon", eps}});
   }
   std::vector<int64_t> axes;
   for (int64_t a = rank - normalized; a < rank; ++a) {
@@ -57,29 +73,15 @@ void emit_layer_norm(OnnxWriter& w, const jit::Node* n) {
   const std::string shifted =
       w.step(n, "Add", {var, w.initializer("ln_eps", at::scalar_tensor(eps, at::kFloat))});
   const std::string deviation = w.step(n, "Sqrt", {shifted});
-  if (!has_weight && !has_bias) {
-    w.emit(n, "Div", {centred, deviation});
-    return;
+  if (weight.empty() && bias.empty()) {
+    return write("Div", {centred, deviation});
   }
   std::string y = w.step(n, "Div", {centred, deviation});
-  if (has_weight && has_bias) {
-    y = w.step(n, "Mul", {y, w.input(n, 2)});
-    w.emit(n, "Add", {y, w.input(n, 3)});
-  } else if (has_weight) {
-    w.emit(n, "Mul", {y, w.input(n, 2)});
-  } else {
-    w.emit(n, "Add", {y, w.input(n, 3)});
+  if (!weight.empty() && !bias.empty()) {
+    y = w.step(n, "Mul", {y, weight});
+    return write("Add", {y, bias});
   }
-}
-
-}  // namespace
-
-std::vector<OpSpec> normalization_ops() {
-  using C = Channels;
-  return {
-      {{"aten::batch_norm"}, C::kBatchNorm, emit_batch_norm},
-      {{"aten::layer_norm"}, C::kLayerNorm, emit_layer_norm},
-  };
+  return !weight.empty() ? write("Mul", {y, weight}) : write("Add", {y, bias});
 }
 
 }  // namespace lithe::host::ops

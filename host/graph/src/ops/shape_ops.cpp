@@ -294,6 +294,10 @@ std::vector<OpSpec> shape_ops() {
   using C = Channels;
   return {
       {{"aten::flatten", "aten::view", "aten::reshape"}, C::kReshape, emit_reshape},
+      // x.unflatten(dim, sizes) (nn.MultiheadAttention's packed projections in torch 2.x): a
+      // reshape to its static output shape; its channels are not followed (its arguments are
+      // not view's).
+      {{"aten::unflatten"}, C::kUnknown, emit_reshape},
       {{"aten::permute", "aten::transpose"}, C::kLayout, emit_layout},
       {{"aten::expand", "aten::expand_as"}, C::kUnknown, emit_expand},
       {{"aten::select"}, C::kUnknown, emit_select},
