@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the TorchScript models the speedup tests use (run with the project's
-.venv/bin/python). Outputs are committed (made with torch 1.13; they load in every later
-libtorch); rerun only to change them.
+.venv/bin/python). Outputs are committed (made with torch 2.15; files scripted by older
+torch load too, see the other tests/data models); rerun only to change them.
 
   tests/data/speedup_blocked.pt     a channel-mixing op (cumsum over channels) on one branch, a
                                     squeeze-excitation gate on the other: the first must block
@@ -18,7 +18,8 @@ libtorch); rerun only to change them.
                                     (in-place ops, softmax over channels, a depthwise bias, a
                                     read channel count, a tied weight) or that must not crash
                                     (gated cat, BatchNorm without running statistics, dict
-                                    output)
+                                    output), and slices (through crops and full-range slices,
+                                    kept at a partial channel slice)
 """
 import os
 import sys
@@ -123,6 +124,23 @@ class ChannelSoftmax(nn.Module):
     def forward(self, x):
         y = self.conv1(x)
         return self.conv2(y * torch.softmax(y, 1))
+
+
+class Slices(nn.Module):
+    """Slices as hand-written code makes them: a spatial crop (y[:, :, 1:, :]), a squeeze-and-
+    excitation gate broadcast by s[:, :, None, None] (torch 2.x scripts full-range slices there),
+    a full-range channel slice, and a partial one (z[:, :4]) that reads only some channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2, self.conv3 = conv(3, 8), conv(8, 8), conv(4, 4)
+        self.fc1, self.fc2 = nn.Linear(8, 4), nn.Linear(4, 8)
+
+    def forward(self, x):
+        y = torch.relu(self.conv1(x))[:, :, 1:, :]
+        s = torch.sigmoid(self.fc2(torch.relu(self.fc1(y.mean((2, 3))))))
+        z = self.conv2((y * s[:, :, None, None])[:, :8])
+        return torch.cat([z, self.conv3(z[:, :4])], 1)
 
 
 class GatedCat(nn.Module):
@@ -264,7 +282,7 @@ def main():
              "gated_cat": GatedCat, "depthwise_bias": DepthwiseBias,
              "channel_assert": ChannelAssert, "batchnorm_no_stats": BatchNormNoStats,
              "tied_weight": TiedWeight, "dict_output": DictOutput,
-             "batchnorm_no_affine": BatchNormNoAffine}
+             "batchnorm_no_affine": BatchNormNoAffine, "slices": Slices}
     for seed, (name, cls) in enumerate(rules.items()):
         torch.manual_seed(20 + seed)
         save(randomize_batchnorm(cls()), f"tests/data/speedup_rule_{name}.pt")

@@ -395,6 +395,41 @@ TEST(FlopsOpsModeTest, AttentionIsCountedWhereTheModuleCountsOnlyItsLinearLayers
   EXPECT_GT(ops.total_flops, 2 * count_flops(vit, {1, 3, 32, 32}, FlopsMode::kDefault).total_flops);
 }
 
+TEST(FlopsOpsModeTest, FusedEncoderLayersAndScaledDotProductAttentionAreCounted) {
+  // Two nn.TransformerEncoderLayers (16 features, 4 heads, 32 feed-forward channels) on 2x5
+  // tokens, each one fused kernel call: attention 4·L·E² + 2·L²·E + H·L², feed-forward 2·L·E·F +
+  // L·F, residuals 2·L·E, LayerNorms 4·L·E, per batch item.
+  const torch::jit::Module encoder =
+      torch::jit::load((test::source_dir() / "tests/data/attention_encoder.pt").string());
+  const FlopsReport ops = count_flops(encoder, {2, 5, 16}, FlopsMode::kOps);
+  int64_t layers = 0;
+  for (const LayerFlops& row : ops.layers) {
+    if (row.op_type == "aten::_transformer_encoder_layer_fwd") {
+      ++layers;
+      EXPECT_EQ(row.flops, 2 * (5120 + 800 + 100 + 5120 + 160 + 160 + 320)) << row.name;
+    }
+  }
+  EXPECT_EQ(layers, 2);
+  EXPECT_TRUE(ops.uncounted.empty()) << ops.uncounted.front();
+  // NNI's modes count module calls, which the fused kernel skips: refused, saying why.
+  EXPECT_THAT([&] { (void)count_flops(encoder, {2, 5, 16}, FlopsMode::kDefault); },
+              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("post.linear1"),
+                                              HasSubstr("TransformerEncoderLayer"),
+                                              HasSubstr("mode 'ops'"))));
+  // scaled_dot_product_attention on [2, 4, 5, 4] (three direct calls, one from a sequence-first
+  // nn.MultiheadAttention): L·S·E + L·S·Ev + L·S per batch item and head.
+  const torch::jit::Module sdpa =
+      torch::jit::load((test::source_dir() / "tests/data/attention_sdpa.pt").string());
+  int64_t calls = 0;
+  for (const LayerFlops& row : count_flops(sdpa, {2, 5, 16}, FlopsMode::kOps).layers) {
+    if (row.op_type == "aten::scaled_dot_product_attention") {
+      ++calls;
+      EXPECT_EQ(row.flops, 8 * (100 + 100 + 25)) << row.name;
+    }
+  }
+  EXPECT_EQ(calls, 4);
+}
+
 TEST(FlopsOpsModeTest, AMaskedLayerCountsTheOutputChannelsItKeeps) {
   const torch::jit::Module lenet = test::load_conformance_model("lenet");
   at::Tensor mask = torch::zeros({10, 84});

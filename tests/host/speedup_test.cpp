@@ -959,6 +959,26 @@ TEST(SpeedupRuleTest, SoftmaxOverChannelsKeepsThem) {
   EXPECT_EQ(parameter_shape(*result.module, "conv1.weight"), (Shape{8, 3, 3, 3}));
 }
 
+// Slices along other axes (a spatial crop) and full-range slices along the channels (a gate
+// broadcast by s[:, :, None, None], scripted by torch 2.x as two slices) pass channels; a slice
+// that keeps only some channels (z[:, :4]) keeps the channels of what it slices, and says so.
+TEST(SpeedupRuleTest, SlicesPassChannelsUnlessTheyCutTheChannelAxis) {
+  const SpeedupResult through =
+      speedup_rule("slices", {{"conv1", zero_filters({8, 3, 3, 3}, {0, 5})}});
+  EXPECT_TRUE(through.blocked.empty()) << through.blocked.front().where << ": "
+                                       << through.blocked.front().reason;
+  EXPECT_EQ(parameter_shape(*through.module, "conv1.weight"), (Shape{6, 3, 3, 3}));
+  EXPECT_EQ(parameter_shape(*through.module, "fc1.weight"), (Shape{4, 6}));
+  EXPECT_EQ(parameter_shape(*through.module, "fc2.weight"), (Shape{6, 4}));
+  EXPECT_EQ(parameter_shape(*through.module, "conv2.weight"), (Shape{8, 6, 3, 3}));
+  EXPECT_LT(through.max_abs_diff, 1e-5);
+  const SpeedupResult cut =
+      speedup_rule("slices", {{"conv2", zero_filters({8, 8, 3, 3}, {1, 6})}});
+  EXPECT_EQ(parameter_shape(*cut.module, "conv2.weight"), (Shape{8, 8, 3, 3}));
+  ASSERT_FALSE(cut.blocked.empty());
+  EXPECT_THAT(cut.blocked[0].where, HasSubstr("aten::slice"));
+}
+
 TEST(SpeedupRuleTest, AGateZeroOnOneSideOfACatRemovesTheChannelOnBoth) {
   const SpeedupResult result =
       speedup_rule("gated_cat", {{"conv_g", zero_filters({8, 3, 3, 3}, {0})}});

@@ -100,7 +100,7 @@ TEST(FakeQuantPerTensorTest, AtenOrderMatchesAtenFakeQuantizeBitForBit) {
   }
 }
 
-TEST(FakeQuantPerTensorTest, AtenOrderReproducesAtenOnNanAndInfinity) {
+TEST(FakeQuantPerTensorTest, AtenOrderReproducesBothAtenKernelsOnNanAndInfinity) {
 #if !defined(__x86_64__)
   // ATen turns out-of-range values into int64 with the CPU's conversion: INT64_MIN on x86-64
   // (what the kernel reproduces), saturation elsewhere.
@@ -111,18 +111,25 @@ TEST(FakeQuantPerTensorTest, AtenOrderReproducesAtenOnNanAndInfinity) {
                                    -0.7f, 0.5f, 1.5f, 2.5f, -2.5f, 100.0f, 3.0f, -3.0f, 0.0f});
   const auto ref = at::fake_quantize_per_tensor_affine_cachemask(x, 0.5, 3, 0, 7);
   const FakeQuantResult got = fake_quantize_per_tensor(x, 0.5, 3, 0, 7, QuantFormula::kAten);
-#if TORCH_VERSION_MAJOR >= 2
-  // kAten is libtorch 1.13's kernel. libtorch 2.x (seen on 2.11) saturates +inf and large
-  // positive values (entries 1 and 3) to qmax instead: everything else, masks included, agrees.
-  at::Tensor expected = std::get<0>(ref).clone();
-  expected[1] = (0 - 3) * 0.5;
-  expected[3] = (0 - 3) * 0.5;
+  // Per tensor, ATen saturates: NaN and -inf to qmin, +inf and 1e30 to qmax.
   EXPECT_EQ(std::get<0>(ref)[1].item<float>(), (7 - 3) * 0.5f);
-  EXPECT_TRUE(same_bytes(got.output, expected)) << got.output << expected;
-#else
+  EXPECT_EQ(std::get<0>(ref)[0].item<float>(), (0 - 3) * 0.5f);
   EXPECT_TRUE(same_bytes(got.output, std::get<0>(ref))) << got.output << std::get<0>(ref);
-#endif
   EXPECT_TRUE(at::equal(got.mask, std::get<1>(ref))) << got.mask << std::get<1>(ref);
+  // Per channel, ATen goes through int64: every one of them lands on qmin (x86-64's conversion).
+  const at::Tensor rows = x.reshape({1, -1}).repeat({2, 1});
+  const at::Tensor scales = at::full({2}, 0.5, at::kFloat);
+  const at::Tensor zero_points = at::full({2}, 3, at::kInt);
+  const auto channel_ref =
+      at::fake_quantize_per_channel_affine_cachemask(rows, scales, zero_points, 0, 0, 7);
+  const FakeQuantResult channel_got =
+      fake_quantize_per_channel(rows, scales, zero_points.to(at::kFloat), 0, 0, 7,
+                                QuantFormula::kAten);
+  EXPECT_EQ(std::get<0>(channel_ref)[0][1].item<float>(), (0 - 3) * 0.5f);
+  EXPECT_TRUE(same_bytes(channel_got.output, std::get<0>(channel_ref)))
+      << channel_got.output << std::get<0>(channel_ref);
+  EXPECT_TRUE(at::equal(channel_got.mask, std::get<1>(channel_ref)))
+      << channel_got.mask << std::get<1>(channel_ref);
 }
 
 // ---------------------------------------------------------------- NNI order, per tensor
@@ -240,7 +247,7 @@ TEST(FakeQuantPerChannelTest, AtenOrderMatchesAtenOnAxis0And1) {
     const int64_t c = x.size(ax);
     const at::Tensor scale = at::rand({c}) * 0.1 + 0.01;
     const at::Tensor zp = at::randint(0, 16, {c}, at::kInt);
-    // ATen 1.13 only accepts a non-negative axis.
+    // ATen accepts only a non-negative axis (Lithe counts negative ones from the end).
     const auto ref = at::fake_quantize_per_channel_affine_cachemask(x, scale, zp, ax, 0, 15);
     const FakeQuantResult got =
         fake_quantize_per_channel(x, scale, zp.to(at::kFloat), axis, 0, 15, QuantFormula::kAten);

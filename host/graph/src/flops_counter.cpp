@@ -550,7 +550,9 @@ FlopsReport count_flops(const torch::jit::Module& module, const std::vector<int6
   LITHE_CHECK(inside_control_flow.empty(), sdk::Errc::kUnsupported, "cannot count layer '",
               inside_control_flow.empty() ? "" : inside_control_flow.front(),
               "': it runs inside an if or loop of an enclosing forward, so its input and output "
-              "shapes cannot be measured");
+              "shapes cannot be measured (torch.nn layers with a fused inference kernel, such as "
+              "TransformerEncoderLayer, call their submodules only off it); mode 'ops' counts "
+              "the ops that run");
   // NNI hooks the root too when its own class is counted (a model that is one nn.Linear).
   const std::string root_type = module.type()->name() ? module.type()->name()->name() : "";
   const bool root_counted = types.count(root_type) != 0 && is_torch_nn_class(module, root_type);

@@ -39,10 +39,21 @@ constexpr int64_t kChunk = int64_t{1} << 16;          // elements per scheduling
 constexpr int64_t kMinPerThread = int64_t{1} << 18;   // smaller inputs use fewer threads
 constexpr float kTwo63 = 9223372036854775808.0f;      // 2^63, exactly representable
 
+/// The integer grid an element lands on, and what happens off it. QuantFormula::kAten is
+/// ATen's per-tensor kernel with per-tensor parameters and its per-channel kernel with
+/// per-channel ones, and libtorch 2.x's two kernels differ off the grid.
+enum class Grid : uint8_t {
+  kNni,             ///< QuantFormula::kNni
+  kAtenSaturating,  ///< ATen's per-tensor kernel: q = fmin(fmax(r, qmin), qmax), so NaN and
+                    ///< -inf go to qmin and +inf (or anything above) to qmax; mask 0 off the grid
+  kAtenInt64,       ///< ATen's per-channel kernel: r converted to int64 first, so NaN, +-inf and
+                    ///< |r| >= 2^63 become INT64_MIN (q = qmin, mask 0)
+};
+
 /// Per-call constants of one (scale, zero_point) pair, converted once.
 struct Params {
   float scale;
-  float inv_scale;  // 1.0f / scale in float32, as ATen computes it (only kAten uses it)
+  float inv_scale;  // 1.0f / scale in float32, as ATen computes it (only ATen's grids use it)
   float zero_point;
   float qmin;
   float qmax;
@@ -62,28 +73,35 @@ inline float aten_grid_value(float v, const Params& p) {
   return (r >= -kTwo63 && r < kTwo63) ? r : -std::numeric_limits<float>::infinity();
 }
 
-/// Scalar body over [0, len): the reference semantics. kNni clamps v = x / scale + zp before
+/// Scalar body over [0, len): the reference semantics. Grid::kNni clamps v = x / scale + zp before
 /// rounding, as NNI's QAT_Quantizer does (round(clamp(v))); this differs from clamp(round(v)) only
 /// in the sign of a zero result (v in [-0.5, 0) with qmin = 0 gives +0, not -0). The mask always
-/// comes from the unclamped r. NaN (kNni only) fails every comparison, so q stays NaN
+/// comes from the unclamped r. NaN (Grid::kNni) fails every comparison, so q stays NaN
 /// (torch.clamp propagates NaN) and the mask is 1 (QATGrad zeroes only where r < qmin or
 /// r > qmax).
-template <QuantFormula F>
+template <Grid G>
 void span_scalar(const float* x, int64_t len, const Params& p, float* y, uint8_t* mask) {
   for (int64_t i = 0; i < len; ++i) {
     float r;
     float q;
-    if constexpr (F == QuantFormula::kNni) {
+    bool inside;
+    if constexpr (G == Grid::kNni) {
       const float v = x[i] / p.scale + p.zero_point;
       r = std::nearbyint(v);
       q = std::nearbyint(v < p.qmin ? p.qmin : (v > p.qmax ? p.qmax : v));
+      inside = !(r < p.qmin || r > p.qmax);
+    } else if constexpr (G == Grid::kAtenSaturating) {
+      r = std::nearbyint(x[i] * p.inv_scale) + p.zero_point;
+      q = std::fmin(std::fmax(r, p.qmin), p.qmax);  // fmax(NaN, qmin) is qmin
+      inside = p.qmin <= r && r <= p.qmax;
     } else {
       r = aten_grid_value(x[i], p);
       q = r < p.qmin ? p.qmin : (r > p.qmax ? p.qmax : r);
+      inside = !(r < p.qmin || r > p.qmax);
     }
     y[i] = (q - p.zero_point) * p.scale;
     if (mask != nullptr) {
-      mask[i] = (r < p.qmin || r > p.qmax) ? 0 : 1;
+      mask[i] = inside ? 1 : 0;
     }
   }
 }
@@ -108,7 +126,7 @@ struct MaskBytes {
 constexpr MaskBytes kMaskBytes{};
 
 /// AVX2 body (no FMA: the target list deliberately omits it so nothing can be contracted).
-template <QuantFormula F>
+template <Grid G>
 __attribute__((target("avx2"))) void span_avx2(const float* x, int64_t len, const Params& p,
                                                float* y, uint8_t* mask) {
   const __m256 scale = _mm256_set1_ps(p.scale);
@@ -125,7 +143,7 @@ __attribute__((target("avx2"))) void span_avx2(const float* x, int64_t len, cons
     const __m256 v = _mm256_loadu_ps(x + i);
     __m256 q;
     __m256 inside;
-    if constexpr (F == QuantFormula::kNni) {
+    if constexpr (G == Grid::kNni) {
       const __m256 t = _mm256_add_ps(_mm256_div_ps(v, scale), zp);
       const __m256 r = _mm256_round_ps(t, kRound);
       // !(r < qmin) && !(r > qmax): unordered (NaN) counts as inside, like the scalar body.
@@ -134,6 +152,12 @@ __attribute__((target("avx2"))) void span_avx2(const float* x, int64_t len, cons
       // Clamp, then round (NNI's order). MAXPS/MINPS return the second operand when one is NaN:
       // t second keeps NaN.
       q = _mm256_round_ps(_mm256_min_ps(qmax, _mm256_max_ps(qmin, t)), kRound);
+    } else if constexpr (G == Grid::kAtenSaturating) {
+      const __m256 r = _mm256_add_ps(_mm256_round_ps(_mm256_mul_ps(v, inv_scale), kRound), zp);
+      // Ordered comparisons: NaN is outside. MAXPS returns its second operand for NaN: qmin.
+      inside = _mm256_and_ps(_mm256_cmp_ps(r, qmin, _CMP_GE_OQ),
+                             _mm256_cmp_ps(r, qmax, _CMP_LE_OQ));
+      q = _mm256_min_ps(_mm256_max_ps(r, qmin), qmax);
     } else {
       __m256 r;
       r = _mm256_add_ps(_mm256_round_ps(_mm256_mul_ps(v, inv_scale), kRound), zp);
@@ -150,7 +174,7 @@ __attribute__((target("avx2"))) void span_avx2(const float* x, int64_t len, cons
       std::memcpy(mask + i, &bytes, sizeof bytes);
     }
   }
-  span_scalar<F>(x + i, len - i, p, y + i, mask == nullptr ? nullptr : mask + i);
+  span_scalar<G>(x + i, len - i, p, y + i, mask == nullptr ? nullptr : mask + i);
 }
 
 bool has_avx2() {
@@ -160,15 +184,15 @@ bool has_avx2() {
 
 #endif  // LITHE_FQ_X86
 
-template <QuantFormula F>
+template <Grid G>
 void span(const float* x, int64_t len, const Params& p, float* y, uint8_t* mask) {
 #if LITHE_FQ_X86
   if (has_avx2()) {
-    span_avx2<F>(x, len, p, y, mask);
+    span_avx2<G>(x, len, p, y, mask);
     return;
   }
 #endif
-  span_scalar<F>(x, len, p, y, mask);
+  span_scalar<G>(x, len, p, y, mask);
 }
 
 int resolve_threads(int num_threads, int64_t n) {
@@ -177,18 +201,18 @@ int resolve_threads(int num_threads, int64_t n) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(requested, useful)));
 }
 
-template <QuantFormula F>
+template <Grid G>
 void per_tensor(const float* x, int64_t n, const Params& p, float* y, uint8_t* mask, int nt) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk;
     const int64_t len = std::min(kChunk, n - begin);
-    span<F>(x + begin, len, p, y + begin, mask == nullptr ? nullptr : mask + begin);
+    span<G>(x + begin, len, p, y + begin, mask == nullptr ? nullptr : mask + begin);
   }
 }
 
-template <QuantFormula F>
+template <Grid G>
 void per_channel(const float* x, int64_t outer, int64_t channels, int64_t inner,
                  const float* scale, const float* zero_point, int64_t qmin, int64_t qmax,
                  float* y, uint8_t* mask, int nt) {
@@ -201,7 +225,7 @@ void per_channel(const float* x, int64_t outer, int64_t channels, int64_t inner,
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t at = o * channels + c;
         const Params p = make_params(scale[c], zero_point[c], qmin, qmax);
-        span_scalar<F>(x + at, 1, p, y + at, mask == nullptr ? nullptr : mask + at);
+        span_scalar<G>(x + at, 1, p, y + at, mask == nullptr ? nullptr : mask + at);
       }
     }
     return;
@@ -217,7 +241,7 @@ void per_channel(const float* x, int64_t outer, int64_t channels, int64_t inner,
     const int64_t begin = row * inner + (t % per_row) * kChunk;
     const int64_t len = std::min(kChunk, (row + 1) * inner - begin);
     const Params p = make_params(scale[c], zero_point[c], qmin, qmax);
-    span<F>(x + begin, len, p, y + begin, mask == nullptr ? nullptr : mask + begin);
+    span<G>(x + begin, len, p, y + begin, mask == nullptr ? nullptr : mask + begin);
   }
 }
 
@@ -232,9 +256,9 @@ void fake_quant_per_tensor_cpu(const float* x, int64_t n, float scale, float zer
   const Params p = make_params(scale, zero_point, qmin, qmax);
   const int nt = resolve_threads(num_threads, n);
   if (formula == QuantFormula::kNni) {
-    per_tensor<QuantFormula::kNni>(x, n, p, y, mask, nt);
+    per_tensor<Grid::kNni>(x, n, p, y, mask, nt);
   } else {
-    per_tensor<QuantFormula::kAten>(x, n, p, y, mask, nt);
+    per_tensor<Grid::kAtenSaturating>(x, n, p, y, mask, nt);
   }
 }
 
@@ -247,11 +271,11 @@ void fake_quant_per_channel_cpu(const float* x, int64_t outer, int64_t channels,
   }
   const int nt = resolve_threads(num_threads, outer * channels * inner);
   if (formula == QuantFormula::kNni) {
-    per_channel<QuantFormula::kNni>(x, outer, channels, inner, scale, zero_point, qmin, qmax, y,
-                                    mask, nt);
+    per_channel<Grid::kNni>(x, outer, channels, inner, scale, zero_point, qmin, qmax, y, mask,
+                            nt);
   } else {
-    per_channel<QuantFormula::kAten>(x, outer, channels, inner, scale, zero_point, qmin, qmax, y,
-                                     mask, nt);
+    per_channel<Grid::kAtenInt64>(x, outer, channels, inner, scale, zero_point, qmin, qmax, y,
+                                  mask, nt);
   }
 }
 

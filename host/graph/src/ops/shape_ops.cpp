@@ -288,6 +288,15 @@ void emit_unbind(OnnxWriter& w, const jit::Node* n, const jit::Node* unpack) {
   }
 }
 
+// aten::slice(x, dim, start, end, step): per channel along every axis but the channel axis it
+// cuts (a spatial crop, a class token dropped); data movement, no FLOPs.
+OpSpec slice_op() {
+  OpSpec slice{{"aten::slice"}, Channels::kZeroPreserving, emit_slice, /*dim_arg=*/1};
+  slice.selects = true;
+  slice.flops = no_flops;
+  return slice;
+}
+
 }  // namespace
 
 std::vector<OpSpec> shape_ops() {
@@ -301,7 +310,7 @@ std::vector<OpSpec> shape_ops() {
       {{"aten::permute", "aten::transpose"}, C::kLayout, emit_layout},
       {{"aten::expand", "aten::expand_as"}, C::kUnknown, emit_expand},
       {{"aten::select"}, C::kUnknown, emit_select},
-      {{"aten::slice"}, C::kUnknown, emit_slice},
+      slice_op(),
       {{"aten::index"}, C::kUnknown, emit_index},
       {{"aten::pad", "aten::constant_pad_nd"}, C::kUnknown, emit_pad},
       {{"aten::roll"}, C::kUnknown, emit_roll},

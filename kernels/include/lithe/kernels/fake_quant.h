@@ -27,10 +27,13 @@ enum class QuantFormula : std::uint8_t {
   /// QATGrad's rule `!(r < qmin || r > qmax)`: NaN inputs keep their gradient (mask 1) and give
   /// y = NaN, because torch.clamp propagates NaN.
   kNni,
-  /// `at::fake_quantize_per_tensor_affine` / `_per_channel_affine` (libtorch 1.13 CPU kernels):
-  /// r = nearbyint(x * (1.0f / scale)) + zero_point, zero_point integral. r is then converted to
-  /// int64 as ATen does, so NaN, +-inf and |r| >= 2^63 become INT64_MIN: y = (qmin - zp) * scale
-  /// and mask 0. Bit-exact with ATen when |qmin|, |qmax|, |zero_point| <= 2^24.
+  /// `at::fake_quantize_per_tensor_affine` / `_per_channel_affine` (libtorch 2.x's kernels):
+  /// r = nearbyint(x * (1.0f / scale)) + zero_point, zero_point integral; mask 1 where
+  /// qmin <= r <= qmax. Off the grid the two kernels differ, and each function here follows its
+  /// own: per tensor, q = fmin(fmax(r, qmin), qmax), so NaN and -inf give qmin and +inf (or any
+  /// r above qmax) qmax; per channel, r is converted to int64 first, so NaN, +-inf and
+  /// |r| >= 2^63 become INT64_MIN: q = qmin. Bit-exact with ATen when |qmin|, |qmax|,
+  /// |zero_point| <= 2^24.
   kAten,
 };
 

@@ -151,6 +151,10 @@ struct OpSpec {
   /// FLOPs of one call (a multiply-accumulate counts once, as NNI counts convolutions and
   /// Linear); null: the rule of its channel kind (op_flops).
   int64_t (*flops)(const OpCall& call) = nullptr;
+  /// kZeroPreserving ops that select part of the axis `dim_arg` (slice): along any other axis
+  /// they keep every channel; along the channel axis only when they keep every one of it (a
+  /// full-range slice: torch 2.x scripts `s[:, :, None, None]` as two), else that axis mixes.
+  bool selects = false;
 };
 
 /// FLOPs of one call of a listed op: the spec's own rule, else by its channel kind: one per
