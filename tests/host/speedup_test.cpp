@@ -725,8 +725,10 @@ TEST(SpeedupHeadsTest, MaxVitPartitionAttentionLosesHeadsWithTheirBiasTableColum
 // feed-forward channels go: speedup writes each layer as its module calls first. The input model
 // keeps its fused forward.
 TEST(SpeedupHeadsTest, EncoderLayersLoseHeadsAndFeedForwardChannelsDespiteTheirFusedKernel) {
-  NamedMasks masks = test::silenced_heads({"post.self_attn", "pre.self_attn"}, 4, 4, 16, 2);
-  for (const char* layer : {"post.linear1", "pre.linear1"}) {
+  // post and pre run the fused kernel; silu (SiLU, which the kernel does not do) never does.
+  NamedMasks masks =
+      test::silenced_heads({"post.self_attn", "pre.self_attn", "silu.self_attn"}, 4, 4, 16, 2);
+  for (const char* layer : {"post.linear1", "pre.linear1", "silu.linear1"}) {
     sdk::Masks m;
     m.weight = torch::ones({32, 16});
     m.bias = torch::ones({32});
@@ -749,7 +751,7 @@ TEST(SpeedupHeadsTest, EncoderLayersLoseHeadsAndFeedForwardChannelsDespiteTheirF
                                       << result.blocked.front().reason;
   EXPECT_TRUE(result.explained(1e-5)) << result.max_abs_diff_without_bn_shift;
   EXPECT_GT(result.reference_max_abs, 0.0);
-  for (const std::string layer : {"post", "pre"}) {
+  for (const std::string layer : {"post", "pre", "silu"}) {
     EXPECT_EQ(parameter_shape(*result.module, layer + ".self_attn.in_proj_weight"),
               (Shape{36, 16}));
     EXPECT_EQ(int_attribute(*result.module, layer + ".self_attn", "num_heads"), 3);
@@ -760,6 +762,13 @@ TEST(SpeedupHeadsTest, EncoderLayersLoseHeadsAndFeedForwardChannelsDespiteTheirF
   }
   EXPECT_TRUE(runs_fused_kernel(model, "post")) << "the input model was changed";
   EXPECT_FALSE(runs_fused_kernel(*result.module, "post"));
+  // A layer no mask reaches keeps its fused kernel (and its speed).
+  NamedMasks post_only(masks.begin(), masks.begin() + 1);
+  const SpeedupResult one = speedup_model(model, post_only, input);
+  EXPECT_TRUE(one.explained(1e-5)) << one.max_abs_diff_without_bn_shift;
+  EXPECT_FALSE(runs_fused_kernel(*one.module, "post"));
+  EXPECT_TRUE(runs_fused_kernel(*one.module, "pre"));
+  EXPECT_EQ(int_attribute(*one.module, "post.self_attn", "num_heads"), 3);
   // Saved and loaded again, the smaller model computes what the dense model computes on the
   // masked weights.
   std::stringstream saved;

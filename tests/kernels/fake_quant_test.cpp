@@ -100,36 +100,43 @@ TEST(FakeQuantPerTensorTest, AtenOrderMatchesAtenFakeQuantizeBitForBit) {
   }
 }
 
-TEST(FakeQuantPerTensorTest, AtenOrderReproducesBothAtenKernelsOnNanAndInfinity) {
-#if !defined(__x86_64__)
-  // ATen turns out-of-range values into int64 with the CPU's conversion: INT64_MIN on x86-64
-  // (what the kernel reproduces), saturation elsewhere.
-  GTEST_SKIP() << "non-finite and out-of-range inputs follow x86-64's float-to-int64 rule";
-#endif
+// The inputs both ATen kernels are checked on off the grid: NaN, infinities, values too large
+// for int64, then ordinary ones.
+at::Tensor off_grid_values() {
   const float inf = std::numeric_limits<float>::infinity();
-  const at::Tensor x = at::tensor({std::nanf(""), inf, -inf, 1e30f, -1e30f, 0.3f, 2.0f, 1.1f,
-                                   -0.7f, 0.5f, 1.5f, 2.5f, -2.5f, 100.0f, 3.0f, -3.0f, 0.0f});
+  return at::tensor({std::nanf(""), inf, -inf, 1e30f, -1e30f, 0.3f, 2.0f, 1.1f, -0.7f, 0.5f,
+                     1.5f, 2.5f, -2.5f, 100.0f, 3.0f, -3.0f, 0.0f});
+}
+
+TEST(FakeQuantPerTensorTest, AtenOrderReproducesAtensSaturationOnNanAndInfinity) {
+  // libtorch 2.x's per-tensor kernel clamps with fmin/fmax: NaN and -inf to qmin, +inf and 1e30
+  // to qmax, on every CPU.
+  const at::Tensor x = off_grid_values();
   const auto ref = at::fake_quantize_per_tensor_affine_cachemask(x, 0.5, 3, 0, 7);
   const FakeQuantResult got = fake_quantize_per_tensor(x, 0.5, 3, 0, 7, QuantFormula::kAten);
-  // Per tensor, ATen saturates: NaN and -inf to qmin, +inf and 1e30 to qmax.
   EXPECT_EQ(std::get<0>(ref)[1].item<float>(), (7 - 3) * 0.5f);
   EXPECT_EQ(std::get<0>(ref)[0].item<float>(), (0 - 3) * 0.5f);
   EXPECT_TRUE(same_bytes(got.output, std::get<0>(ref))) << got.output << std::get<0>(ref);
   EXPECT_TRUE(at::equal(got.mask, std::get<1>(ref))) << got.mask << std::get<1>(ref);
-  // Per channel, ATen goes through int64: every one of them lands on qmin (x86-64's conversion).
-  const at::Tensor rows = x.reshape({1, -1}).repeat({2, 1});
+}
+
+TEST(FakeQuantPerChannelTest, AtenOrderReproducesAtensInt64ConversionOnNanAndInfinity) {
+#if !defined(__x86_64__)
+  // ATen's per-channel kernel turns out-of-range values into int64 with the CPU's conversion:
+  // INT64_MIN on x86-64 (what the kernel reproduces), saturation elsewhere.
+  GTEST_SKIP() << "non-finite and out-of-range inputs follow x86-64's float-to-int64 rule";
+#endif
+  // Every one of them lands on qmin.
+  const at::Tensor rows = off_grid_values().reshape({1, -1}).repeat({2, 1});
   const at::Tensor scales = at::full({2}, 0.5, at::kFloat);
   const at::Tensor zero_points = at::full({2}, 3, at::kInt);
-  const auto channel_ref =
+  const auto ref =
       at::fake_quantize_per_channel_affine_cachemask(rows, scales, zero_points, 0, 0, 7);
-  const FakeQuantResult channel_got =
-      fake_quantize_per_channel(rows, scales, zero_points.to(at::kFloat), 0, 0, 7,
-                                QuantFormula::kAten);
-  EXPECT_EQ(std::get<0>(channel_ref)[0][1].item<float>(), (0 - 3) * 0.5f);
-  EXPECT_TRUE(same_bytes(channel_got.output, std::get<0>(channel_ref)))
-      << channel_got.output << std::get<0>(channel_ref);
-  EXPECT_TRUE(at::equal(channel_got.mask, std::get<1>(channel_ref)))
-      << channel_got.mask << std::get<1>(channel_ref);
+  const FakeQuantResult got = fake_quantize_per_channel(rows, scales, zero_points.to(at::kFloat),
+                                                        0, 0, 7, QuantFormula::kAten);
+  EXPECT_EQ(std::get<0>(ref)[0][1].item<float>(), (0 - 3) * 0.5f);
+  EXPECT_TRUE(same_bytes(got.output, std::get<0>(ref))) << got.output << std::get<0>(ref);
+  EXPECT_TRUE(at::equal(got.mask, std::get<1>(ref))) << got.mask << std::get<1>(ref);
 }
 
 // ---------------------------------------------------------------- NNI order, per tensor

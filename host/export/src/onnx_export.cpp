@@ -506,6 +506,16 @@ class Emitter : public ops::OnnxWriter {
         return;
       }
     }
+    // (a, w)[0] (nn.TransformerEncoderLayer's `self.self_attn(...)[0]`): the item packed there.
+    if (kind == c10::prim::TupleIndex && n->input(0)->node()->kind() == c10::prim::TupleConstruct) {
+      const jit::Node* pack = n->input(0)->node();
+      const c10::optional<c10::IValue> index = jit::toIValue(n->input(1));
+      if (index && index->isInt() && index->toInt() >= 0 &&
+          static_cast<size_t>(index->toInt()) < pack->inputs().size()) {
+        aliases_[n->output()] = pack->input(static_cast<size_t>(index->toInt()));
+        return;
+      }
+    }
     // parts[0], features["out"]: the tensor stored in a list or dict built in the graph.
     if (tensor_output && ops::find_op(kind) != nullptr &&
         ops::find_op(kind)->channels == ops::Channels::kItem) {

@@ -314,13 +314,13 @@ class GraphAnalysis {
         // mask would otherwise tie the stem to every attention's qkv).
         // It also knows the ops after which a channel is no longer the one before: a reshape
         // (view, flatten) and the ops it describes only as mixing or cutting (chunk, select,
-        // matmul, attention). NNI walks through them and can couple layers of different widths
+        // slice, matmul, attention). NNI walks through them and can couple layers of different widths
         // (MViT's qkv Linear with the pooling convolutions of its q, k and v); here they end
         // the walk. Permutes and transposes move channels without changing them: walked.
         const ops::OpSpec* spec = ops::find_op(node->kind());
         if (ops::reads_only_metadata(node) ||
             (spec != nullptr && (spec->channels == ops::Channels::kReshape ||
-                                 spec->channels == ops::Channels::kUnknown))) {
+                                 spec->channels == ops::Channels::kUnknown || spec->selects))) {
           break;
         }
         for (jit::Value* input : node->inputs()) {

@@ -783,10 +783,10 @@ class ChannelFlow {
       for (const int64_t d : dims.value_or(std::vector<int64_t>{})) {
         const int64_t n = normalized(d, rank_x);
         if (n == ax) {
-          // A slice that keeps every channel is the identity there (equal sizes along the axis
-          // means start 0, step 1), and stays so when there are fewer.
+          // A slice whose constant bounds keep every channel is the identity there, and stays
+          // so when there are fewer.
           if (spec.selects && rank_y == rank_x &&
-              tensor_of(x)->size(ax) == tensor_of(y)->size(ax)) {
+              ops::selects_whole_axis(node, tensor_of(x)->size(ax))) {
             continue;
           }
           return false;

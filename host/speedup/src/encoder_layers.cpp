@@ -59,6 +59,41 @@ bool takes(const jit::Module& m, const char* method, const char* argument) {
       .has_value();
 }
 
+// Whether the layer's non-fused path computes what its fused kernel does: the kernel runs only
+// for ReLU and GELU (activation_relu_or_gelu 1 and 2; any other activation never reaches it, so
+// its forward already is the non-fused path) and applies the exact GELU, so an nn.GELU module
+// with approximate='tanh' would compute another function unfused (torch's two paths differ).
+bool unfuses_exactly(const jit::Module& m) {
+  const c10::IValue activation =
+      m.hasattr("activation_relu_or_gelu") ? m.attr("activation_relu_or_gelu") : c10::IValue();
+  if (!activation.isInt() || (activation.toInt() != 1 && activation.toInt() != 2)) {
+    return false;
+  }
+  if (m.hasattr("activation") && m.attr("activation").isModule()) {
+    const jit::Module gelu = m.attr("activation").toModule();
+    if (gelu.hasattr("approximate")) {
+      const c10::IValue approximate = gelu.attr("approximate");
+      return approximate.isString() && approximate.toStringRef() == "none";
+    }
+    if (gelu.type()->hasConstant("approximate")) {
+      const c10::IValue approximate = gelu.type()->getConstant("approximate");
+      return approximate.isString() && approximate.toStringRef() == "none";
+    }
+  }
+  return true;
+}
+
+// Whether the stock forward has the signature the rebuilt one is written with.
+bool stock_signature(const jit::Module& m) {
+  const c10::FunctionSchema& schema = m.get_method("forward").function().getSchema();
+  const std::vector<c10::Argument>& args = schema.arguments();
+  const auto named = [&](size_t i, const char* name) {
+    return args.size() > i && args[i].name() == name;
+  };
+  return (args.size() == 4 || (args.size() == 5 && named(4, "is_causal"))) && named(1, "src") &&
+         named(2, "src_mask") && named(3, "src_key_padding_mask");
+}
+
 }  // namespace
 
 std::vector<std::string> fused_encoder_layers(const jit::Module& module) {
@@ -67,7 +102,8 @@ std::vector<std::string> fused_encoder_layers(const jit::Module& module) {
     const jit::Module& m = item.value;
     if (!m.type()->name() || m.type()->name()->name() != "TransformerEncoderLayer" ||
         !m.find_method("forward") || !m.find_method("_sa_block") ||
-        !m.find_method("_ff_block") || !m.hasattr("norm_first")) {
+        !m.find_method("_ff_block") || !m.hasattr("norm_first") || !unfuses_exactly(m) ||
+        !stock_signature(m)) {
       continue;
     }
     const jit::Function& forward = m.get_method("forward").function();
@@ -81,15 +117,6 @@ std::vector<std::string> fused_encoder_layers(const jit::Module& module) {
 void unfuse_encoder_layers(jit::Module& module, const std::vector<std::string>& layers) {
   for (const std::string& name : layers) {
     jit::Module layer = submodule(module, name);
-    // The fused kernel exists for ReLU and GELU only (activation_relu_or_gelu 1 and 2), and its
-    // path runs only then: any other activation never reaches it.
-    const c10::IValue activation = layer.hasattr("activation_relu_or_gelu")
-                                       ? layer.attr("activation_relu_or_gelu")
-                                       : c10::IValue();
-    LITHE_CHECK(activation.isInt() && (activation.toInt() == 1 || activation.toInt() == 2),
-                sdk::Errc::kUnsupported, "cannot rebuild encoder layer '", name,
-                "': its activation is not ReLU or GELU (activation_relu_or_gelu is ",
-                activation.isInt() ? std::to_string(activation.toInt()) : "missing", ")");
     std::string text = kUnfusedForward;
     substitute(text, "NORM_FIRST", layer.attr("norm_first").toBool() ? "True" : "False");
     const bool causal = takes(layer, "forward", "is_causal");

@@ -19,13 +19,14 @@
 namespace lithe::host::speedup_detail {
 
 /// Dotted names of the nn.TransformerEncoderLayer modules of `module` whose forward calls the
-/// fused kernel (and has the stock _sa_block / _ff_block methods to call instead).
+/// fused kernel and can be written as its non-fused path with the same function: the stock
+/// forward's signature and _sa_block / _ff_block methods, and an activation the kernel computes
+/// alike (ReLU or exact GELU; tanh-approximated GELU differs between torch's two paths, so such
+/// a layer stays fused, and speedup keeps what only its kernel reads).
 std::vector<std::string> fused_encoder_layers(const torch::jit::Module& module);
 
 /// Replaces the forward of each layer named in `layers` (from fused_encoder_layers; `module` from
-/// clone_module with every one of them in `changing`) by its non-fused path. Throws
-/// sdk::Error(kUnsupported) for a layer whose activation is neither ReLU nor GELU (the fused
-/// kernel's two) or whose forward's signature is not the stock one.
+/// clone_module with every one of them in `changing`) by its non-fused path.
 void unfuse_encoder_layers(torch::jit::Module& module, const std::vector<std::string>& layers);
 
 }  // namespace lithe::host::speedup_detail

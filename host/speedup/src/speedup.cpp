@@ -158,9 +158,18 @@ bool SpeedupResult::explained(double tolerance) const {
 
 SpeedupResult speedup_model(const jit::Module& model, const NamedMasks& masks,
                             const at::Tensor& example_input, const std::string& masks_source) {
-  // A private masked copy: the caller's model is never touched. Fused encoder layers get their
-  // own types there, and the forward of their module calls, which the planners can follow.
-  const std::vector<std::string> encoder_layers = speedup_detail::fused_encoder_layers(model);
+  // A private masked copy: the caller's model is never touched. Fused encoder layers that a mask
+  // reaches get their own types there, and the forward of their module calls, which the
+  // planners can follow; the others keep their fused kernel (and their speed).
+  std::vector<std::string> encoder_layers;
+  for (const std::string& layer : speedup_detail::fused_encoder_layers(model)) {
+    const bool masked_inside = std::any_of(masks.begin(), masks.end(), [&](const auto& m) {
+      return m.first.rfind(layer + ".", 0) == 0;
+    });
+    if (masked_inside) {
+      encoder_layers.push_back(layer);
+    }
+  }
   jit::Module masked = speedup_detail::clone_module(
       model, std::set<std::string>(encoder_layers.begin(), encoder_layers.end()));
   speedup_detail::unfuse_encoder_layers(masked, encoder_layers);

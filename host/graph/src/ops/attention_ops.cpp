@@ -22,15 +22,25 @@ namespace {
 namespace jit = torch::jit;
 
 // Whether anything reads `v`, looking through the tuple a forward packs it into and unpacks
-// again (`x, _ = self.self_attention(x, x, x, need_weights=False)`).
+// again (`x, _ = self.self_attention(x, x, x, need_weights=False)`) or indexes
+// (nn.TransformerEncoderLayer's `self.self_attn(x, x, x, need_weights=False)[0]`).
 bool read(const jit::Value* v) {
   for (const jit::Use& use : v->uses()) {
     if (use.user->kind() != c10::prim::TupleConstruct) {
       return true;
     }
     for (const jit::Use& tuple_use : use.user->output()->uses()) {
-      if (tuple_use.user->kind() != c10::prim::TupleUnpack ||
-          tuple_use.user->output(use.offset)->hasUses()) {
+      const jit::Node* reader = tuple_use.user;
+      if (reader->kind() == c10::prim::TupleUnpack) {
+        if (reader->output(use.offset)->hasUses()) {
+          return true;
+        }
+        continue;
+      }
+      const c10::optional<c10::IValue> index =
+          reader->kind() == c10::prim::TupleIndex ? jit::toIValue(reader->input(1))
+                                                  : c10::nullopt;
+      if (!index || !index->isInt() || index->toInt() == static_cast<int64_t>(use.offset)) {
         return true;
       }
     }
@@ -49,10 +59,14 @@ std::string attention_steps(OnnxWriter& w, const jit::Node* n, const std::string
                             const at::Tensor& qkv_bias, const at::Tensor& proj_weight,
                             const at::Tensor& proj_bias, bool last) {
   if (q_shape.size() != 3 || k_shape.size() != 3) {
-    w.unsupported(n, "only batched [N, L, E] inputs are written");
+    w.unsupported(n, "only batched [N, L, E] inputs are written (query rank " +
+                         std::to_string(q_shape.size()) + ", key rank " +
+                         std::to_string(k_shape.size()) + ")");
   }
   if (heads < 1 || embed % heads != 0 || q_shape[2] != embed) {
-    w.unsupported(n, "embed_dim is not num_heads equal parts of the input's last axis");
+    w.unsupported(n, "embed_dim " + std::to_string(embed) + " is not " + std::to_string(heads) +
+                         " equal heads of the input's last axis (" + std::to_string(q_shape[2]) +
+                         ")");
   }
   const int64_t head_dim = embed / heads;
   const int64_t batch = q_shape[0];
@@ -101,7 +115,8 @@ std::string attention_steps(OnnxWriter& w, const jit::Node* n, const std::string
 // batch-first [N, L, E] inputs and no mask; the attention weights (output 1) must be unused.
 void emit_native_attention(OnnxWriter& w, const jit::Node* n) {
   if (n->inputs().size() < 9) {
-    w.unsupported(n, "an overload Lithe does not know");
+    w.unsupported(n, "an overload Lithe does not know (" + std::to_string(n->inputs().size()) +
+                         " arguments)");
   }
   if (n->inputs().size() > 9 && w.present(n->input(9))) {
     w.unsupported(n, "an attention mask is not written");
@@ -124,7 +139,8 @@ void emit_native_attention(OnnxWriter& w, const jit::Node* n) {
 // normalised before (norm_first) or after.
 void emit_encoder_layer(OnnxWriter& w, const jit::Node* n) {
   if (n->inputs().size() < 18) {
-    w.unsupported(n, "an overload Lithe does not know");
+    w.unsupported(n, "an overload Lithe does not know (" + std::to_string(n->inputs().size()) +
+                         " arguments)");
   }
   if (n->inputs().size() > 18 && w.present(n->input(18))) {
     w.unsupported(n, "an attention mask is not written");
@@ -170,27 +186,36 @@ void emit_encoder_layer(OnnxWriter& w, const jit::Node* n) {
 
 // aten::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
 // enable_gqa): softmax(q·kᵀ·scale + mask)·v over the last two axes. A boolean mask keeps where
-// it is true, a float mask is added; is_causal masks the upper triangle. A row masked entirely
-// gives zeros, as torch's kernels do.
+// it is true, a float mask is added; is_causal masks the upper triangle (aligned at the top
+// left, so no row is masked entirely). A row a mask masks entirely (its scores all -inf) gives
+// zeros, as torch's kernels do; NaN from the inputs stays NaN.
 void emit_sdpa(OnnxWriter& w, const jit::Node* n) {
   if (n->inputs().size() < 6) {
-    w.unsupported(n, "an overload Lithe does not know");
+    w.unsupported(n, "an overload Lithe does not know (" + std::to_string(n->inputs().size()) +
+                         " arguments)");
   }
   const c10::IValue dropout = w.constant(n, 4);
   if (!dropout.isDouble() || dropout.toDouble() != 0.0) {
-    w.unsupported(n, "dropout_p is not 0 (a model in evaluation passes 0)");
+    w.unsupported(n, "dropout_p is " + (dropout.isDouble() ? std::to_string(dropout.toDouble())
+                                                            : std::string("not a number")) +
+                         ", not 0 (a model in evaluation passes 0)");
   }
   if (n->inputs().size() > 7 && w.constant(n, 7).toBool()) {
     const at::Tensor& q = w.tensor(n->input(0));
     const at::Tensor& k = w.tensor(n->input(1));
     if (q.dim() < 3 || k.dim() < 3 || q.size(-3) != k.size(-3)) {
-      w.unsupported(n, "enable_gqa with fewer key-value heads than query heads is not written");
+      w.unsupported(n, "enable_gqa with " +
+                           (k.dim() < 3 ? std::string("unbatched") : std::to_string(k.size(-3))) +
+                           " key-value heads for " +
+                           (q.dim() < 3 ? std::string("unbatched") : std::to_string(q.size(-3))) +
+                           " query heads is not written");
     }
   }
   const at::Tensor& query = w.tensor(n->input(0));
   const at::Tensor& key = w.tensor(n->input(1));
   if (query.dim() < 2 || key.dim() != query.dim()) {
-    w.unsupported(n, "query and key must have the same rank, at least 2");
+    w.unsupported(n, "query and key must have the same rank, at least 2 (query " +
+                         std::to_string(query.dim()) + ", key " + std::to_string(key.dim()) + ")");
   }
   const int64_t target = query.size(-2);
   const int64_t source = key.size(-2);
@@ -232,11 +257,14 @@ void emit_sdpa(OnnxWriter& w, const jit::Node* n) {
                  : w.step(n, "Add", {scores, w.input(n, 3)});
   }
   std::string weights = w.step(n, "Softmax", {scores}, {{"axis", int64_t{-1}}});
-  if (causal || masked) {
-    // A row masked entirely is NaN after Softmax; torch gives zeros there.
-    const std::string nan = w.step(n, "IsNaN", {weights});
+  if (masked) {
+    // Softmax of a row of -inf is NaN; torch gives zeros there.
+    const std::string row_max = w.step(
+        n, "ReduceMax", {scores}, {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{1}}});
+    const std::string dead = w.step(
+        n, "IsInf", {row_max}, {{"detect_positive", int64_t{0}}, {"detect_negative", int64_t{1}}});
     weights = w.step(n, "Where",
-                     {nan, w.initializer("zero", at::scalar_tensor(0.0, at::kFloat)), weights});
+                     {dead, w.initializer("zero", at::scalar_tensor(0.0, at::kFloat)), weights});
   }
   w.emit(n, "MatMul", {weights, w.input(n, 2)});
 }
@@ -290,7 +318,10 @@ int64_t sdpa_flops(const OpCall& call) {
   }
   const int64_t target = query->size(-2);
   const int64_t source = key->size(-2);
-  const int64_t items = query->numel() / (target * std::max<int64_t>(query->size(-1), 1));
+  if (query->numel() == 0 || key->numel() == 0) {
+    return 0;
+  }
+  const int64_t items = query->numel() / (target * query->size(-1));
   return items * (target * source * query->size(-1) + target * source * value->size(-1) +
                   target * source);
 }

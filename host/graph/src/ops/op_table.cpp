@@ -60,6 +60,21 @@ bool reads_only_metadata(const torch::jit::Node* node) {
 
 int64_t no_flops(const OpCall& /*call*/) { return 0; }
 
+bool selects_whole_axis(const torch::jit::Node* node, int64_t size) {
+  // aten::slice.Tensor(self, dim, start, end, step)
+  if (node->inputs().size() != 5) {
+    return false;
+  }
+  const c10::optional<c10::IValue> start = torch::jit::toIValue(node->input(2));
+  const c10::optional<c10::IValue> end = torch::jit::toIValue(node->input(3));
+  const c10::optional<c10::IValue> step = torch::jit::toIValue(node->input(4));
+  const bool from_first =
+      start && (start->isNone() ||
+                (start->isInt() && (start->toInt() == 0 || start->toInt() <= -size)));
+  const bool to_last = end && (end->isNone() || (end->isInt() && end->toInt() >= size));
+  return from_first && to_last && step && step->isInt() && step->toInt() == 1;
+}
+
 int64_t op_flops(const OpSpec& spec, const OpCall& call) {
   if (spec.flops != nullptr) {
     return spec.flops(call);

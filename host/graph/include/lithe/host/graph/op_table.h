@@ -152,8 +152,9 @@ struct OpSpec {
   /// Linear); null: the rule of its channel kind (op_flops).
   int64_t (*flops)(const OpCall& call) = nullptr;
   /// kZeroPreserving ops that select part of the axis `dim_arg` (slice): along any other axis
-  /// they keep every channel; along the channel axis only when they keep every one of it (a
-  /// full-range slice: torch 2.x scripts `s[:, :, None, None]` as two), else that axis mixes.
+  /// they keep every channel; along the channel axis only when selects_whole_axis() says so
+  /// (torch 2.x scripts `s[:, :, None, None]` as two full-range slices, of dims 0 and 1, and
+  /// two unsqueezes). The dependency analysis ends its walk at them, as at other cutting ops.
   bool selects = false;
 };
 
@@ -188,6 +189,12 @@ bool writes_input(const torch::jit::Node* user, size_t index);
 /// prim::is_cuda / prim::is_nested. The analyses that follow contents (dependency walk,
 /// shape folding, export's input-free tensors) all stop there.
 bool reads_only_metadata(const torch::jit::Node* node);
+
+/// Whether aten::slice `node` keeps every index of an axis of `size` whatever that size
+/// becomes after channels go: start a constant None or 0 (or <= -size), end a constant None or
+/// >= size, step a constant 1. A bound computed at run time is not trusted, even when one trace
+/// saw the whole axis.
+bool selects_whole_axis(const torch::jit::Node* node, int64_t size);
 
 /// The table's entry for `kind`, or null for an op it does not describe.
 const OpSpec* find_op(c10::Symbol kind);
