@@ -12,15 +12,19 @@ Per model (built by scripts/make_zoo_models.py: random weights, fixed seed, eval
             max |smaller - masked| relative to the output,
             and every place a channel was kept with the op and the reason
   qat       (classification) lithe compress with qat (8-bit weights and outputs of every Conv2d
-            and Linear) calibrated on 2 batches of random images, the QDQ ONNX written with it;
+            and Linear) calibrated on 2 batches of random images, BatchNorm kept
+            (--no-fold-batchnorm: the PyTorch rebuild below has NNI's unfolded layers), the QDQ
+            ONNX written with it;
             ORT runs it against the fake-quantized model rebuilt in PyTorch from the saved state:
             max |Δ| in steps of the last quantized layer's output grid, within QDQ_STEPS or twice
             the model's own movement under a 1e-6 or 1e-5 relative input change ("own", steps)
-  int8      (classification) lithe compress --fold-batchnorm with qat calibration (int8_config:
-            per-channel symmetric weights, outputs where int8 kernels write them), then lithe
-            convert: layers that run int8 and those that stay float, and the certificate (max
-            |int8 - fake-quantized| in output grid steps, top-1 agreement, file and latency
-            ratios); the stage must succeed, the figures are reported
+  int8      (classification) NNI's ordinary config (qat, weights and outputs of every Conv2d and
+            Linear) calibrated on 2 batches, then lithe convert, every option at its default
+            (BatchNorm folded, inputs no int8 op makes quantized on their calibrated ranges,
+            engine auto): layers that run int8, and the certificate (max |int8 - fake-quantized|
+            in output grid steps, top-1 agreement, file and latency ratios); the stage must
+            succeed (convert refuses a model with layers left in float), the figures are
+            reported
   onnx      lithe export-onnx (opset 17) of the dense model, run in ONNX Runtime
             (the onnxruntime wheel in .venv/) against torch.jit.load's output on one
             random input: |ort - torch| <= max(1e-4·max|torch|, 2·float32's own error against
@@ -263,19 +267,24 @@ def int8_config(model):
     return {"algorithm": "qat", "config_list": config}
 
 
-def int8_stage(work, name, entry, model, runner, args):
-    """Native int8: BatchNorm folded, qat post-training calibration with int8_config (per-channel
-    symmetric weights), then lithe convert; reports how many layers run int8, the certificate
-    (int8 against fake-quantized, in steps of the output grid; file and latency ratios)."""
+def int8_stage(work, name, entry, model, runner, args, excluded):
+    """Native int8 as a new user gets it: NNI's ordinary config (qat, weights and outputs of every
+    Conv2d and Linear), post-training calibration, lithe convert with default options; reports
+    how many layers run int8, the certificate (int8 against fake-quantized, in steps of the
+    output grid; file and latency ratios). The layers the qat stage had to exclude (a parent
+    that reads their weight instead of calling them) are excluded here too."""
     shape = entry["input_shape"]
     data = os.path.join(work, name + ".calibration_data.pt")  # written by qat_stage
     config = os.path.join(work, name + ".int8.json")
-    with open(config, "w") as f:
-        json.dump(int8_config(model), f)
+    config_list = [{"quant_types": ["weight", "output"], "quant_bits": 8,
+                    "op_types": ["Conv2d", "Linear"]}]
+    if excluded:
+        config_list.append({"exclude": True, "op_names": excluded})
+    write_config(config, "qat", {}, config_list)
     quantized = os.path.join(work, name + ".int8q.pt")
     ok, out = runner.lithe_run("compress", "--model", model, "--config", config,
                                "--calibration-batches", "2", "--batch-size", "4", "--data", data,
-                               "--output", quantized, "--fold-batchnorm")
+                               "--output", quantized)
     if not ok:
         return {"ok": False, "error": out}
     certificate = os.path.join(work, name + ".int8.certificate.json")
@@ -326,7 +335,8 @@ def qat_stage(work, name, entry, model, runner, args):
         write_config(config, "qat", {}, config_list)
         ok, out = runner.lithe_run("compress", "--model", model, "--config", config,
                                    "--calibration-batches", "2", "--batch-size", "4", "--data",
-                                   data, "--output", quantized, "--onnx", qdq, "--input-shape",
+                                   data, "--output", quantized, "--no-fold-batchnorm",
+                                   "--onnx", qdq, "--input-shape",
                                    ",".join(map(str, shape)))
         marker = "never calls it as self."
         if ok or marker not in out or "module '" not in out or len(excluded) > 1000:
@@ -430,7 +440,8 @@ def sweep_model(entry, args, runner, work):
 
     if entry["family"] == "classification":
         stages["qat"] = qat_stage(work, name, entry, model, runner, args)
-        stages["int8"] = int8_stage(work, name, entry, model, runner, args)
+        stages["int8"] = int8_stage(work, name, entry, model, runner, args,
+                                    stages["qat"].get("excluded") or [])
 
     onnx_file = os.path.join(work, name + ".onnx")
     ok, out = runner.lithe_run("export-onnx", "--model", model, "--input-shape", shape,

@@ -72,7 +72,7 @@ Json compress_result_json(const host::CompressionRequest& request,
   out["output"] = request.output_path.string();
   if (quantizer) {
     out["calibration"] = result.calibration_path.string();
-    if (request.fold_batchnorm) {
+    if (result.folded_batchnorm) {
       Json folded = Json::array();
       for (const host::FoldedBatchNorm& f : result.batchnorm_folding.folded) {
         folded.push_back({{"batchnorm", f.batchnorm}, {"into", f.convolution}});
@@ -135,6 +135,7 @@ Json compress_result_json(const host::CompressionRequest& request,
     out["int8"] = {{"output", request.int8_path.string()},
                    {"engine", host::quantized_engine_name(r.engine)},
                    {"int8_layers", r.int8_layers.size()},
+                   {"inputs_from_ranges", r.inputs_from_ranges},
                    {"float_layers", float_layers},
                    {"accuracy", result.int8_accuracy ? eval_json(*result.int8_accuracy) : Json()}};
   }
@@ -156,7 +157,7 @@ void print_compress_result(const host::CompressionRequest& request,
   const size_t epochs = result.epochs.size();
   const char* plural = epochs == 1 ? "" : "s";
   if (quantizer) {
-    if (request.fold_batchnorm) {
+    if (result.folded_batchnorm) {
       std::printf("BatchNorm folded: %zu into the convolution before them\n",
                   result.batchnorm_folding.folded.size());
       for (const host::UnfoldedBatchNorm& k : result.batchnorm_folding.kept) {

@@ -33,6 +33,8 @@ int run_compress(const std::vector<std::string>& args) {
   OnnxRequest onnx;
   bool json = false;
   bool fold_batchnorm = false;
+  bool keep_batchnorm = false;
+  bool allow_float_layers = false;
   int64_t recalibrate_bn = 0;
   std::string int8_path;
   std::string engine_name = "auto";
@@ -67,15 +69,21 @@ int run_compress(const std::vector<std::string>& args) {
       ("onnx-opset", po::value(&onnx.opset)->default_value(13),
        "with --onnx: ONNX opset, 13..17")
       ("fold-batchnorm", po::bool_switch(&fold_batchnorm),
-       "quantizers: fold each BatchNorm2d into the Conv2d before it first, so output grids sit "
-       "after the normalization, where int8 kernels write them (lithe convert); the model "
-       "written is the folded one")
+       "quantizers (the default for them): fold each BatchNorm2d into the Conv2d before it "
+       "first, so output grids sit after the normalization, where int8 kernels write them "
+       "(lithe convert); the model written is the folded one")
+      ("no-fold-batchnorm", po::bool_switch(&keep_batchnorm),
+       "quantizers: keep BatchNorm layers as they are (NNI v2.0's behaviour; output grids then "
+       "sit before the normalization, and lithe convert cannot run those layers int8)")
       ("recalibrate-bn", po::value(&recalibrate_bn),
        "re-estimate every BatchNorm layer's running mean and variance on N batches of --data "
        "once the model is compressed (pruners: after --calibration-batches; quantizers: "
        "before it), before any fine-tuning; pruning changes what BatchNorm layers see")
       ("convert", po::value(&int8_path),
        "quantizers: also write the native int8 TorchScript model (what lithe convert writes)")
+      ("allow-float-layers", po::bool_switch(&allow_float_layers),
+       "with --convert: write the int8 model even when quantized layers must run in float "
+       "(default: refuse before any work, naming them and the fix)")
       ("engine", po::value(&engine_name)->default_value("auto"),
        "with --convert: quantized engine, auto (onednn when every weight is symmetric, else "
        "qnnpack), onednn or qnnpack")
@@ -104,9 +112,16 @@ int run_compress(const std::vector<std::string>& args) {
   request.data_given = (given.count("data") != 0 && !given["data"].defaulted()) ||
                        !test_path.empty();
   request.calibration_batches = calibration_batches;
-  request.fold_batchnorm = fold_batchnorm;
+  LITHE_CHECK(!(fold_batchnorm && keep_batchnorm), sdk::Errc::kInvalidConfig,
+              "--fold-batchnorm and --no-fold-batchnorm: give one of them");
+  if (fold_batchnorm || keep_batchnorm) {
+    request.fold_batchnorm = fold_batchnorm;
+  }
   request.recalibrate_bn_batches = recalibrate_bn;
   request.int8_path = int8_path;
+  LITHE_CHECK(!int8_path.empty() || !allow_float_layers, sdk::Errc::kInvalidConfig,
+              "--allow-float-layers has no effect without --convert");
+  request.int8_allow_float_layers = allow_float_layers;
   request.fine_tune = train_options.epochs != kNoEpochs;
   // Before any work (plugins, config): no output may replace an input, another output or a
   // special file, and options that would be ignored are errors. run_compression checks the

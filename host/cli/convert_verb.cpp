@@ -110,6 +110,7 @@ int run_convert(const std::vector<std::string>& args) {
   int runs = 20;
   int warmup = 3;
   int threads = 0;
+  bool allow_float_layers = false;
   po::options_description desc("options");
   desc.add_options()
       ("model", po::value(&model_path)->required(),
@@ -136,12 +137,15 @@ int run_convert(const std::vector<std::string>& args) {
        "inputs and compare it with the int8 model (default with --onnx: $LITHE_ONNXRUNTIME)")
       ("latency-runs", po::value(&runs)->default_value(20), "timed forwards of each model")
       ("warmup", po::value(&warmup)->default_value(3), "untimed forwards before timing")
-      ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)");
+      ("threads", po::value(&threads)->default_value(0), "intra-op threads (0 = all cores)")
+      ("allow-float-layers", po::bool_switch(&allow_float_layers),
+       "write the model even when quantized layers must run their fake quantization in float "
+       "(default: refuse, naming them and the fix)");
   po::variables_map given;
   if (!parse_verb_args("convert",
                        "--model Q.pt --input-shape 1,3,224,224 --output INT8.pt [--engine E] "
                        "[--json CERTIFICATE.json] [--data DIR|FILE] [--onnx Q.onnx] "
-                       "[--onnxruntime libonnxruntime.so]",
+                       "[--onnxruntime libonnxruntime.so] [--allow-float-layers]",
                        args, desc, nullptr, &given)) {
     return 0;
   }
@@ -159,6 +163,7 @@ int run_convert(const std::vector<std::string>& args) {
               "--onnx-opset has no effect without --onnx or --onnxruntime");
   host::Int8ConvertOptions options;
   options.engine = host::parse_quantized_engine(engine_name, "--engine");
+  options.allow_float_layers = allow_float_layers;
   const std::vector<int64_t> shape = parse_input_shape(input_shape_text);
   host::OnnxExportOptions onnx_options;
   onnx_options.input_shape = shape;
@@ -218,6 +223,7 @@ int run_convert(const std::vector<std::string>& args) {
   torch::jit::Module int8 = host::convert_to_int8(model, options, &report);
   host::Int8ConvertOptions reference_options;
   reference_options.fake_quantized = true;
+  reference_options.inputs_from_ranges = report.inputs_from_ranges;
   torch::jit::Module fake_quantized = host::convert_to_int8(model, reference_options);
   int8.eval();
   fake_quantized.eval();
@@ -308,6 +314,9 @@ int run_convert(const std::vector<std::string>& args) {
   for (const std::string& op : report.int8_ops) {
     std::printf("int8 op: %s\n", op.c_str());
   }
+  for (const std::string& layer : report.inputs_from_ranges) {
+    std::printf("input quantized on its observed range (calibration): %s\n", layer.c_str());
+  }
   for (const std::string& type : report.not_quantized_yet) {
     std::printf("not quantized yet (no range observed): %s\n", type.c_str());
   }
@@ -369,6 +378,7 @@ int run_convert(const std::vector<std::string>& args) {
   }
   certificate["int8_ops"] = report.int8_ops;
   certificate["not_quantized_yet"] = report.not_quantized_yet;
+  certificate["inputs_from_ranges"] = report.inputs_from_ranges;
   certificate["quantize_ops"] = report.quantize_ops;
   certificate["dequantize_ops"] = report.dequantize_ops;
   certificate["float_ops_reading_int8"] = report.dequantized_before;

@@ -48,7 +48,7 @@ struct Stage {
   bool quantizer = false;           // compress
   int64_t epochs = 0;               // compress: fine-tune epochs (0: none)
   int64_t calibration_batches = 0;  // compress
-  bool fold_batchnorm = false;      // compress
+  std::optional<bool> fold_batchnorm;  // compress (unset: fold for quantizers)
   int64_t recalibrate_bn = 0;       // compress: BatchNorm re-estimation batches (0: none)
   host::QuantizedEngine engine = host::QuantizedEngine::kAuto;  // convert
 };

@@ -21,8 +21,11 @@ void add_search_quantization_options(po::options_description& desc, SearchQuanti
       ("quantize-epochs", po::value(&q.epochs)->default_value(q.epochs),
        "with --quantize: epochs of quantization-aware training (the search's --lr, ...)")
       ("fold-batchnorm", po::bool_switch(&q.fold_batchnorm),
-       "with --quantize: fold every BatchNorm2d into the convolution before it first (as "
-       "lithe compress --fold-batchnorm)")
+       "with --quantize: fold every BatchNorm2d into the convolution before it first (the "
+       "default, as lithe compress)")
+      ("no-fold-batchnorm", po::bool_switch(&q.keep_batchnorm),
+       "with --quantize: keep BatchNorm layers as they are (as lithe compress "
+       "--no-fold-batchnorm)")
       ("convert", po::value(&q.int8_path),
        "with --quantize: also write the native int8 model (what lithe convert writes)");
 }
@@ -31,7 +34,8 @@ std::vector<host::NamedPath> check_search_quantization(
     SearchQuantization& q, const po::variables_map& given, const std::string& search_output) {
   if (q.config_path.empty()) {
     for (const char* option : {"quantized-output", "quantize-calibration-batches",
-                               "quantize-epochs", "fold-batchnorm", "convert"}) {
+                               "quantize-epochs", "fold-batchnorm", "no-fold-batchnorm",
+                               "convert"}) {
       LITHE_CHECK(given.count(option) == 0 || given[option].defaulted(),
                   sdk::Errc::kInvalidConfig, "--", option, " has no effect without --quantize");
     }
@@ -78,7 +82,11 @@ host::CompressionRequest search_quantization_request(const SearchQuantization& q
   request.test_data_path = test_data;
   request.data_given = true;  // the accuracies before and after are measured on the same data
   request.calibration_batches = q.calibration_batches;
-  request.fold_batchnorm = q.fold_batchnorm;
+  LITHE_CHECK(!(q.fold_batchnorm && q.keep_batchnorm), sdk::Errc::kInvalidConfig,
+              "--fold-batchnorm and --no-fold-batchnorm: give one of them");
+  if (q.fold_batchnorm || q.keep_batchnorm) {
+    request.fold_batchnorm = q.fold_batchnorm;
+  }
   request.fine_tune = q.epochs > 0;
   request.train_options = train;
   request.train_options.epochs = q.epochs > 0 ? q.epochs : train.epochs;

@@ -19,7 +19,8 @@ struct SearchQuantization {
   std::string int8_path;            ///< --convert: the native int8 model ("" = none)
   int64_t calibration_batches = 0;  ///< --quantize-calibration-batches
   int64_t epochs = 0;               ///< --quantize-epochs (quantization-aware training)
-  bool fold_batchnorm = false;      ///< --fold-batchnorm
+  bool fold_batchnorm = false;      ///< --fold-batchnorm (the default)
+  bool keep_batchnorm = false;      ///< --no-fold-batchnorm
   host::CompressionConfig config;   ///< read by check()
 };
 

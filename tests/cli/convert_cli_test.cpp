@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -69,10 +70,10 @@ TEST(ConvertCliTest, BadInputsFailInOneLineAndWriteNothing) {
   // An unknown engine, before any work.
   const fs::path q = quantized_lenet(dir);
   run = run_lithe("convert --model " + q.string() + " --input-shape 1,1,28,28 --output " +
-                  out.string() + " --engine fbgemm");
+                  out.string() + " --engine mkldnn");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_THAT(run.out, AllOf(HasSubstr("--engine"), HasSubstr("'fbgemm'"),
-                             HasSubstr("auto, onednn, qnnpack")));
+  EXPECT_THAT(run.out, AllOf(HasSubstr("--engine"), HasSubstr("'mkldnn'"),
+                             HasSubstr("auto, onednn, qnnpack, x86, fbgemm")));
   EXPECT_FALSE(fs::exists(out));
   // The output may not replace the input.
   const std::string before = read_text(q);
@@ -211,21 +212,35 @@ TEST(ConvertCliTest, DataOfAnotherShapeIsRefusedNamingBothShapes) {
   EXPECT_FALSE(fs::exists(dir / "int8.pt"));
 }
 
-TEST(ConvertCliTest, FoldBatchnormFoldsBeforeQuantizingAndIsForQuantizersOnly) {
+TEST(ConvertCliTest, QuantizersFoldBatchnormByDefaultBeforeQuantizingAndOnlyThey) {
   const fs::path dir = scratch_dir("convert_cli_fold");
   const std::string model = (nni_data_dir() / "models" / "resblock.pt").string();
   write_text(dir / "qat.json", R"({"algorithm": "qat", "config_list": [
       {"quant_types": ["weight", "output"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"],
        "quant_scheme": {"weight": "per_channel_symmetric", "output": "per_tensor_affine"},
        "quant_dtype": {"weight": "int", "output": "uint"}}]})");
+  for (const char* flag : {"", " --fold-batchnorm"}) {  // the default, and said explicitly
+    CliRun run = run_lithe("compress --model " + model + " --config " +
+                           (dir / "qat.json").string() + " --output " + (dir / "q.pt").string() +
+                           flag + " --json");
+    ASSERT_EQ(run.exit_code, 0) << run.out;
+    const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+    EXPECT_EQ(summary["batchnorm_folding"]["folded"].size(), 6u) << flag;
+    EXPECT_TRUE(summary["batchnorm_folding"]["kept"].empty()) << flag;
+    torch::jit::Module folded = torch::jit::load((dir / "q.pt").string());
+    EXPECT_TRUE(folded.attr("conv1").toModule().attr("bias").isTensor()) << "bn1 moved into conv1";
+  }
+  // NNI v2.0's behaviour on request: the BatchNorm layers stay.
   CliRun run = run_lithe("compress --model " + model + " --config " + (dir / "qat.json").string() +
-                         " --output " + (dir / "q.pt").string() + " --fold-batchnorm --json");
+                         " --output " + (dir / "kept.pt").string() + " --no-fold-batchnorm --json");
   ASSERT_EQ(run.exit_code, 0) << run.out;
-  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
-  EXPECT_EQ(summary["batchnorm_folding"]["folded"].size(), 6u);
-  EXPECT_TRUE(summary["batchnorm_folding"]["kept"].empty());
-  torch::jit::Module folded = torch::jit::load((dir / "q.pt").string());
-  EXPECT_TRUE(folded.attr("conv1").toModule().attr("bias").isTensor()) << "bn1 moved into conv1";
+  EXPECT_FALSE(nlohmann::json::parse(run.out.substr(run.out.find('{'))).contains("batchnorm_folding"));
+  EXPECT_TRUE(torch::jit::load((dir / "kept.pt").string()).attr("conv1").toModule().attr("bias").isNone());
+  run = run_lithe("compress --model " + model + " --config " + (dir / "qat.json").string() +
+                  " --output " + (dir / "both.pt").string() + " --no-fold-batchnorm --fold-batchnorm");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--fold-batchnorm and --no-fold-batchnorm: give one of them"));
+  EXPECT_FALSE(fs::exists(dir / "both.pt"));
 
   write_text(
       dir / "level.json",
@@ -236,6 +251,59 @@ TEST(ConvertCliTest, FoldBatchnormFoldsBeforeQuantizingAndIsForQuantizersOnly) {
   EXPECT_THAT(run.out,
               AllOf(HasSubstr("--fold-batchnorm"), HasSubstr("'level' is not a quantizer")));
   EXPECT_FALSE(fs::exists(dir / "p.pt"));
+}
+
+// NNI's ordinary config (weights and outputs of every Conv2d and Linear) on a net with
+// BatchNorm and residual sums, calibrated and converted with default options: BatchNorm folds,
+// the sums and the model input are quantized on their calibrated ranges, every layer runs int8.
+// Without calibration the same command refuses before any work, naming the fix.
+TEST(ConvertCliTest, TheOrdinaryConfigConvertsWholeToInt8ByDefault) {
+  const fs::path dir = scratch_dir("convert_cli_ordinary");
+  const std::string model = (nni_data_dir() / "models" / "resblock.pt").string();
+  write_text(dir / "qat.json", R"({"algorithm": "qat", "config_list": [
+      {"quant_types": ["weight", "output"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"]}]})");
+  c10::Dict<std::string, at::Tensor> data;
+  torch::manual_seed(3);
+  data.insert("images", torch::randn({16, 3, 16, 16}));
+  data.insert("labels", torch::zeros({16}, torch::kLong));
+  const std::vector<char> bytes = torch::jit::pickle_save(data);
+  write_text(dir / "data.pt", std::string(bytes.begin(), bytes.end()));
+  const std::string compress = "compress --model " + model + " --config " +
+                               (dir / "qat.json").string() + " --data " +
+                               (dir / "data.pt").string() + " --batch-size 4 --output " +
+                               (dir / "q.pt").string() + " --convert " +
+                               (dir / "int8.pt").string();
+  CliRun run = run_lithe(compress + " --calibration-batches 2 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
+  EXPECT_EQ(summary["batchnorm_folding"]["folded"].size(), 6u);
+  EXPECT_EQ(summary["int8"]["int8_layers"], 7) << summary["int8"];
+  EXPECT_TRUE(summary["int8"]["float_layers"].empty()) << summary["int8"];
+  EXPECT_THAT(summary["int8"]["inputs_from_ranges"].dump(), HasSubstr("conv1")) << "the input";
+  EXPECT_GE(summary["int8"]["inputs_from_ranges"].size(), 2u) << "and a residual sum";
+  // lithe convert on the quantized model: the same, certificate within two output steps.
+  run = run_lithe("convert --model " + (dir / "q.pt").string() +
+                  " --input-shape 1,3,16,16 --output " + (dir / "convert.pt").string() +
+                  " --samples 4 --latency-runs 1 --warmup 0 --json " +
+                  (dir / "cert.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(read_text(dir / "int8.pt"), read_text(dir / "convert.pt"));
+  const auto cert = nlohmann::json::parse(read_text(dir / "cert.json"));
+  EXPECT_TRUE(cert["float_layers"].empty());
+  EXPECT_LE(cert["check"]["max_diff_in_steps"].get<double>(), 2.0 + 1e-6) << cert["check"];
+
+  // No calibration: no input range and no output grid; refused before any work.
+  fs::remove(dir / "q.pt");
+  fs::remove(dir / "int8.pt");
+  run = run_lithe(compress + " --epochs 1");
+  EXPECT_NE(run.exit_code, 0);
+  // Training observes the output grids; the model input and the residual sums stay unquantized.
+  EXPECT_THAT(run.out, AllOf(HasSubstr("4 of 7 quantized layers"), HasSubstr("conv1"),
+                             HasSubstr("--calibration-batches N"),
+                             HasSubstr("--allow-float-layers"), HasSubstr("nothing was written")));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  EXPECT_FALSE(fs::exists(dir / "q.pt"));
+  EXPECT_FALSE(fs::exists(dir / "int8.pt"));
 }
 
 TEST(ConvertCliTest, CompressConvertWritesWhatConvertWritesAndItsAccuracy) {

@@ -90,8 +90,8 @@ TEST(PipelineCliTest, BadConfigsNameTheStageAndWriteNothing) {
        "/stages/0/epoch: unknown key for this stage"},
       {std::string("[{\"compress\": ") + kQat + ", \"calibration_batches\": 0}]",
        "/stages/0/calibration_batches: must be an integer >= 1, got 0"},
-      {std::string("[{\"compress\": ") + kQat + "}, {\"convert\": {}, \"engine\": \"fbgemm\"}]",
-       "/stages/1/engine: 'fbgemm' is not a quantized engine"},
+      {std::string("[{\"compress\": ") + kQat + "}, {\"convert\": {}, \"engine\": \"mkldnn\"}]",
+       "/stages/1/engine: 'mkldnn' is not a quantized engine"},
       {R"([{"compress": {"algorithm": "level", "config_list": [{"sparsity": 2, "op_types": ["default"]}]}}])",
        "/stages/0/compress"},
   };

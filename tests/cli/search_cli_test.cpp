@@ -153,9 +153,12 @@ TEST_F(SearchCliTest, TheBestModelIsQuantizedAndConvertedToInt8InTheSameRun) {
   EXPECT_TRUE(fs::is_regular_file(out / "best.pt"));
   EXPECT_TRUE(fs::is_regular_file(out / "best.quantized.pt"));
   EXPECT_TRUE(fs::is_regular_file(out / "best.quantized.calibration.json"));
-  // Built for the engine the conversion chose (qnnpack for ptq's asymmetric weights).
+  // Built for the engine the conversion chose (x86 for ptq's asymmetric weights).
   const std::string engine = quantized["int8"]["engine"].get<std::string>();
-  at::globalContext().setQEngine(engine == "qnnpack" ? at::QEngine::QNNPACK : at::QEngine::ONEDNN);
+  at::globalContext().setQEngine(engine == "qnnpack" ? at::QEngine::QNNPACK
+                                 : engine == "x86"   ? at::QEngine::X86
+                                 : engine == "fbgemm" ? at::QEngine::FBGEMM
+                                                      : at::QEngine::ONEDNN);
   torch::jit::Module int8 = torch::jit::load((out / "int8.pt").string());
   const at::Tensor logits = int8.forward({torch::zeros({2, 1, 28, 28})}).toTensor();
   EXPECT_EQ(logits.sizes(), (c10::IntArrayRef{2, 10}));

@@ -10,12 +10,14 @@
 #include <torch/script.h>
 
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/model/model.h"
+#include "lithe/host/session/quantization_session.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"
@@ -161,34 +163,57 @@ TEST(Int8ConvertTest, LsqPerChannelStepSizesBecomePerChannelInt8Weights) {
             2 * report.output_scales.at(0));
 }
 
-TEST(Int8ConvertTest, AsymmetricWeightsChooseQnnpackOrRunInFloatOnOnednnWithTheReason) {
+TEST(Int8ConvertTest, AsymmetricWeightsChooseTheX86EngineOrRunInFloatOnOnednnWhenAllowed) {
   const std::vector<QuantizedEngine> engines = available_quantized_engines();
-  if (std::find(engines.begin(), engines.end(), QuantizedEngine::kQnnpack) == engines.end() ||
-      std::find(engines.begin(), engines.end(), QuantizedEngine::kOnednn) == engines.end()) {
-    GTEST_SKIP() << "needs both the qnnpack and the onednn engine";
+  for (QuantizedEngine needed : {QuantizedEngine::kX86, QuantizedEngine::kOnednn,
+                                 QuantizedEngine::kQnnpack}) {
+    if (std::find(engines.begin(), engines.end(), needed) == engines.end()) {
+      GTEST_SKIP() << "needs the x86, onednn and qnnpack engines (x86 CPUs)";
+    }
   }
   // QAT: weights on [0, 255] with a zero point that is not 128 (not symmetric as qint8).
   test::QuantizedModel q =
       test::quantize_model(test::load_conformance_model("lenet"), "qat", kChained, kLenetInput, 3);
-  Int8ConvertReport report;
-  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
-  EXPECT_EQ(report.engine, QuantizedEngine::kQnnpack);
-  EXPECT_EQ(report.int8_layers.size(), 5u);
   Int8ConvertOptions reference_options;
   reference_options.fake_quantized = true;
   torch::jit::Module reference = convert_to_int8(q.module, reference_options);
   const at::Tensor x = torch::randn(kLenetInput);
-  // QNNPACK requantizes with a float multiplier of its own: a step more than oneDNN.
-  EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
-            3 * report.output_scales.at(0));
+  // x86 (FBGEMM for these weights) by default; QNNPACK when asked, a step less exact (it
+  // requantizes with a float multiplier of its own).
+  for (const auto& [engine, steps] :
+       {std::pair{QuantizedEngine::kAuto, 2}, std::pair{QuantizedEngine::kQnnpack, 3}}) {
+    Int8ConvertOptions options;
+    options.engine = engine;
+    Int8ConvertReport report;
+    torch::jit::Module int8 = convert_to_int8(q.module, options, &report);
+    EXPECT_EQ(report.engine,
+              engine == QuantizedEngine::kAuto ? QuantizedEngine::kX86 : QuantizedEngine::kQnnpack);
+    EXPECT_EQ(report.int8_layers.size(), 5u);
+    EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
+              steps * report.output_scales.at(0))
+        << quantized_engine_name(report.engine);
+  }
 
+  // oneDNN takes zero point 0 only: refused by default, naming the fix; in float when allowed.
   Int8ConvertOptions onednn;
   onednn.engine = QuantizedEngine::kOnednn;
+  try {
+    convert_to_int8(q.module, onednn);
+    FAIL() << "layers that run in float were written without --allow-float-layers";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), sdk::Errc::kUnsupported);
+    EXPECT_THAT(e.what(), AllOf(HasSubstr(" of 5 quantized layers would run"),
+                                HasSubstr("zero point is not 0"), HasSubstr("x86 engine"),
+                                HasSubstr("--allow-float-layers"),
+                                HasSubstr("nothing was written")));
+  }
+  onednn.allow_float_layers = true;
   Int8ConvertReport float_report;
   torch::jit::Module mixed = convert_to_int8(q.module, onednn, &float_report);
   EXPECT_EQ(float_report.engine, QuantizedEngine::kOnednn);
   ASSERT_FALSE(float_report.float_layers.empty());
   EXPECT_THAT(float_report.float_layers[0].reason, HasSubstr("zero point is not 0"));
+  EXPECT_EQ(float_report.float_layers.size() + float_report.int8_layers.size(), 5u);
   // Layers in float run their exact fake quantization: a model all in float is the reference.
   if (float_report.int8_layers.empty()) {
     EXPECT_TRUE(torch::equal(run(mixed, x), run(reference, x)));
@@ -204,12 +229,14 @@ TEST(Int8ConvertTest, LoadingAnInt8ArchiveSwitchesToTheEngineItNames) {
   }
   test::QuantizedModel q =
       test::quantize_model(test::load_conformance_model("lenet"), "qat", kChained, kLenetInput, 2);
+  Int8ConvertOptions qnnpack;
+  qnnpack.engine = QuantizedEngine::kQnnpack;
   Int8ConvertReport report;
-  torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  torch::jit::Module int8 = convert_to_int8(q.module, qnnpack, &report);
   ASSERT_EQ(report.engine, QuantizedEngine::kQnnpack);
   const std::filesystem::path dir = test::scratch_dir("int8_engine_record");
   int8.save((dir / "int8.pt").string(), {{kQuantizedEngineRecord, "qnnpack"}});
-  int8.save((dir / "bad.pt").string(), {{kQuantizedEngineRecord, "fbgemm"}});
+  int8.save((dir / "bad.pt").string(), {{kQuantizedEngineRecord, "mkldnn"}});
   const at::Tensor x = torch::randn(kLenetInput);
   const at::Tensor want = run(int8, x);
 
@@ -222,31 +249,93 @@ TEST(Int8ConvertTest, LoadingAnInt8ArchiveSwitchesToTheEngineItNames) {
     FAIL() << "an unknown engine loaded";
   } catch (const sdk::Error& e) {
     EXPECT_THAT(e.what(), AllOf(HasSubstr("bad.pt"), HasSubstr("extra/lithe_quantized_engine"),
-                                HasSubstr("'fbgemm' is not a quantized engine")));
+                                HasSubstr("'mkldnn' is not a quantized engine")));
   }
 }
 
-TEST(Int8ConvertTest, ALayerWhoseInputIsNeitherQuantizedNorInt8RunsInFloatWithTheReason) {
-  // Weights and outputs only: conv1 reads the float model input, which nothing quantizes. It
-  // runs in float; its output is quantized to its grid, so conv2 on reads int8.
+// Weights and outputs only (NNI's ordinary config): conv1 reads the float model input, which
+// no quantizer quantizes. Calibration observed that input's range, so conv1's input is quantized
+// on it and every layer runs int8; the reference told the same quantizes there too.
+TEST(Int8ConvertTest, AnInputNoInt8OpMakesIsQuantizedOnItsCalibratedRange) {
   test::QuantizedModel q = test::quantize_model(
       test::load_conformance_model("lenet"), "lsq",
       config(R"(["weight", "output"])", R"(["weight", "output"])"), kLenetInput, 2);
+  // The range is the calibration inputs' (seeded as quantize_model draws them).
+  torch::manual_seed(5);
+  const at::Tensor seen = torch::cat({torch::randn(kLenetInput), torch::randn(kLenetInput)});
+  const auto observed = [&](const char* layer) {
+    return q.module.attr(layer).toModule().attr(kObservedInputRangeBuffer).toTensor();
+  };
+  EXPECT_TRUE(torch::equal(observed("conv1"), torch::stack({seen.min(), seen.max()})));
+  // conv2 observes its input too (convert uses a range only where no int8 op makes the input).
+  EXPECT_EQ(observed("conv2").numel(), 2)
+      << "conv2 observes its input too (convert uses it only where no int8 op makes it)";
+
   Int8ConvertReport report;
   torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
+  EXPECT_TRUE(report.float_layers.empty());
+  EXPECT_EQ(report.int8_layers.size(), 5u);
+  EXPECT_EQ(report.inputs_from_ranges, std::vector<std::string>{"conv1"});
+  EXPECT_EQ(report.quantize_ops, 1) << "the model's input";
+  Int8ConvertOptions reference_options;
+  reference_options.fake_quantized = true;
+  reference_options.inputs_from_ranges = report.inputs_from_ranges;
+  torch::jit::Module reference = convert_to_int8(q.module, reference_options);
+  reference_options.inputs_from_ranges.clear();
+  torch::jit::Module as_calibrated = convert_to_int8(q.module, reference_options);
+  const at::Tensor x = torch::randn(kLenetInput);
+  EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
+            2 * report.output_scales.at(0));
+  // The quantizer's own forward does not quantize conv1's input; the reference told to does.
+  EXPECT_TRUE(torch::equal(run(as_calibrated, x), q.forward(x)));
+  EXPECT_FALSE(torch::equal(run(reference, x), q.forward(x)));
+}
+
+TEST(Int8ConvertTest, ALayerLeftInFloatIsRefusedWithItsFixUnlessAllowed) {
+  test::QuantizedModel q = test::quantize_model(
+      test::load_conformance_model("lenet"), "lsq",
+      config(R"(["weight", "output"])", R"(["weight", "output"])"), kLenetInput, 2);
+  // As if never calibrated: no observed range (an empty buffer is an absent one).
+  q.module.attr("conv1").toModule().setattr(kObservedInputRangeBuffer, at::empty({0}));
+  try {
+    convert_to_int8(q.module, {});
+    FAIL() << "conv1 in float was written without allow_float_layers";
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), sdk::Errc::kUnsupported);
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("1 of 5 quantized layers"),
+                                HasSubstr("(conv1: its input is not quantized"),
+                                HasSubstr("--calibration-batches N"),
+                                HasSubstr("add \"input\" to its quant_types"),
+                                HasSubstr("--allow-float-layers"), HasSubstr("nothing was written")));
+  }
+  Int8ConvertOptions allowed;
+  allowed.allow_float_layers = true;
+  Int8ConvertReport report;
+  torch::jit::Module int8 = convert_to_int8(q.module, allowed, &report);
   ASSERT_EQ(report.float_layers.size(), 1u);
   EXPECT_EQ(report.float_layers[0].name, "conv1");
-  EXPECT_THAT(report.float_layers[0].reason,
-              AllOf(HasSubstr("input is not quantized"), HasSubstr("no int8 op makes it")));
   EXPECT_EQ(report.int8_layers.size(), 4u);
   EXPECT_EQ(report.quantize_ops, 1) << "conv1's output";
-  EXPECT_EQ(report.dequantize_ops, 1) << "the model's output";
   Int8ConvertOptions reference_options;
   reference_options.fake_quantized = true;
   torch::jit::Module reference = convert_to_int8(q.module, reference_options);
   const at::Tensor x = torch::randn(kLenetInput);
   EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
             2 * report.output_scales.at(0));
+
+  // A hostile range: refused, naming the layer, the rule and the value.
+  for (const at::Tensor& bad : {torch::tensor({1.0F, -1.0F}),
+                                torch::tensor({0.0F, std::numeric_limits<float>::quiet_NaN()})}) {
+    q.module.attr("conv1").toModule().setattr(kObservedInputRangeBuffer, bad);
+    try {
+      convert_to_int8(q.module, allowed);
+      FAIL() << "range " << bad << " was read";
+    } catch (const sdk::Error& e) {
+      EXPECT_EQ(e.code(), sdk::Errc::kInvalidModel);
+      EXPECT_THAT(e.what(), AllOf(HasSubstr("layer 'conv1'"), HasSubstr("observed input range"),
+                                  HasSubstr("finite with min <= max")));
+    }
+  }
 }
 
 // A ResNet-style net with BatchNorm folded: each residual block returns its quantized sum, so
@@ -306,7 +395,9 @@ TEST(Int8ConvertTest, RefusesModelsWithoutStateAndQuantizedLayersOfOtherTypes) {
                 AllOf(HasSubstr("layer 'relu1' (ReLU) quantizes its input or weight"),
                       HasSubstr("the output of any module"), HasSubstr("nothing was written")));
   }
-  EXPECT_THROW(parse_quantized_engine("fbgemm", "--engine"), sdk::Error);
+  EXPECT_THROW(parse_quantized_engine("mkldnn", "--engine"), sdk::Error);
+  EXPECT_EQ(parse_quantized_engine("x86", "--engine"), QuantizedEngine::kX86);
+  EXPECT_EQ(parse_quantized_engine("fbgemm", "--engine"), QuantizedEngine::kFbgemm);
 }
 
 }  // namespace

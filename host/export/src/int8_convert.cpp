@@ -14,6 +14,8 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +31,7 @@
 #include "lithe/host/graph/convolution_type.h"
 #include "lithe/host/graph/graph_trace.h"
 #include "lithe/host/graph/submodule.h"
+#include "lithe/host/session/quantization_session.h"
 #include "lithe/sdk/error.h"
 #include "onnx_quantization.h"
 
@@ -79,6 +82,23 @@ int64_t weight_code_shift(const LinearGrid& g) { return g.is_signed() ? 0 : 128;
 bool symmetric_as_qint8(const LinearGrid& g) {
   return (g.zero_point - static_cast<double>(weight_code_shift(g))).abs().max().item<float>() == 0;
 }
+
+// The quint8 grid over an observed range [lo, hi], widened to hold 0 (ReLU's zeros, padding).
+LinearGrid grid_over(double lo, double hi) {
+  lo = std::min(lo, 0.0);
+  hi = std::max(hi, 0.0);
+  LinearGrid g;
+  g.quant_min = 0;
+  g.quant_max = 255;
+  const float scale = hi > lo ? static_cast<float>((hi - lo) / 255.0) : 1.0F;
+  const double zero = std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0);
+  g.scale = at::full({1}, scale, at::kFloat);
+  g.zero_point = at::full({1}, static_cast<float>(zero), at::kFloat);
+  return g;
+}
+
+// A grid for a check before calibration (Int8ConvertOptions::assume_*_observed).
+LinearGrid placeholder_grid() { return grid_over(0.0, 1.0); }
 
 std::string range_text(const LinearGrid& g) {
   return "[" + std::to_string(g.quant_min) + ", " + std::to_string(g.quant_max) + "]";
@@ -169,11 +189,44 @@ class Converter {
                     "written");
         output_layers_.insert(name);
       }
-      for (const auto& [quant_type, grid] : layer.types) {
-        if (!grid) {
+      for (auto& [quant_type, grid] : quantized_.at(name).types) {
+        if (!grid && options_.assume_grids_observed) {
+          grid = placeholder_grid();
+        } else if (!grid) {
           report_.not_quantized_yet.push_back(name + " " + sdk::quant_type_name(quant_type));
         }
       }
+      if (type) {
+        read_observed_input_range(name, module);
+      }
+    }
+  }
+
+  // The layer's observed input range (kObservedInputRangeBuffer), as a quint8 grid; before
+  // calibration, a placeholder for a layer that will observe it.
+  void read_observed_input_range(const std::string& name, const jit::Module& module) {
+    const QuantizedLayer& layer = quantized_.at(name);
+    if (layer.types.count(sdk::QuantType::kInput) != 0 ||
+        layer.types.count(sdk::QuantType::kWeight) == 0) {
+      return;  // the quantizer's own input grid, or a layer that observes none
+    }
+    if (module.hasattr(kObservedInputRangeBuffer) &&
+        module.attr(kObservedInputRangeBuffer).isTensor()) {
+      const at::Tensor range = module.attr(kObservedInputRangeBuffer).toTensor();
+      if (range.numel() == 2) {
+        const at::Tensor values = range.detach().to(at::kDouble).cpu().contiguous();
+        const double lo = values[0].item<double>();
+        const double hi = values[1].item<double>();
+        LITHE_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, sdk::Errc::kInvalidModel,
+                    kFailure, ": layer '", name, "': its observed input range (buffer ",
+                    kObservedInputRangeBuffer, ") is [", lo, ", ", hi,
+                    "]; a range must be finite with min <= max; nothing was written");
+        observed_inputs_[name] = grid_over(lo, hi);
+        return;
+      }
+    }
+    if (options_.assume_input_ranges_observed) {
+      observed_inputs_[name] = placeholder_grid();
     }
   }
 
@@ -192,6 +245,7 @@ class Converter {
     find_module_outputs();
 
     rewrite_block(graph_->block(), /*top_level=*/true);
+    refuse_float_layers();
     finish_int8_values();
     move_attributes_to_target();
     count_conversions();
@@ -221,15 +275,59 @@ class Converter {
       }
     }
     const bool onednn = available(QuantizedEngine::kOnednn);
+    const bool x86 = available(QuantizedEngine::kX86);
     const bool qnnpack = available(QuantizedEngine::kQnnpack);
-    LITHE_CHECK(onednn || qnnpack || options_.fake_quantized, sdk::Errc::kUnsupported, kFailure,
-                ": this libtorch has no quantized CPU engine (oneDNN or QNNPACK); nothing was "
-                "written");
-    // oneDNN is several times faster on x86, but takes weights with zero point 0 only.
-    if (onednn && (symmetric || !qnnpack)) {
+    LITHE_CHECK(onednn || x86 || qnnpack || options_.fake_quantized, sdk::Errc::kUnsupported,
+                kFailure, ": this libtorch has no quantized CPU engine (oneDNN, x86 or QNNPACK); "
+                "nothing was written");
+    // oneDNN is several times faster than QNNPACK on x86 but takes weights with zero point 0
+    // only; libtorch 2.x's x86 engine runs any zero point through FBGEMM at oneDNN's speed.
+    if (onednn && symmetric) {
       return QuantizedEngine::kOnednn;
     }
+    if (x86) {
+      return QuantizedEngine::kX86;
+    }
     return qnnpack ? QuantizedEngine::kQnnpack : QuantizedEngine::kOnednn;
+  }
+
+  // A model called int8 is int8: quantized layers left in float are refused unless allowed,
+  // in one line, grouped by reason (each reason ends with its fix).
+  void refuse_float_layers() const {
+    if (options_.fake_quantized || options_.allow_float_layers || report_.float_layers.empty()) {
+      return;
+    }
+    std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // reason, layers
+    std::set<std::string> layers;
+    for (const FloatLayer& f : report_.float_layers) {
+      layers.insert(f.name);
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [&](const auto& g) { return g.first == f.reason; });
+      if (group == groups.end()) {
+        groups.push_back({f.reason, {}});
+        group = std::prev(groups.end());
+      }
+      if (std::find(group->second.begin(), group->second.end(), f.name) == group->second.end()) {
+        group->second.push_back(f.name);
+      }
+    }
+    std::string text;
+    for (const auto& [reason, names] : groups) {
+      text += text.empty() ? "" : "; ";
+      for (size_t i = 0; i < names.size() && i < 3; ++i) {
+        text += (i == 0 ? "" : ", ") + names[i];
+      }
+      if (names.size() > 3) {
+        text += " and " + std::to_string(names.size() - 3) + " more";
+      }
+      text += ": " + reason;
+    }
+    throw sdk::Error(sdk::Errc::kUnsupported,
+                     std::string(kFailure) + ": " + std::to_string(layers.size()) + " of " +
+                         std::to_string(op_types_.size()) +
+                         " quantized layers would run their fake quantization in float, not "
+                         "int8 (" + text + "); allow that with --allow-float-layers; nothing "
+                         "was written");
   }
 
   // ---- the walk --------------------------------------------------------------------------
@@ -454,14 +552,21 @@ class Converter {
                  ? "its " + what + " is not quantized (config quant_types)"
                  : "its " + what + " passes through unquantized (no range observed yet)";
     };
+    // What makes a missing type present: the config, or data.
+    const auto fix = [&](sdk::QuantType type) -> std::string {
+      return grid_entry(name, type) == nullptr
+                 ? std::string(" (add \"") + sdk::quant_type_name(type) + "\" to its quant_types)"
+                 : " (calibrate: lithe compress --calibration-batches N)";
+    };
     const LinearGrid* weight = grid(name, sdk::QuantType::kWeight);
     if (weight == nullptr) {
-      return missing(sdk::QuantType::kWeight);
+      return missing(sdk::QuantType::kWeight) + fix(sdk::QuantType::kWeight);
     }
     const LinearGrid* output = output_grid(n, name);
     if (output == nullptr) {
       return missing(sdk::QuantType::kOutput) +
-             ", and no module returns it quantized; int8 kernels write quantized outputs";
+             ", and no module returns it quantized; int8 kernels write quantized outputs" +
+             fix(sdk::QuantType::kOutput);
     }
     if (!fits_quint8(*output)) {
       return "its output grid " + range_text(*output) + " has fewer than quint8's 256 codes";
@@ -470,12 +575,14 @@ class Converter {
     if (input != nullptr && !fits_quint8(*input)) {
       return "its input grid " + range_text(*input) + " has fewer than quint8's 256 codes";
     }
-    if (input == nullptr && int8_.count(n->input(0)) == 0) {
-      return missing(sdk::QuantType::kInput) + " and no int8 op makes it";
+    if (input == nullptr && int8_.count(n->input(0)) == 0 && observed_inputs_.count(name) == 0) {
+      return missing(sdk::QuantType::kInput) +
+             ", no int8 op makes it and no input range was observed (calibrate: lithe compress "
+             "--calibration-batches N observes it; or add \"input\" to its quant_types)";
     }
     if (report_.engine == QuantizedEngine::kOnednn && !symmetric_as_qint8(*weight)) {
       return "its weight's zero point is not 0 (as qint8), which the onednn engine requires "
-             "(quantize weights symmetrically, or use the qnnpack engine)";
+             "(quantize weights symmetrically, or use the x86 engine)";
     }
     if (n->kind() == c10::aten::conv2d) {
       for (size_t i = 3; i <= 6; ++i) {
@@ -557,6 +664,13 @@ class Converter {
     jit::Value* x = n->input(0);
     jit::Value* qx = nullptr;
     const auto form = int8_.find(x);
+    if (input_grid == nullptr && form == int8_.end()) {
+      input_grid = &observed_inputs_.at(name);  // why_not_int8 found it
+      auto& from_ranges = report_.inputs_from_ranges;
+      if (std::find(from_ranges.begin(), from_ranges.end(), name) == from_ranges.end()) {
+        from_ranges.push_back(name);
+      }
+    }
     if (input_grid == nullptr) {
       qx = form->second.value;  // the layer computes with the int8 tensor it is given
     } else if (form != int8_.end() && same_grid(*form->second.grid, *input_grid)) {
@@ -642,6 +756,10 @@ class Converter {
     jit::WithInsertPoint at(n);
     if (const LinearGrid* g = grid(name, sdk::QuantType::kInput)) {
       n->replaceInput(0, fake_quantize(n->input(0), *g));
+    } else if (options_.fake_quantized && observed_inputs_.count(name) != 0 &&
+               std::find(options_.inputs_from_ranges.begin(), options_.inputs_from_ranges.end(),
+                         name) != options_.inputs_from_ranges.end()) {
+      n->replaceInput(0, fake_quantize(n->input(0), observed_inputs_.at(name)));
     }
     if (const LinearGrid* g = grid(name, sdk::QuantType::kWeight)) {
       const std::string attribute = attribute_name("fake_quantized", name + ".weight");
@@ -741,7 +859,9 @@ class Converter {
     static const std::set<c10::Symbol> exact = {
         c10::aten::relu,    c10::aten::relu_, c10::aten::max_pool2d, c10::aten::flatten,
         c10::aten::reshape, c10::aten::view,  c10::aten::contiguous, c10::aten::dropout};
-    const bool chained_clamp = clamp_chain_.count(n) != 0;
+    // ReLU6-like clamps (constant bounds around 0) clamp the codes: exact but for values above
+    // the upper bound, which land on the grid point nearest it (within half a step).
+    const bool chained_clamp = clamp_chain_.count(n) != 0 || is_clamp(n);
     if ((exact.count(kind) == 0 && !chained_clamp) || n->outputs().size() != 1) {
       return;
     }
@@ -917,6 +1037,7 @@ class Converter {
   Int8ConvertReport& report_;
   std::map<std::string, QuantizedLayer> quantized_;
   std::map<std::string, std::string> op_types_;
+  std::map<std::string, LinearGrid> observed_inputs_;  // layer -> grid over its observed input
   std::shared_ptr<jit::Graph> graph_;
   jit::Module target_;
   jit::Value* self_ = nullptr;

@@ -4,10 +4,34 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
+namespace {
+
+constexpr QuantizedEngine kEngines[] = {QuantizedEngine::kAuto, QuantizedEngine::kOnednn,
+                                        QuantizedEngine::kQnnpack, QuantizedEngine::kX86,
+                                        QuantizedEngine::kFbgemm};
+
+std::optional<at::QEngine> aten_engine(QuantizedEngine engine) {
+  switch (engine) {
+    case QuantizedEngine::kOnednn:
+      return at::QEngine::ONEDNN;
+    case QuantizedEngine::kQnnpack:
+      return at::QEngine::QNNPACK;
+    case QuantizedEngine::kX86:
+      return at::QEngine::X86;
+    case QuantizedEngine::kFbgemm:
+      return at::QEngine::FBGEMM;
+    case QuantizedEngine::kAuto:
+      break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 const char* quantized_engine_name(QuantizedEngine engine) {
   switch (engine) {
@@ -17,28 +41,31 @@ const char* quantized_engine_name(QuantizedEngine engine) {
       return "onednn";
     case QuantizedEngine::kQnnpack:
       return "qnnpack";
+    case QuantizedEngine::kX86:
+      return "x86";
+    case QuantizedEngine::kFbgemm:
+      return "fbgemm";
   }
   return "?";
 }
 
 QuantizedEngine parse_quantized_engine(const std::string& name, const std::string& where) {
-  for (QuantizedEngine engine :
-       {QuantizedEngine::kAuto, QuantizedEngine::kOnednn, QuantizedEngine::kQnnpack}) {
+  for (QuantizedEngine engine : kEngines) {
     if (name == quantized_engine_name(engine)) {
       return engine;
     }
   }
   throw sdk::Error(sdk::Errc::kInvalidConfig,
-                   where + ": '" + name + "' is not a quantized engine (auto, onednn, qnnpack)");
+                   where + ": '" + name + "' is not a quantized engine (auto, onednn, qnnpack, x86, fbgemm)");
 }
 
 std::vector<QuantizedEngine> available_quantized_engines() {
   std::vector<QuantizedEngine> engines;
-  for (const at::QEngine engine : at::globalContext().supportedQEngines()) {
-    if (engine == at::QEngine::ONEDNN) {
-      engines.push_back(QuantizedEngine::kOnednn);
-    } else if (engine == at::QEngine::QNNPACK) {
-      engines.push_back(QuantizedEngine::kQnnpack);
+  for (const at::QEngine supported : at::globalContext().supportedQEngines()) {
+    for (QuantizedEngine engine : kEngines) {
+      if (aten_engine(engine) == supported) {
+        engines.push_back(engine);
+      }
     }
   }
   return engines;
@@ -50,8 +77,7 @@ void use_quantized_engine(QuantizedEngine engine) {
   LITHE_CHECK(engine != QuantizedEngine::kAuto && available, sdk::Errc::kUnsupported,
               "the quantized engine '", quantized_engine_name(engine),
               "' is not available in this libtorch");
-  at::globalContext().setQEngine(engine == QuantizedEngine::kQnnpack ? at::QEngine::QNNPACK
-                                                                     : at::QEngine::ONEDNN);
+  at::globalContext().setQEngine(*aten_engine(engine));
 }
 
 }  // namespace lithe::host

@@ -38,12 +38,10 @@ std::string export_saved(const std::filesystem::path& saved, const OnnxExportOpt
 }
 
 // The native int8 model of the quantized model saved at `saved` (the file the job just staged).
-torch::jit::Module convert_saved(const std::filesystem::path& saved, QuantizedEngine engine,
+torch::jit::Module convert_saved(const std::filesystem::path& saved, Int8ConvertOptions options,
                                  Int8ConvertReport* report) {
   torch::jit::Module module = load_torchscript_module(saved);
   module.eval();
-  Int8ConvertOptions options;
-  options.engine = engine;
   torch::jit::Module int8 = convert_to_int8(module, options, report);
   int8.eval();
   return int8;
@@ -102,7 +100,7 @@ void check_request(const CompressionRequest& request, bool quantizer,
               "--output: no output model path given");
   LITHE_CHECK(!quantizer || request.masks_path.empty(), sdk::Errc::kInvalidConfig, "--masks: '",
               algorithm, "' is a quantizer, which computes no masks");
-  LITHE_CHECK(quantizer || !request.fold_batchnorm, sdk::Errc::kInvalidConfig,
+  LITHE_CHECK(quantizer || !request.fold_batchnorm.value_or(false), sdk::Errc::kInvalidConfig,
               "--fold-batchnorm: '", algorithm,
               "' is not a quantizer; BatchNorm folding places quantizers' output grids");
   LITHE_CHECK(quantizer || request.calibration_path.empty(), sdk::Errc::kInvalidConfig,
@@ -185,7 +183,8 @@ CompressionResult run_compression(const CompressionRequest& request,
 
   // 2. Model and session: the whole config is validated here, before any data is read.
   std::unique_ptr<Model> model;
-  if (request.fold_batchnorm) {
+  result.folded_batchnorm = request.fold_batchnorm.value_or(quantizer);
+  if (result.folded_batchnorm) {
     torch::jit::Module module = load_torchscript_module(request.model_path);
     result.batchnorm_folding = fold_batchnorms(module);
     model = make_torchscript_model(module);
@@ -319,6 +318,9 @@ CompressionResult run_compression(const CompressionRequest& request,
     }
   }
   const bool has_test = test_data.size() > 0;
+  Int8ConvertOptions int8_options;
+  int8_options.engine = request.int8_engine;
+  int8_options.allow_float_layers = request.int8_allow_float_layers;
   if ((out.onnx || out.int8) && quantizer) {
     // A quantizer the QDQ export or the int8 conversion cannot express fails now, not after
     // the training; the files are written again from the result.
@@ -328,7 +330,12 @@ CompressionResult run_compression(const CompressionRequest& request,
       (void)export_saved(out.model->temp_path(), request.onnx, nullptr);
     }
     if (out.int8) {
-      (void)convert_saved(out.model->temp_path(), request.int8_engine, nullptr);
+      // Before the data passes: what calibration and training will observe counts as present
+      // (input ranges only where calibration runs: only it observes them).
+      Int8ConvertOptions preflight = int8_options;
+      preflight.assume_grids_observed = request.calibration_batches > 0 || request.fine_tune;
+      preflight.assume_input_ranges_observed = request.calibration_batches > 0;
+      (void)convert_saved(out.model->temp_path(), preflight, nullptr);
     }
   }
   const auto recalibrate_bn = [&] {
@@ -413,7 +420,7 @@ CompressionResult run_compression(const CompressionRequest& request,
     }
     if (out.int8) {
       Int8ConvertReport report;
-      torch::jit::Module int8 = convert_saved(out.model->temp_path(), request.int8_engine, &report);
+      torch::jit::Module int8 = convert_saved(out.model->temp_path(), int8_options, &report);
       out.int8->write(serialize_int8_model(int8, report.engine));
       if (has_test) {
         const std::unique_ptr<Model> int8_model = make_torchscript_model(int8);

@@ -60,7 +60,15 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
       },
       needs_weight, "quantize (\"weight\" is in its quant_types)");
   for (const auto& view : views()) {
-    layers_.push_back({view.get(), sdk::quant_types(view->config())});
+    Layer layer;
+    layer.view = view.get();
+    layer.types = sdk::quant_types(view->config());
+    // Only TorchScript models convert to int8; C++-frontend modules stay as the user built them.
+    layer.observes_input = model.kind() == "torchscript" &&
+                           (view->op_type() == "Conv2d" || view->op_type() == "Linear") &&
+                           has_type(layer.types, sdk::QuantType::kWeight) &&
+                           !has_type(layer.types, sdk::QuantType::kInput);
+    layers_.push_back(std::move(layer));
   }
   for (Layer& layer : layers_) {
     by_name_[layer.view->name()] = &layer;
@@ -68,9 +76,19 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
   // Install the rewrite once and take it out again, so a layer that cannot be quantized (its
   // forward never reads self.weight, its parent never calls it, ...) fails here, before any
   // work; the model's forward is unchanged afterwards.
-  model.set_quantization(sites(), [](const std::string&, sdk::QuantType, const at::Tensor& x) {
+  const auto copy = [](const std::string&, sdk::QuantType, const at::Tensor& x) {
     return x.clone();
-  });
+  };
+  try {
+    model.set_quantization(sites(), copy);
+  } catch (const sdk::Error&) {
+    // Input observation is an extra for int8 conversion: a layer whose input cannot be reached
+    // still quantizes what it was configured to (or fails below, naming it, without the extra).
+    for (Layer& layer : layers_) {
+      layer.observes_input = false;
+    }
+    model.set_quantization(sites(), copy);
+  }
   model.set_quantization({}, {});
 }
 
@@ -79,7 +97,7 @@ std::vector<QuantSite> QuantizationSession::sites() const {
   for (const Layer& layer : layers_) {
     QuantSite site;
     site.module = layer.view->name();
-    site.input = has_type(layer.types, sdk::QuantType::kInput);
+    site.input = has_type(layer.types, sdk::QuantType::kInput) || layer.observes_input;
     site.weight = has_type(layer.types, sdk::QuantType::kWeight);
     site.output = has_type(layer.types, sdk::QuantType::kOutput);
     out.push_back(site);
@@ -99,6 +117,13 @@ QuantizationSession::~QuantizationSession() {
 
 void QuantizationSession::restore_saved_state() {
   for (Layer& layer : layers_) {
+    if (layer.observes_input) {
+      for (const auto& [name, tensor] : model().module_buffers(layer.view->name())) {
+        if (name == kObservedInputRangeBuffer && tensor.numel() == 2) {
+          layer.input_range = tensor.detach().to(at::kFloat).cpu().clone();
+        }
+      }
+    }
     std::optional<std::string> saved_identity;
     std::vector<std::pair<std::string, at::Tensor>> saved;
     for (const auto& [name, tensor] : model().module_buffers(layer.view->name())) {
@@ -173,6 +198,10 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
   LITHE_CHECK(it != by_name_.end(), sdk::Errc::kInternal, "no quantized layer named '", module,
               "'");
   sdk::LayerView& view = *it->second->view;
+  if (type == sdk::QuantType::kInput && it->second->observes_input) {
+    observe_input(*it->second, x);  // not the quantizer's: the input passes unchanged
+    return x.clone();
+  }
   const bool training = model().is_training() || calibrating();
   LITHE_CHECK(x.is_floating_point(), sdk::Errc::kUnsupportedLayer, owner(), " on layer '",
               module, "': its ", sdk::quant_type_name(type), " is a ", x.scalar_type(),
@@ -214,6 +243,25 @@ at::Tensor QuantizationSession::quantize(const std::string& module, sdk::QuantTy
   return out;
 }
 
+void QuantizationSession::observe_input(Layer& layer, const at::Tensor& x) {
+  // Calibration only: every rank calibrates on the same batches, so the ranges agree; training
+  // batches differ per rank, and evaluation data must not shape the model.
+  if (!calibrating() || x.numel() == 0 || !x.is_floating_point()) {
+    return;
+  }
+  at::NoGradGuard no_grad;
+  const at::Tensor finite = x.detach().isfinite().all();
+  if (!finite.item<bool>()) {
+    return;  // a batch with NaN or infinity says nothing about the range
+  }
+  const at::Tensor range =
+      at::stack({x.detach().min(), x.detach().max()}).to(at::kFloat).cpu();
+  layer.input_range = layer.input_range.defined()
+                          ? at::stack({at::minimum(layer.input_range[0], range[0]),
+                                       at::maximum(layer.input_range[1], range[1])})
+                          : range;
+}
+
 void QuantizationSession::set_recording(bool on) {
   recording_ = on;
   if (!on) {
@@ -249,6 +297,10 @@ void QuantizationSession::store_state_in_model() {
         continue;
       }
       model().set_module_buffer(layer.view->name(), state_buffer_name(key), *tensor);
+    }
+    if (layer.input_range.defined()) {
+      model().set_module_buffer(layer.view->name(), kObservedInputRangeBuffer,
+                                layer.input_range.clone());
     }
     // Which algorithm and bits quantized the layer (bytes of a JSON text: buffers are
     // tensors), also for quantizers without state: a later session refuses to continue another

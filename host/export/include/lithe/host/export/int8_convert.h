@@ -8,8 +8,9 @@
 /// or Python's `torch.jit.load`, without Lithe.
 ///
 /// What becomes int8: every call of a quantized `Conv2d` or `Linear` layer (torch.nn's) whose
-/// weight and output are quantized and whose input is quantized (its own input grid, or an
-/// int8 tensor arriving from a previous int8 op). Ops that are exact on quantized tensors
+/// weight and output are quantized and whose input is quantized (its own input grid, an int8
+/// tensor arriving from a previous int8 op, or else the input range observed while the model
+/// was calibrated: kObservedInputRangeBuffer, a quint8 grid over [min(lo, 0), max(hi, 0)]). Ops that are exact on quantized tensors
 /// (ReLU, max pooling, flatten, view/reshape, dropout in eval) keep int8 tensors int8; any other
 /// op reads a dequantized copy. A quantized layer that cannot run int8 (why is in the report)
 /// runs its fake quantization in float, exactly as Lithe computed it. Modules of any other type
@@ -39,6 +40,19 @@ struct Int8ConvertOptions {
   /// certificate compares with: the model Lithe's quantizer computes, from its saved state,
   /// without a plugin; bit for bit on the same inputs).
   bool fake_quantized = false;
+  /// With fake_quantized: the layers whose observed input range quantizes their input (an int8
+  /// conversion's Int8ConvertReport::inputs_from_ranges), so that the reference computes what
+  /// the int8 model does.
+  std::vector<std::string> inputs_from_ranges;
+  /// Write the model even when quantized layers must run their fake quantization in float.
+  /// Default: refuse (sdk::Error kUnsupported), naming the layers and the change that makes
+  /// them int8; a model called int8 is int8.
+  bool allow_float_layers = false;
+  /// A check before the data passes (lithe compress --convert), so that a refusal comes before
+  /// the work: grids not observed yet count as present (placeholders) ...
+  bool assume_grids_observed = false;
+  /// ... and so do the input ranges of layers that observe them (when calibration will run).
+  bool assume_input_ranges_observed = false;
 };
 
 /// One quantized layer call that runs int8.
@@ -73,14 +87,19 @@ struct Int8ConvertReport {
   /// Per output of the forward: the scale of the int8 grid it is dequantized from (its grid
   /// step), or 0 for an output computed in float.
   std::vector<double> output_scales;
+  /// Layers (in graph order) whose input no int8 op makes and no configured grid quantizes, so
+  /// their observed input range does (Int8ConvertOptions::inputs_from_ranges).
+  std::vector<std::string> inputs_from_ranges;
 };
 
 /// The int8 model of `model` (a TorchScript model whose layers carry Lithe's quantization
 /// state; `model` is not changed). Its forward has the same signature and returns float
 /// tensors. Sets libtorch's quantized engine to the one chosen (reported).
 /// Throws sdk::Error: kUnsupported naming the layer and rule for a quantized layer that is not
-/// a Conv2d or Linear, a non-linear quantizer, grids wider than 8 bits (every message ends
-/// with "nothing was written"); kInvalidModel when no layer is quantized.
+/// a Conv2d or Linear, a non-linear quantizer, grids wider than 8 bits, quantized layers that
+/// would run in float without allow_float_layers (one line: the layers grouped by reason, each
+/// with its fix; every message ends with "nothing was written"); kInvalidModel when no layer
+/// is quantized.
 torch::jit::Module convert_to_int8(const torch::jit::Module& model,
                                    const Int8ConvertOptions& options,
                                    Int8ConvertReport* report = nullptr);

@@ -12,20 +12,24 @@
 namespace lithe::host {
 
 enum class QuantizedEngine {
-  kAuto,     ///< chosen from the model (int8 conversion: oneDNN when it can, else QNNPACK)
+  kAuto,     ///< chosen from the model (int8 conversion: oneDNN for symmetric weights, else
+             ///< x86, else QNNPACK)
   kOnednn,   ///< x86 (fast; symmetric weights only: zero point 0)
-  kQnnpack,  ///< ARM and mobile (any weight zero point; slow on x86)
+  kQnnpack,  ///< ARM and mobile (any weight zero point; several times slower on x86)
+  kX86,      ///< libtorch 2.x's x86 engine: oneDNN for symmetric convolutions, FBGEMM for the
+             ///< rest (any weight zero point); libtorch's own default on x86
+  kFbgemm,   ///< FBGEMM alone (x86; any weight zero point)
 };
 
-/// The extra file of an int8 archive that names its engine ("onednn" or "qnnpack").
+/// The extra file of an int8 archive that names its engine ("onednn", "x86", ...).
 inline constexpr const char* kQuantizedEngineRecord = "lithe_quantized_engine";
 
-/// "auto", "onednn", "qnnpack".
+/// "auto", "onednn", "qnnpack", "x86", "fbgemm".
 const char* quantized_engine_name(QuantizedEngine engine);
 /// The engine named `name` (one of the names above); sdk::Error(kInvalidConfig) naming
 /// `where`, the value and the choices otherwise.
 QuantizedEngine parse_quantized_engine(const std::string& name, const std::string& where);
-/// The engines this libtorch was built with (among oneDNN and QNNPACK).
+/// The engines this libtorch was built with (among the four above).
 std::vector<QuantizedEngine> available_quantized_engines();
 /// Makes `engine` libtorch's active quantized engine (process-wide).
 /// sdk::Error(kUnsupported) when this libtorch lacks it.

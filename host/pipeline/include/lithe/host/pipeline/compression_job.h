@@ -55,8 +55,10 @@ struct CompressionRequest {
   int64_t calibration_batches = 0;
   /// Quantizers: fold every BatchNorm2d into the convolution before it (fold_batchnorms) before
   /// the session starts, so output grids are placed after the normalization, where an int8
-  /// kernel writes them (`lithe convert`). The written model is the folded one.
-  bool fold_batchnorm = false;
+  /// kernel writes them (`lithe convert`). The written model is the folded one. Unset: fold
+  /// when the algorithm is a quantizer (a departure from NNI v2.0, which never folds: an output
+  /// grid before a BatchNorm is one no int8 kernel can write). true with a pruner is refused.
+  std::optional<bool> fold_batchnorm;
   /// Re-estimate the running statistics of every BatchNorm layer on this many batches of the
   /// training data (recalibrate_batchnorm) once the algorithm compressed the model: pruners
   /// after the calibration pass that decides data-driven masks, quantizers before theirs (so
@@ -68,6 +70,9 @@ struct CompressionRequest {
   /// freshly quantized model.
   std::filesystem::path int8_path;
   QuantizedEngine int8_engine = QuantizedEngine::kAuto;  ///< with int8_path
+  /// With int8_path: write the int8 model even when quantized layers run in float
+  /// (Int8ConvertOptions::allow_float_layers); default: refuse before any work.
+  bool int8_allow_float_layers = false;
   /// Fine-tune while compressing (quantization-aware training for quantizers) with
   /// train_options; without it only train_options' batch sizes are read.
   bool fine_tune = false;
@@ -99,7 +104,8 @@ struct CompressionResult {
   AlgorithmKind kind = AlgorithmKind::kPruner;   ///< kPruner or kQuantizer
   std::vector<LayerReport> pruning;              ///< pruners: per-layer sparsity
   std::vector<QuantLayerReport> quantization;    ///< quantizers: per-layer grids
-  BatchNormFolding batchnorm_folding;            ///< with fold_batchnorm
+  bool folded_batchnorm = false;                 ///< whether BatchNorm folding ran
+  BatchNormFolding batchnorm_folding;            ///< what it folded and kept
   std::string calibration_json;                  ///< quantizers: what the calibration file holds
   std::filesystem::path calibration_path;        ///< quantizers: where it was written
   std::optional<EvalResult> before;              ///< test accuracy before compression

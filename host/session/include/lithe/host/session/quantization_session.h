@@ -47,6 +47,14 @@ struct QuantLayerReport {
 /// module; `lithe_q_identity` records the algorithm and bits the state belongs to.
 inline constexpr const char* kStateBufferPrefix = "lithe_q_";
 inline constexpr const char* kIdentityKey = "identity";
+/// A Conv2d or Linear layer of a TorchScript model that quantizes its weight but not its input
+/// gets, while the session
+/// calibrates (calibrate()), the range of its input observed: [min, max] over every calibration
+/// batch, saved as this float32 buffer of its module. The quantizer never sees that input and
+/// the fake-quantized model does not change; `lithe convert` reads the range to quantize the
+/// layer's input where no int8 op makes it (after a residual sum, at the model's input), so the
+/// ordinary weight + output config converts to int8 whole.
+inline constexpr const char* kObservedInputRangeBuffer = "lithe_int8_input_range";
 
 /// One quantization as it happened: the tensor the quantizer saw and what the model used.
 struct QuantRecord {
@@ -109,9 +117,12 @@ class QuantizationSession final : public SessionCore {
 
  private:
   struct Layer {
-    sdk::LayerView* view;  // owned by SessionCore
+    sdk::LayerView* view = nullptr;  // owned by SessionCore
     std::vector<sdk::QuantType> types;
+    bool observes_input = false;  // see kObservedInputRangeBuffer
+    at::Tensor input_range;       // [min, max] observed so far; undefined before any
   };
+  void observe_input(Layer& layer, const at::Tensor& x);
   at::Tensor quantize(const std::string& module, sdk::QuantType type, const at::Tensor& x);
   std::vector<QuantSite> sites() const;
   /// {"algorithm": ..., "quant_bits": {...}} of a layer, as JSON text.
