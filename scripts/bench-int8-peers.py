@@ -11,7 +11,7 @@ that folding has something to fold):
 - Lithe: `lithe compress` with qat and the ordinary config (weights + outputs of every Conv2d and
   Linear, NNI's own example) calibrated on 4 batches of 8 images, `--convert` with every default
   (BatchNorm folded, inputs on their calibrated ranges, engine auto); the int8 model loaded here
-  by torch.jit.load;
+  by torch.jit.load; and the same config with per-channel symmetric weights (one more key);
 - torch.ao FX (x86): prepare_fx / convert_fx with get_default_qconfig_mapping("x86"), calibrated on
   the same 32 images, scripted;
 - ONNX Runtime: Lithe's float ONNX export quantized by onnxruntime.quantization.quantize_static
@@ -43,6 +43,10 @@ import torchvision  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORDINARY = {"algorithm": "qat", "config_list": [
     {"quant_types": ["weight", "output"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"]}]}
+# The same with the weight scheme oneDNN runs fastest (what torch.ao's x86 qconfig picks itself).
+SYMMETRIC = {"algorithm": "qat", "config_list": [
+    {"quant_types": ["weight", "output"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"],
+     "quant_scheme": {"weight": "per_channel_symmetric"}, "quant_dtype": {"weight": "int"}}]}
 
 
 def make_model(name, work):
@@ -65,11 +69,12 @@ def run(cmd):
     return done.stdout
 
 
-def lithe_int8(lithe, model_path, data, work, name, threads):
-    config = os.path.join(work, "ordinary.json")
+def lithe_int8(lithe, model_path, data, work, name, threads, config_json, tag):
+    config = os.path.join(work, tag + ".json")
     with open(config, "w") as f:
-        json.dump(ORDINARY, f)
-    q, int8 = os.path.join(work, name + ".q.pt"), os.path.join(work, name + ".int8.pt")
+        json.dump(config_json, f)
+    q = os.path.join(work, f"{name}.{tag}.q.pt")
+    int8 = os.path.join(work, f"{name}.{tag}.int8.pt")
     start = time.perf_counter()
     out = run([lithe, "compress", "--model", model_path, "--config", config, "--data", data,
                "--calibration-batches", "4", "--batch-size", "8", "--output", q,
@@ -166,7 +171,10 @@ def main():
         model, path = make_model(name, work)
         float_module = torch.jit.load(path).eval()
         runtimes = {"float": (float_module, os.path.getsize(path), "TorchScript")}
-        runtimes["Lithe int8"] = lithe_int8(args.lithe, path, data, work, name, args.threads)
+        runtimes["Lithe int8"] = lithe_int8(args.lithe, path, data, work, name, args.threads,
+                                            ORDINARY, "ordinary")
+        runtimes["Lithe int8, symmetric weights"] = lithe_int8(
+            args.lithe, path, data, work, name, args.threads, SYMMETRIC, "symmetric")
         runtimes["torch.ao FX x86"] = fx_int8(model, images, work, name)
         runtimes["ONNX Runtime int8"] = ort_int8(args.lithe, path, images, batches, work, name,
                                                  args.threads)

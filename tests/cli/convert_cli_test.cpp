@@ -291,6 +291,10 @@ TEST(ConvertCliTest, TheOrdinaryConfigConvertsWholeToInt8ByDefault) {
   const auto cert = nlohmann::json::parse(read_text(dir / "cert.json"));
   EXPECT_TRUE(cert["float_layers"].empty());
   EXPECT_LE(cert["check"]["max_diff_in_steps"].get<double>(), 2.0 + 1e-6) << cert["check"];
+  // qat's default weights are asymmetric: the x86 engine, and the change that is faster.
+  EXPECT_EQ(cert["engine"], "x86");
+  EXPECT_EQ(cert["asymmetric_weights"], true);
+  EXPECT_THAT(run.out, HasSubstr("quantize weights per_channel_symmetric"));
 
   // No calibration: no input range and no output grid; refused before any work.
   fs::remove(dir / "q.pt");

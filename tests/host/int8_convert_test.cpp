@@ -323,9 +323,31 @@ TEST(Int8ConvertTest, ALayerLeftInFloatIsRefusedWithItsFixUnlessAllowed) {
   EXPECT_LE((run(int8, x) - run(reference, x)).abs().max().item<double>(),
             2 * report.output_scales.at(0));
 
+  // Every pair of edge values: a usable grid (the model converts and runs finite), or refused
+  // as an invalid model; never a crash or a non-finite output.
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> edges = {-inf, -1e300, -3e38, -1, -1e-30, 0, 1e-30, 1, 3e38, 1e300,
+                                     inf, std::numeric_limits<double>::quiet_NaN()};
+  int converted = 0;
+  for (double lo : edges) {
+    for (double hi : edges) {
+      q.module.attr("conv1").toModule().setattr(kObservedInputRangeBuffer,
+                                                torch::tensor({lo, hi}, torch::kDouble));
+      try {
+        torch::jit::Module m = convert_to_int8(q.module, {});
+        EXPECT_TRUE(run(m, x).isfinite().all().item<bool>()) << lo << ", " << hi;
+        ++converted;
+      } catch (const sdk::Error& e) {
+        EXPECT_EQ(e.code(), sdk::Errc::kInvalidModel) << lo << ", " << hi << ": " << e.what();
+      }
+    }
+  }
+  EXPECT_GT(converted, 10) << "the ordinary ranges convert";
+
   // A hostile range: refused, naming the layer, the rule and the value.
   for (const at::Tensor& bad : {torch::tensor({1.0F, -1.0F}),
-                                torch::tensor({0.0F, std::numeric_limits<float>::quiet_NaN()})}) {
+                                torch::tensor({0.0F, std::numeric_limits<float>::quiet_NaN()}),
+                                torch::tensor({0.0F, 1.0F, 2.0F}), torch::tensor({0, 1})}) {
     q.module.attr("conv1").toModule().setattr(kObservedInputRangeBuffer, bad);
     try {
       convert_to_int8(q.module, allowed);
@@ -333,7 +355,10 @@ TEST(Int8ConvertTest, ALayerLeftInFloatIsRefusedWithItsFixUnlessAllowed) {
     } catch (const sdk::Error& e) {
       EXPECT_EQ(e.code(), sdk::Errc::kInvalidModel);
       EXPECT_THAT(e.what(), AllOf(HasSubstr("layer 'conv1'"), HasSubstr("observed input range"),
-                                  HasSubstr("finite with min <= max")));
+                                  HasSubstr(bad.numel() == 2 && bad.is_floating_point()
+                                                ? "finite with min <= max"
+                                                : "two floating-point values"),
+                                  HasSubstr("nothing was written")));
     }
   }
 }

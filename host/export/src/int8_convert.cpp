@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <functional>
 #include <map>
 #include <memory>
@@ -213,6 +214,14 @@ class Converter {
     if (module.hasattr(kObservedInputRangeBuffer) &&
         module.attr(kObservedInputRangeBuffer).isTensor()) {
       const at::Tensor range = module.attr(kObservedInputRangeBuffer).toTensor();
+      // Empty: the slot of an instance that observed nothing (a class shared with a layer that
+      // did), as absent.
+      LITHE_CHECK(range.numel() == 0 || (range.numel() == 2 && range.is_floating_point()),
+                  sdk::Errc::kInvalidModel, kFailure, ": layer '", name,
+                  "': its observed input range (buffer ", kObservedInputRangeBuffer, ") is a ",
+                  range.scalar_type(), range.sizes(),
+                  " tensor; it must hold two floating-point values, [min, max]; nothing was "
+                  "written");
       if (range.numel() == 2) {
         const at::Tensor values = range.detach().to(at::kDouble).cpu().contiguous();
         const double lo = values[0].item<double>();
@@ -221,7 +230,14 @@ class Converter {
                     kFailure, ": layer '", name, "': its observed input range (buffer ",
                     kObservedInputRangeBuffer, ") is [", lo, ", ", hi,
                     "]; a range must be finite with min <= max; nothing was written");
-        observed_inputs_[name] = grid_over(lo, hi);
+        LinearGrid g = grid_over(lo, hi);
+        const float scale = g.scale.item<float>();
+        LITHE_CHECK(std::isfinite(scale) && scale >= std::numeric_limits<float>::min(),
+                    sdk::Errc::kInvalidModel, kFailure, ": layer '", name,
+                    "': its observed input range (buffer ", kObservedInputRangeBuffer, ") [", lo,
+                    ", ", hi, "] gives the grid step ", scale,
+                    "; a step must be a normal float32; nothing was written");
+        observed_inputs_[name] = std::move(g);
         return;
       }
     }
@@ -260,20 +276,20 @@ class Converter {
 
  private:
   // ---- engine ---------------------------------------------------------------------------
-  QuantizedEngine choose_engine() const {
+  QuantizedEngine choose_engine() {
+    for (const auto& [name, layer] : quantized_) {
+      const auto weight = layer.types.find(sdk::QuantType::kWeight);
+      if (weight != layer.types.end() && weight->second && !symmetric_as_qint8(*weight->second)) {
+        report_.asymmetric_weights = true;
+      }
+    }
     if (options_.engine != QuantizedEngine::kAuto) {
       LITHE_CHECK(options_.fake_quantized || available(options_.engine), sdk::Errc::kUnsupported,
                   kFailure, ": this libtorch has no ", quantized_engine_name(options_.engine),
                   " engine; nothing was written");
       return options_.engine;
     }
-    bool symmetric = true;
-    for (const auto& [name, layer] : quantized_) {
-      const auto weight = layer.types.find(sdk::QuantType::kWeight);
-      if (weight != layer.types.end() && weight->second && !symmetric_as_qint8(*weight->second)) {
-        symmetric = false;
-      }
-    }
+    const bool symmetric = !report_.asymmetric_weights;
     const bool onednn = available(QuantizedEngine::kOnednn);
     const bool x86 = available(QuantizedEngine::kX86);
     const bool qnnpack = available(QuantizedEngine::kQnnpack);
