@@ -486,10 +486,12 @@ class Converter {
       result = relu->output();
     }
     const std::vector<const LinearGrid*> grids = output_grids(result);
-    if (grids.empty() || !fits_quint8(*grids.front())) {
+    std::vector<std::string> consumers;
+    const LinearGrid* target = grids.empty() ? consumer_grid(result, consumers) : grids.front();
+    if (target == nullptr || !fits_quint8(*target)) {
       return false;
     }
-    const LinearGrid& g = *grids.front();
+    const LinearGrid& g = *target;
     jit::WithInsertPoint at(n);
     const std::string kernel = relu != nullptr ? "quantized::add_relu" : "quantized::add";
     jit::Value* q = graph_->insert(
@@ -500,12 +502,49 @@ class Converter {
       fused_.insert(relu);
     }
     publish(result, q, &g);
+    for (const std::string& layer : consumers) {
+      note_input_from_range(layer);
+    }
     const std::string place = where(n);
     report_.int8_ops.push_back(kernel + place.substr(place.find(" in ")));
     // Modules around the one whose grid the kernel wrote, returning the same value, still apply.
     applied_.insert(result);
     apply_grids(result, grids, 1, /*top_level=*/true);
     return true;
+  }
+
+  // A sum no module quantizes, read by quantized layers that would quantize it on their observed
+  // input range (a residual block's output, read by the next block's convolutions): the grid
+  // they share, which the int8 add writes at once; their names go to `layers`. Other readers (the
+  // next block's identity path) read that int8 value. nullptr when no such layer reads `v` or
+  // their grids differ.
+  const LinearGrid* consumer_grid(const jit::Value* v, std::vector<std::string>& layers) const {
+    const LinearGrid* shared = nullptr;
+    for (const jit::Use& use : v->uses()) {
+      const std::optional<std::string> layer = layer_call(use.user);
+      if (!layer || use.offset != 0 || grid(*layer, sdk::QuantType::kInput) != nullptr) {
+        continue;
+      }
+      const auto observed = observed_inputs_.find(*layer);
+      if (observed == observed_inputs_.end()) {
+        continue;
+      }
+      if (shared != nullptr && !same_grid(*shared, observed->second)) {
+        return nullptr;
+      }
+      shared = &observed->second;
+      if (std::find(layers.begin(), layers.end(), *layer) == layers.end()) {
+        layers.push_back(*layer);
+      }
+    }
+    return shared;
+  }
+
+  void note_input_from_range(const std::string& layer) {
+    auto& from_ranges = report_.inputs_from_ranges;
+    if (std::find(from_ranges.begin(), from_ranges.end(), layer) == from_ranges.end()) {
+      from_ranges.push_back(layer);
+    }
   }
 
   // The quantized layer whose convolution or linear op `n` is (the op reads the layer's own
@@ -682,10 +721,7 @@ class Converter {
     const auto form = int8_.find(x);
     if (input_grid == nullptr && form == int8_.end()) {
       input_grid = &observed_inputs_.at(name);  // why_not_int8 found it
-      auto& from_ranges = report_.inputs_from_ranges;
-      if (std::find(from_ranges.begin(), from_ranges.end(), name) == from_ranges.end()) {
-        from_ranges.push_back(name);
-      }
+      note_input_from_range(name);
     }
     if (input_grid == nullptr) {
       qx = form->second.value;  // the layer computes with the int8 tensor it is given
