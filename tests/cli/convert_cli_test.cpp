@@ -45,7 +45,7 @@ TEST(ConvertCliTest, WritesAnInt8ModelAndItsCertificate) {
   EXPECT_THAT(run.out, AllOf(HasSubstr("quantized::conv2d_relu"), HasSubstr("top-1 agreement"),
                              HasSubstr("output grid steps"), HasSubstr("latency ms")));
   const auto cert = nlohmann::json::parse(read_text(dir / "cert.json"));
-  EXPECT_EQ(cert["engine"], "onednn");
+  EXPECT_EQ(cert["engine"], "x86");
   EXPECT_EQ(cert["int8_layers"].size(), 5u);
   EXPECT_TRUE(cert["float_layers"].empty());
   EXPECT_EQ(cert["check"]["top1_rows"], 32);
@@ -325,7 +325,7 @@ TEST(ConvertCliTest, CompressConvertWritesWhatConvertWritesAndItsAccuracy) {
                          " --json");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const auto summary = nlohmann::json::parse(run.out.substr(run.out.find('{')));
-  EXPECT_EQ(summary["int8"]["engine"], "onednn");
+  EXPECT_EQ(summary["int8"]["engine"], "x86");
   EXPECT_EQ(summary["int8"]["int8_layers"], 5);
   EXPECT_TRUE(summary["int8"]["float_layers"].empty());
   // Fashion-MNIST's test split: the int8 model is evaluated like the quantized one (the

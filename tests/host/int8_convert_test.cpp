@@ -79,7 +79,7 @@ TEST(Int8ConvertTest, TheFakeQuantizedReferenceIsLithesQuantizedForwardBitForBit
   }
 }
 
-TEST(Int8ConvertTest, SymmetricWeightsRunInt8OnOnednnWithReluFusedAndNoRequantization) {
+TEST(Int8ConvertTest, SymmetricWeightsRunInt8OnTheX86EngineWithReluFusedAndNoRequantization) {
   if (available_quantized_engines().empty()) {
     GTEST_SKIP() << "this libtorch has no quantized engine";
   }
@@ -88,7 +88,7 @@ TEST(Int8ConvertTest, SymmetricWeightsRunInt8OnOnednnWithReluFusedAndNoRequantiz
       test::quantize_model(test::load_conformance_model("lenet"), "lsq", kChained, kLenetInput, 3);
   Int8ConvertReport report;
   torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
-  EXPECT_EQ(report.engine, QuantizedEngine::kOnednn);
+  EXPECT_EQ(report.engine, QuantizedEngine::kX86);
   ASSERT_EQ(report.int8_layers.size(), 5u);
   const char* const kernels[] = {"quantized::conv2d_relu", "quantized::conv2d_relu",
                                  "quantized::linear_relu", "quantized::linear_relu",
@@ -128,7 +128,7 @@ TEST(Int8ConvertTest, SymmetricWeightsRunInt8OnOnednnWithReluFusedAndNoRequantiz
   torch::jit::Module back = reloaded(int8);
   const at::Tensor x = torch::randn(kLenetInput);
   EXPECT_TRUE(torch::equal(run(back, x), run(int8, x)));
-  EXPECT_EQ(back.attr("lithe_quantized_engine").toStringRef(), "onednn");
+  EXPECT_EQ(back.attr("lithe_quantized_engine").toStringRef(), "x86");
   EXPECT_LT(saved(int8).size(), saved(test::load_conformance_model("lenet")).size() * 35 / 100);
 }
 
@@ -146,7 +146,7 @@ TEST(Int8ConvertTest, LsqPerChannelStepSizesBecomePerChannelInt8Weights) {
             q.module.attr("conv2").toModule().attr("weight").toTensor().size(0));
   Int8ConvertReport report;
   torch::jit::Module int8 = convert_to_int8(q.module, {}, &report);
-  EXPECT_EQ(report.engine, QuantizedEngine::kOnednn);
+  EXPECT_EQ(report.engine, QuantizedEngine::kX86);
   ASSERT_EQ(report.int8_layers.size(), 5u);
   for (const Int8Layer& layer : report.int8_layers) {
     EXPECT_TRUE(layer.per_channel) << layer.name;

@@ -130,16 +130,11 @@ bool batch_first(const jit::Module& m) {
 }
 
 // Whether m's own forward takes an argument named `name` (torch 2.x added `is_causal`).
-bool forward_takes(const jit::Module& m, const std::string& name) {
-  const c10::FunctionSchema& schema = m.get_method("forward").function().getSchema();
-  return schema.argumentIndexWithName(name).has_value();
-}
-
 // Gives `m` kHeadsForward as its forward, with m's batch_first and signature written in.
 void replace_heads_forward(jit::Module& m) {
   std::string text = kHeadsForward;
   substitute(text, "BATCH_FIRST", batch_first(m) ? "True" : "False");
-  const bool causal = forward_takes(m, "is_causal");
+  const bool causal = method_takes(m, "forward", "is_causal");
   substitute(text, "CAUSAL_ARGUMENT", causal ? ", is_causal: bool = False" : "");
   substitute(text, "CAUSAL_CHECK", causal ? " and not is_causal" : "");
   replace_forward(m, text, "_lithe_heads_forward");

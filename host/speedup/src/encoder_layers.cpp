@@ -51,14 +51,6 @@ bool calls_fused_kernel(const jit::Block* block) {
   return false;
 }
 
-bool takes(const jit::Module& m, const char* method, const char* argument) {
-  return m.find_method(method)
-      ->function()
-      .getSchema()
-      .argumentIndexWithName(argument)
-      .has_value();
-}
-
 // Whether the layer's non-fused path computes what its fused kernel does: the kernel runs only
 // for ReLU and GELU (activation_relu_or_gelu 1 and 2; any other activation never reaches it, so
 // its forward already is the non-fused path) and applies the exact GELU, so an nn.GELU module
@@ -119,10 +111,10 @@ void unfuse_encoder_layers(jit::Module& module, const std::vector<std::string>& 
     jit::Module layer = submodule(module, name);
     std::string text = kUnfusedForward;
     substitute(text, "NORM_FIRST", layer.attr("norm_first").toBool() ? "True" : "False");
-    const bool causal = takes(layer, "forward", "is_causal");
+    const bool causal = method_takes(layer, "forward", "is_causal");
     substitute(text, "CAUSAL_ARGUMENT", causal ? ", is_causal: bool = False" : "");
     substitute(text, "CAUSAL_PASS",
-               causal && takes(layer, "_sa_block", "is_causal") ? ", is_causal=is_causal" : "");
+               causal && method_takes(layer, "_sa_block", "is_causal") ? ", is_causal=is_causal" : "");
     replace_forward(layer, text, "_lithe_unfused_forward");
   }
 }

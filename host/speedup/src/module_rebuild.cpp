@@ -10,8 +10,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -280,6 +282,12 @@ void substitute(std::string& text, const std::string& placeholder, const std::st
        at = text.find(placeholder, at + literal.size())) {
     text.replace(at, placeholder.size(), literal);
   }
+}
+
+bool method_takes(const torch::jit::Module& module, const std::string& method,
+                  const std::string& argument) {
+  const std::optional<torch::jit::Method> found = module.find_method(method);
+  return found && found->function().getSchema().argumentIndexWithName(argument).has_value();
 }
 
 std::vector<int64_t> all(int64_t n) {

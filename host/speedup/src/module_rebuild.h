@@ -51,6 +51,11 @@ void replace_forward(torch::jit::Module& module, const std::string& helper,
 /// layer's constants and signature written in).
 void substitute(std::string& text, const std::string& placeholder, const std::string& literal);
 
+/// Whether `module`'s method `method` exists and takes an argument named `argument` (stock
+/// forwards gained arguments across torch releases: MultiheadAttention's is_causal).
+bool method_takes(const torch::jit::Module& module, const std::string& method,
+                  const std::string& argument);
+
 /// 0, 1, ..., n - 1.
 std::vector<int64_t> all(int64_t n);
 

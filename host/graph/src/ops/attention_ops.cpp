@@ -271,7 +271,12 @@ void emit_sdpa(OnnxWriter& w, const jit::Node* n) {
 
 // The three input projections (L·E² for the queries, S·E² each for keys and values), the
 // scores and their weighted sum (L·S·E each, over all heads), the softmax (one per score) and
-// the output projection (L·E²), per batch item.
+// the output projection (L·E²), for one batch item.
+int64_t attention_count(int64_t target, int64_t source, int64_t embed, int64_t heads) {
+  return 2 * target * embed * embed + 2 * source * embed * embed + 2 * target * source * embed +
+         heads * target * source;
+}
+
 int64_t attention_flops(const OpCall& call) {
   const at::Tensor* query = call.input(0);
   const at::Tensor* key = call.input(1);
@@ -284,11 +289,10 @@ int64_t attention_flops(const OpCall& call) {
   const int64_t target = query->size(1);
   const int64_t source = key->size(1);
   const int64_t embed = query->size(2);
-  return batch * (2 * target * embed * embed + 2 * source * embed * embed +
-                  2 * target * source * embed + heads->toInt() * target * source);
+  return batch * attention_count(target, source, embed, heads->toInt());
 }
 
-// Self-attention (attention_flops' count with L = S), the two feed-forward products (L·E·F each),
+// Self-attention (attention_count with L = S), the two feed-forward products (L·E·F each),
 // the activation (L·F), the two residual adds (L·E each) and the two LayerNorms (2·L·E each).
 int64_t encoder_layer_flops(const OpCall& call) {
   const at::Tensor* src = call.input(0);
@@ -302,8 +306,8 @@ int64_t encoder_layer_flops(const OpCall& call) {
   const int64_t len = src->size(1);
   const int64_t embed = src->size(2);
   const int64_t hidden = ffn->size(0);
-  return batch * (4 * len * embed * embed + 2 * len * len * embed + heads->toInt() * len * len +
-                  2 * len * embed * hidden + len * hidden + 2 * len * embed + 4 * len * embed);
+  return batch * (attention_count(len, len, embed, heads->toInt()) + 2 * len * embed * hidden +
+                  len * hidden + 2 * len * embed + 4 * len * embed);
 }
 
 // The scores and the weighted sum (L·S·E and L·S·Ev per batch item and head) and the softmax

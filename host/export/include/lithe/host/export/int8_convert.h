@@ -33,8 +33,8 @@
 namespace lithe::host {
 
 struct Int8ConvertOptions {
-  /// The engine the weights are prepacked for; kAuto: oneDNN when it is available and every
-  /// int8 weight has zero point 0, else QNNPACK.
+  /// The engine the weights are prepacked for; kAuto: x86 where this libtorch has it, else
+  /// oneDNN when every int8 weight has zero point 0, else QNNPACK.
   QuantizedEngine engine = QuantizedEngine::kAuto;
   /// Build every quantized layer as its float fake quantization instead (the reference the
   /// certificate compares with: the model Lithe's quantizer computes, from its saved state,

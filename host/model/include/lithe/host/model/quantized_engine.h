@@ -12,8 +12,8 @@
 namespace lithe::host {
 
 enum class QuantizedEngine {
-  kAuto,     ///< chosen from the model (int8 conversion: oneDNN for symmetric weights, else
-             ///< x86, else QNNPACK)
+  kAuto,     ///< chosen from the model (int8 conversion: x86, else oneDNN for symmetric
+             ///< weights, else QNNPACK)
   kOnednn,   ///< x86 (fast; symmetric weights only: zero point 0)
   kQnnpack,  ///< ARM and mobile (any weight zero point; several times slower on x86)
   kX86,      ///< libtorch 2.x's x86 engine: oneDNN for symmetric convolutions, FBGEMM for the
