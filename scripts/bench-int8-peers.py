@@ -27,6 +27,7 @@ import argparse
 import copy
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -155,11 +156,20 @@ def main():
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lithe", default=os.path.join(ROOT, "build", "bin", "lithe"))
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (about 1 GB)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     batches = [int(b) for b in args.batches.split(",")]
     print(f"torch {torch.__version__}, {args.threads} threads, {args.runs} rounds, medians")
     work = tempfile.mkdtemp(prefix="lithe-int8-peers-")
+    try:
+        run_all(args, batches, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_all(args, batches, work):
     torch.manual_seed(1)
     images = torch.randn(32, 3, 224, 224)
     held_out = torch.randn(64, 3, 224, 224)
