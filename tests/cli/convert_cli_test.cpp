@@ -241,6 +241,11 @@ TEST(ConvertCliTest, QuantizersFoldBatchnormByDefaultBeforeQuantizingAndOnlyThey
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("--fold-batchnorm and --no-fold-batchnorm: give one of them"));
   EXPECT_FALSE(fs::exists(dir / "both.pt"));
+  run = run_lithe("compress --model " + model + " --config " + (dir / "qat.json").string() +
+                  " --output " + (dir / "both.pt").string() + " --allow-float-layers");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("--allow-float-layers has no effect without --convert"));
+  EXPECT_FALSE(fs::exists(dir / "both.pt"));
 
   write_text(
       dir / "level.json",
