@@ -38,7 +38,7 @@ namespace {
 
 namespace jit = torch::jit;
 
-std::string where(const jit::Node* node) {
+std::string node_place(const jit::Node* node) {
   std::string text = std::string(node->kind().toQualString()) + " (node %" +
                      (node->outputs().empty() ? std::string("-") : node->output(0)->debugName()) +
                      ")";
@@ -52,7 +52,7 @@ std::string where(const jit::Node* node) {
 
 [[noreturn]] void unsupported(const jit::Node* node, const std::string& why) {
   throw sdk::Error(sdk::Errc::kUnsupported,
-                   "cannot export to ONNX: " + where(node) + ": " + why + "; nothing was written");
+                   "cannot export to ONNX: " + node_place(node) + ": " + why + "; nothing was written");
 }
 
 class Emitter : public ops::OnnxWriter {

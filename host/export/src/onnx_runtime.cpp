@@ -59,6 +59,12 @@ struct ApiBase {  // OrtApiBase
 using AnyFunction = void (*)();
 
 // One loaded library: its API table and the process's ORT environment (ORT wants one).
+}  // namespace
+
+// Named, not anonymous: OnnxRuntimeSession::State (declared in the public header) holds a
+// Library, and a class with external linkage may not hold a type of an anonymous namespace once
+// this file shares a translation unit with others (unity builds; -Wsubobject-linkage).
+namespace onnx_runtime_detail {
 struct Library {
   const AnyFunction* api = nullptr;
   void* env = nullptr;
@@ -81,6 +87,10 @@ struct Library {
                                                   what + ": " + sdk::printable(message, 2000));
   }
 };
+}  // namespace onnx_runtime_detail
+using onnx_runtime_detail::Library;
+
+namespace {
 
 std::mutex libraries_mutex;
 

@@ -16,8 +16,8 @@ using detail::read_use;
 using detail::Reader;
 using detail::use_json;
 
-constexpr const char* kFormat = "lithe-auto-compress-state";
-constexpr int kVersion = 1;
+constexpr const char* kAutoCompressStateFormat = "lithe-auto-compress-state";
+constexpr int kAutoCompressStateVersion = 1;
 
 // A round's search is a search state of its own, its fingerprint the whole run's and the round.
 json round_fingerprint(const json& fingerprint, size_t round) {
@@ -62,8 +62,8 @@ std::string auto_compress_state_json(const AutoCompressResult& result,
               "one model digest per finished round: ", model_digests.size(), " for ",
               result.rounds.size());
   json out;
-  out["format"] = kFormat;
-  out["version"] = kVersion;
+  out["format"] = kAutoCompressStateFormat;
+  out["version"] = kAutoCompressStateVersion;
   out["search"] = fingerprint;
   out["dense"] = use_json(result.dense);
   out["dense"]["accuracy"] = result.dense_accuracy;
@@ -86,7 +86,7 @@ AutoCompressState read_auto_compress_state(const std::string& text, const std::s
                                            const json& expected) {
   const json doc = parse_json_document(text, source);
   const Reader r(source);
-  detail::check_state_header(r, doc, kFormat, kVersion,
+  detail::check_state_header(r, doc, kAutoCompressStateFormat, kAutoCompressStateVersion,
                              "not a state of --strategy auto_compress", expected, source);
   AutoCompressState state;
   const json& dense = r.member(doc, "", "dense");

@@ -17,8 +17,8 @@ using detail::read_use;
 using detail::Reader;
 using detail::use_json;
 
-constexpr const char* kFormat = "lithe-search-state";
-constexpr int kVersion = 1;
+constexpr const char* kSearchStateFormat = "lithe-search-state";
+constexpr int kSearchStateVersion = 1;
 
 }  // namespace
 
@@ -86,8 +86,8 @@ json search_fingerprint(const SearchOptions& options, const std::string& model_d
 
 std::string search_state_json(const SearchResult& result, const json& fingerprint) {
   json out;
-  out["format"] = kFormat;
-  out["version"] = kVersion;
+  out["format"] = kSearchStateFormat;
+  out["version"] = kSearchStateVersion;
   out["search"] = fingerprint;
   out["layers"] = result.layers;
   out["dense"] = use_json(result.dense);
@@ -112,7 +112,7 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
                                const json& expected) {
   const json doc = parse_json_document(text, source);
   const Reader r(source);
-  detail::check_state_header(r, doc, kFormat, kVersion, "not a lithe search state file",
+  detail::check_state_header(r, doc, kSearchStateFormat, kSearchStateVersion, "not a lithe search state file",
                              expected, source);
   SearchResult result;
   const json& layers = r.member(doc, "", "layers");
