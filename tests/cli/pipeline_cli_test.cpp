@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const char* const kQat = R"({"algorithm": "qat", "config_list": [
+const char* const kQatStage = R"({"algorithm": "qat", "config_list": [
     {"quant_types": ["weight", "output"], "quant_bits": 8, "op_types": ["Conv2d", "Linear"],
      "quant_scheme": {"weight": "per_channel_symmetric", "output": "per_tensor_affine"},
      "quant_dtype": {"weight": "int", "output": "uint"}},
@@ -41,7 +41,7 @@ CliRun pipeline(const fs::path& dir, const std::string& stages, const std::strin
 TEST(PipelineCliTest, PrunesSpeedsUpQuantizesAndConvertsMeasuringEachStage) {
   const fs::path dir = scratch_dir("pipeline_cli_ok");
   const CliRun run = pipeline(dir, std::string("[{\"compress\": ") + kL1 +
-                                       "}, {\"speedup\": {}}, {\"compress\": " + kQat +
+                                       "}, {\"speedup\": {}}, {\"compress\": " + kQatStage +
                                        ", \"calibration_batches\": 2}, {\"convert\": {}}]");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const auto report = nlohmann::json::parse(read_text(dir / "report.json"));
@@ -81,16 +81,16 @@ TEST(PipelineCliTest, BadConfigsNameTheStageAndWriteNothing) {
   } cases[] = {
       {"[]", "/stages: must be a non-empty list"},
       {R"([{"speedup": {}}])", "/stages/0: speedup needs a pruning stage"},
-      {std::string("[{\"compress\": ") + kL1 + "}, {\"compress\": " + kQat + "}]",
+      {std::string("[{\"compress\": ") + kL1 + "}, {\"compress\": " + kQatStage + "}]",
        "/stages/1: a quantizer after a pruner needs the pruned model made smaller first"},
-      {std::string("[{\"compress\": ") + kQat + "}, {\"convert\": {}}, {\"speedup\": {}}]",
+      {std::string("[{\"compress\": ") + kQatStage + "}, {\"convert\": {}}, {\"speedup\": {}}]",
        "/stages/1: convert must be the last stage"},
       {R"([{"convert": {}}])", "/stages/0: convert needs a quantization stage"},
-      {std::string("[{\"compress\": ") + kQat + ", \"epoch\": 2}]",
+      {std::string("[{\"compress\": ") + kQatStage + ", \"epoch\": 2}]",
        "/stages/0/epoch: unknown key for this stage"},
-      {std::string("[{\"compress\": ") + kQat + ", \"calibration_batches\": 0}]",
+      {std::string("[{\"compress\": ") + kQatStage + ", \"calibration_batches\": 0}]",
        "/stages/0/calibration_batches: must be an integer >= 1, got 0"},
-      {std::string("[{\"compress\": ") + kQat + "}, {\"convert\": {}, \"engine\": \"mkldnn\"}]",
+      {std::string("[{\"compress\": ") + kQatStage + "}, {\"convert\": {}, \"engine\": \"mkldnn\"}]",
        "/stages/1/engine: 'mkldnn' is not a quantized engine"},
       {R"([{"compress": {"algorithm": "level", "config_list": [{"sparsity": 2, "op_types": ["default"]}]}}])",
        "/stages/0/compress"},

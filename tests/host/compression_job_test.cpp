@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-const PluginRegistry& registry() {
+const PluginRegistry& job_registry() {
   static PluginRegistry* r = [] {
     auto* out = new PluginRegistry();
     plugins::level::register_algorithms(*out);
@@ -52,7 +52,7 @@ TEST(CompressionJobTest, PrunesLenetAndWritesAModelAndMasksThatAgree) {
   const CompressionRequest request = level_request(dir);
   std::vector<std::string> notes;
   const CompressionResult result = run_compression(
-      request, registry(), {[&](const std::string& text) { notes.push_back(text); }});
+      request, job_registry(), {[&](const std::string& text) { notes.push_back(text); }});
 
   EXPECT_EQ(result.kind, AlgorithmKind::kPruner);
   EXPECT_TRUE(result.wrote_files);
@@ -80,8 +80,8 @@ TEST(CompressionJobTest, PrunesLenetAndWritesAModelAndMasksThatAgree) {
 TEST(CompressionJobTest, TheSameRequestWritesTheSameBytes) {
   const fs::path a = test::scratch_dir("compression_job_same_a");
   const fs::path b = test::scratch_dir("compression_job_same_b");
-  (void)run_compression(level_request(a), registry());
-  (void)run_compression(level_request(b), registry());
+  (void)run_compression(level_request(a), job_registry());
+  (void)run_compression(level_request(b), job_registry());
   EXPECT_EQ(read_file(a / "masks.pt"), read_file(b / "masks.pt"));
   EXPECT_EQ(read_file(a / "pruned.pt"), read_file(b / "pruned.pt"));
 }
@@ -95,7 +95,7 @@ TEST(CompressionJobTest, AQuantizerWritesItsCalibrationBesideTheOutput) {
           "op_types": ["Conv2d", "Linear"]}]})",
       "<test>");
   request.output_path = dir / "quantized.pt";
-  const CompressionResult result = run_compression(request, registry());
+  const CompressionResult result = run_compression(request, job_registry());
 
   EXPECT_EQ(result.kind, AlgorithmKind::kQuantizer);
   EXPECT_EQ(result.calibration_path, dir / "quantized.calibration.json");
@@ -112,7 +112,7 @@ TEST(CompressionJobTest, AFailingJobChangesNoExistingFile) {
   request.fine_tune = true;
   request.train_options.epochs = 1;
   request.data_path = dir / "no_such_data.pt";  // fails after staging, model and session
-  EXPECT_THROW((void)run_compression(request, registry()), sdk::Error);
+  EXPECT_THROW((void)run_compression(request, job_registry()), sdk::Error);
   EXPECT_EQ(read_file(request.output_path), "previous model");
   EXPECT_EQ(read_file(request.masks_path), "previous masks");
   // Nothing staged is left behind.
@@ -131,7 +131,7 @@ TEST(CompressionJobTest, MasksForAQuantizerAreRefusedBeforeAnyWork) {
       R"({"algorithm": "naive", "config_list": [{"quant_types": ["weight"], "quant_bits": 8,
           "op_types": ["Linear"]}]})",
       "<test>");
-  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+  EXPECT_THAT([&] { (void)run_compression(request, job_registry()); },
               ThrowsMessage<sdk::Error>(
                   HasSubstr("--masks: 'naive' is a quantizer, which computes no masks")));
   EXPECT_FALSE(fs::exists(request.output_path));
@@ -141,23 +141,23 @@ TEST(CompressionJobTest, RequestErrorsNameTheOptionTheRuleAndTheValue) {
   const fs::path dir = test::scratch_dir("compression_job_request_errors");
   CompressionRequest request = level_request(dir);
   request.calibration_batches = -3;
-  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+  EXPECT_THAT([&] { (void)run_compression(request, job_registry()); },
               ThrowsMessage<sdk::Error>(HasSubstr(
                   "--calibration-batches must be >= 0 (0: no calibration), got -3")));
   request = level_request(dir);
   request.output_path.clear();
-  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+  EXPECT_THAT([&] { (void)run_compression(request, job_registry()); },
               ThrowsMessage<sdk::Error>(HasSubstr("--output: no output model path given")));
   request = level_request(dir);
   request.onnx_path = dir / "model.onnx";
   request.onnx = {{1, 1, 28, 28}, 12};
-  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+  EXPECT_THAT([&] { (void)run_compression(request, job_registry()); },
               ThrowsMessage<sdk::Error>(
                   HasSubstr("--onnx-opset must be between 13 and 17 (what this ONNX library "
                             "validates), got 12")));
   request = level_request(dir);
   request.calibration_path = dir / "cal.json";
-  EXPECT_THAT([&] { (void)run_compression(request, registry()); },
+  EXPECT_THAT([&] { (void)run_compression(request, job_registry()); },
               ThrowsMessage<sdk::Error>(HasSubstr(
                   "--calibration: 'level' is not a quantizer, so there is no calibration to "
                   "write")));
@@ -174,7 +174,7 @@ TEST(CompressionJobTest, AnOutputThatIsTheModelIsRefused) {
   CompressionRequest request = level_request(dir);
   request.output_path = request.model_path;
   const std::string before = read_file(request.model_path);
-  EXPECT_THROW((void)run_compression(request, registry()), sdk::Error);
+  EXPECT_THROW((void)run_compression(request, job_registry()), sdk::Error);
   EXPECT_EQ(read_file(request.model_path), before);
 }
 

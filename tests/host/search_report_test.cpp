@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-SearchResult sample() {
+SearchResult sample_result() {
   SearchResult r;
   r.layers = {"conv1", "block<2>"};
   r.dense = {1000, 500, 2.0, 2.0};
@@ -41,7 +41,7 @@ SearchResult sample() {
 }
 
 TEST(SearchReportTest, ChartsCarryEveryEvaluatedTrialAndMarkTheChosenOne) {
-  const SearchResult result = sample();
+  const SearchResult result = sample_result();
   ResourceBudget budget;  // FLOPs 0.5x: a dashed line on the FLOPs chart only
   const std::string html = search_html(result, {"m.pt", "l1_filter", budget, "annealing", 12.0});
   const size_t second_chart = html.find("<svg", html.find("<svg") + 1);
@@ -96,7 +96,7 @@ TEST(SearchReportTest, ChartsCarryEveryEvaluatedTrialAndMarkTheChosenOne) {
 }
 
 TEST(SearchReportTest, ASearchWithoutAFittingTrialSaysSo) {
-  SearchResult result = sample();
+  SearchResult result = sample_result();
   result.best.reset();
   const std::string html = search_html(result, {"m.pt", "l1_filter", {}, "random", 1.0});
   EXPECT_THAT(html, HasSubstr("No trial fits the budget."));
