@@ -45,6 +45,8 @@ std::vector<host::NamedPath> check_search_quantization(
               "--quantize-calibration-batches must be >= 0, got ", q.calibration_batches);
   LITHE_CHECK(q.epochs >= 0, sdk::Errc::kInvalidConfig, "--quantize-epochs must be >= 0, got ",
               q.epochs);
+  LITHE_CHECK(!(q.fold_batchnorm && q.keep_batchnorm), sdk::Errc::kInvalidConfig,
+              "--fold-batchnorm and --no-fold-batchnorm: give one of them");
   if (q.output_path.empty()) {
     q.output_path = std::filesystem::path(search_output).replace_extension(".quantized.pt");
   }
@@ -82,9 +84,7 @@ host::CompressionRequest search_quantization_request(const SearchQuantization& q
   request.test_data_path = test_data;
   request.data_given = true;  // the accuracies before and after are measured on the same data
   request.calibration_batches = q.calibration_batches;
-  LITHE_CHECK(!(q.fold_batchnorm && q.keep_batchnorm), sdk::Errc::kInvalidConfig,
-              "--fold-batchnorm and --no-fold-batchnorm: give one of them");
-  if (q.fold_batchnorm || q.keep_batchnorm) {
+  if (q.fold_batchnorm || q.keep_batchnorm) {  // both at once is refused before the search
     request.fold_batchnorm = q.fold_batchnorm;
   }
   request.fine_tune = q.epochs > 0;

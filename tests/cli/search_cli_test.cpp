@@ -510,6 +510,11 @@ TEST_F(SearchCliTest, AnotherSearchsStateAFloorAboveTheBestAndBadArgumentsWriteN
       {"--flops-budget 0.5x --quantize " + (out / "ptq.json").string() +
            " --quantize-calibration-batches -2" + output,
        "--quantize-calibration-batches must be >= 0, got -2"},
+      {"--flops-budget 0.5x --quantize " + (out / "ptq.json").string() +
+           " --fold-batchnorm --no-fold-batchnorm" + output,
+       "--fold-batchnorm and --no-fold-batchnorm: give one of them"},
+      {"--flops-budget 0.5x --no-fold-batchnorm" + output,
+       "--no-fold-batchnorm has no effect without --quantize"},
       {"--flops-budget 0.5x --quantize " + (out / "nope.json").string() + output,
        "nope.json: /algorithm: --quantize takes a quantizer, got 'nope_quantizer' (not "
        "registered)"},

@@ -201,6 +201,87 @@ TEST(QuantizationSessionTest, InputAndOutputAreQuantizedAtTheCallSite) {
   EXPECT_FALSE(out.equal(float_out));
 }
 
+// A model that records which input sites each set_quantization call installs, and otherwise
+// is the TorchScript model it wraps.
+class SiteRecordingModel final : public Model {
+ public:
+  explicit SiteRecordingModel(std::unique_ptr<Model> inner) : inner_(std::move(inner)) {}
+  std::vector<std::string> input_sites;  // of the latest set_quantization call
+
+  std::string kind() const override { return inner_->kind(); }
+  const std::vector<ModuleRecord>& modules() const override { return inner_->modules(); }
+  std::vector<at::Tensor> parameters() const override { return inner_->parameters(); }
+  std::vector<at::Tensor> state_tensors() const override { return inner_->state_tensors(); }
+  at::Tensor forward(const at::Tensor& input) override { return inner_->forward(input); }
+  void train(bool on) override { inner_->train(on); }
+  bool is_training() const override { return inner_->is_training(); }
+  void set_taps(const std::vector<std::string>& modules, TapCallback callback) override {
+    inner_->set_taps(modules, std::move(callback));
+  }
+  void set_quantization(const std::vector<QuantSite>& sites, QuantCallback callback) override {
+    inner_->set_quantization(sites, std::move(callback));
+    input_sites.clear();
+    for (const QuantSite& site : sites) {
+      if (site.input) {
+        input_sites.push_back(site.module);
+      }
+    }
+  }
+  std::vector<std::pair<std::string, at::Tensor>> module_buffers(
+      const std::string& module) const override {
+    return inner_->module_buffers(module);
+  }
+  void set_module_buffer(const std::string& module, const std::string& name,
+                         const at::Tensor& value) override {
+    inner_->set_module_buffer(module, name, value);
+  }
+  std::string serialize() const override { return inner_->serialize(); }
+
+ private:
+  std::unique_ptr<Model> inner_;
+};
+
+// Weights and outputs only: the layers' inputs are observed for int8 conversion, but only while
+// the session calibrates. Every other forward (training, evaluation, serving the fake-quantized
+// model) runs without those sites, and the range covers the calibration batches alone.
+TEST(QuantizationSessionTest, InputsAreObservedOnlyWhileCalibrating) {
+  SiteRecordingModel model(load_torchscript_model(test::lenet_model()));
+  QuantizationSession session(
+      model, registry(),
+      config(R"([{"quant_types": ["weight", "output"], "quant_bits": 8,
+                  "op_types": ["Conv2d", "Linear"]}])"));
+  session.compress();
+  EXPECT_TRUE(model.input_sites.empty());
+  model.train(false);
+  const at::Tensor x = sample_input();
+  model.forward(x * 100);  // outside calibration: not observed
+  const at::Tensor plain = model.forward(x);
+
+  session.set_calibrating(true);
+  EXPECT_EQ(model.input_sites,
+            (std::vector<std::string>{"conv1", "conv2", "fc1", "fc2", "fc3"}));
+  EXPECT_TRUE(model.forward(x).equal(plain)) << "observing changes nothing the model computes";
+  session.set_calibrating(false);
+  EXPECT_TRUE(model.input_sites.empty());
+  model.forward(x * 1000);  // nor after it
+
+  session.store_state_in_model();
+  at::Tensor range;
+  for (const auto& [name, tensor] : model.module_buffers("conv1")) {
+    if (name == kObservedInputRangeBuffer) {
+      range = tensor;
+    }
+  }
+  ASSERT_TRUE(range.defined());
+  EXPECT_TRUE(range.equal(at::stack({x.min(), x.max()}))) << range;
+
+  // A detached session installs nothing when calibration starts again.
+  session.detach();
+  session.set_calibrating(true);
+  EXPECT_TRUE(model.input_sites.empty());
+  session.set_calibrating(false);
+}
+
 TEST(QuantizationSessionTest, OutputOnlyQuantizationMaySelectLayersWithoutWeight) {
   auto model = load_torchscript_model(test::lenet_model());
   QuantizationSession session(

@@ -1,5 +1,6 @@
 #include "lithe/host/session/quantization_session.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -80,24 +81,25 @@ QuantizationSession::QuantizationSession(Model& model, const PluginRegistry& reg
     return x.clone();
   };
   try {
-    model.set_quantization(sites(), copy);
+    model.set_quantization(sites(/*observing=*/true), copy);
   } catch (const sdk::Error&) {
     // Input observation is an extra for int8 conversion: a layer whose input cannot be reached
     // still quantizes what it was configured to (or fails below, naming it, without the extra).
     for (Layer& layer : layers_) {
       layer.observes_input = false;
     }
-    model.set_quantization(sites(), copy);
+    model.set_quantization(sites(/*observing=*/false), copy);
   }
   model.set_quantization({}, {});
 }
 
-std::vector<QuantSite> QuantizationSession::sites() const {
+std::vector<QuantSite> QuantizationSession::sites(bool observing) const {
   std::vector<QuantSite> out;
   for (const Layer& layer : layers_) {
     QuantSite site;
     site.module = layer.view->name();
-    site.input = has_type(layer.types, sdk::QuantType::kInput) || layer.observes_input;
+    site.input = has_type(layer.types, sdk::QuantType::kInput) ||
+                 (observing && layer.observes_input);
     site.weight = has_type(layer.types, sdk::QuantType::kWeight);
     site.output = has_type(layer.types, sdk::QuantType::kOutput);
     out.push_back(site);
@@ -117,16 +119,13 @@ QuantizationSession::~QuantizationSession() {
 
 void QuantizationSession::restore_saved_state() {
   for (Layer& layer : layers_) {
-    if (layer.observes_input) {
-      for (const auto& [name, tensor] : model().module_buffers(layer.view->name())) {
-        if (name == kObservedInputRangeBuffer && tensor.numel() == 2) {
-          layer.input_range = tensor.detach().to(at::kFloat).cpu().clone();
-        }
-      }
-    }
     std::optional<std::string> saved_identity;
     std::vector<std::pair<std::string, at::Tensor>> saved;
     for (const auto& [name, tensor] : model().module_buffers(layer.view->name())) {
+      if (layer.observes_input && name == kObservedInputRangeBuffer && tensor.numel() == 2) {
+        layer.input_range = tensor.detach().to(at::kFloat).cpu().clone();
+        continue;
+      }
       if (!starts_with(name, kStateBufferPrefix) || tensor.numel() == 0) {
         continue;  // not Lithe's, or the empty slot of an unquantized instance of a shared type
       }
@@ -173,11 +172,42 @@ void QuantizationSession::compress() {
     drop_plugin_registrations();
     throw;
   }
-  model().set_quantization(sites(), [this](const std::string& module, sdk::QuantType type,
-                                          const at::Tensor& x) { return quantize(module, type, x); });
   installed_ = true;
+  try {
+    install(calibrating());
+  } catch (...) {
+    installed_ = false;
+    throw;
+  }
   store_state_in_model();
   accept_weight_changes();  // step() compares the weights against these
+}
+
+void QuantizationSession::install(bool observing) {
+  if (!installed_) {
+    return;
+  }
+  model().set_quantization(sites(observing),
+                           [this](const std::string& module, sdk::QuantType type,
+                                  const at::Tensor& x) { return quantize(module, type, x); });
+}
+
+void QuantizationSession::on_calibrating_changed() {
+  const bool any = std::any_of(layers_.begin(), layers_.end(),
+                               [](const Layer& layer) { return layer.observes_input; });
+  if (!any) {
+    return;
+  }
+  if (calibrating()) {
+    install(/*observing=*/true);
+    return;
+  }
+  try {
+    install(/*observing=*/false);
+  } catch (...) {
+    // Fewer sites than the installed rewrite, which stays: outside calibration its observing
+    // sites pass inputs through unchanged, only slower.
+  }
 }
 
 void QuantizationSession::require_compressed(const char* what) const {

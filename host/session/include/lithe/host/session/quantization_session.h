@@ -48,10 +48,11 @@ struct QuantLayerReport {
 inline constexpr const char* kStateBufferPrefix = "lithe_q_";
 inline constexpr const char* kIdentityKey = "identity";
 /// A Conv2d or Linear layer of a TorchScript model that quantizes its weight but not its input
-/// gets, while the session
-/// calibrates (calibrate()), the range of its input observed: [min, max] over every calibration
-/// batch, saved as this float32 buffer of its module. The quantizer never sees that input and
-/// the fake-quantized model does not change; `lithe convert` reads the range to quantize the
+/// gets, while the session calibrates (set_calibrating(true)), the range of its input observed:
+/// [min, max] over every calibration batch, saved as this float32 buffer of its module. The
+/// quantizer never sees that input, the fake-quantized model does not change, and the site
+/// that observes it exists only while calibrating (other forwards pay nothing for it);
+/// `lithe convert` reads the range to quantize the
 /// layer's input where no int8 op makes it (after a residual sum, at the model's input), so the
 /// ordinary weight + output config converts to int8 whole.
 inline constexpr const char* kObservedInputRangeBuffer = "lithe_int8_input_range";
@@ -124,7 +125,12 @@ class QuantizationSession final : public SessionCore {
   };
   void observe_input(Layer& layer, const at::Tensor& x);
   at::Tensor quantize(const std::string& module, sdk::QuantType type, const at::Tensor& x);
-  std::vector<QuantSite> sites() const;
+  /// The rewrite's sites; `observing` adds the observe-only input sites (see
+  /// kObservedInputRangeBuffer), which are installed only while the session calibrates.
+  std::vector<QuantSite> sites(bool observing) const;
+  /// The rewrite with or without the observe-only input sites; no-op before compress().
+  void install(bool observing);
+  void on_calibrating_changed() override;
   /// {"algorithm": ..., "quant_bits": {...}} of a layer, as JSON text.
   std::string identity(const Layer& layer) const;
   void restore_saved_state();

@@ -119,7 +119,17 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   /// While on, the batches are a calibration pass, not training: quantizers are told
   /// `training` on every forward even in evaluation mode (range calibration without changing
   /// BatchNorm statistics), and a schedule does not yet require update_epoch().
-  void set_calibrating(bool on) { calibrating_ = on; }
+  void set_calibrating(bool on) {
+    if (on != calibrating_) {
+      calibrating_ = on;
+      try {
+        on_calibrating_changed();
+      } catch (...) {
+        calibrating_ = !on;
+        throw;
+      }
+    }
+  }
   bool calibrating() const { return calibrating_; }
 
  protected:
@@ -127,6 +137,13 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   /// `config` may be a parsed one or a 1.3-style one built from JSON text (parsed here).
   SessionCore(Model& model, const PluginRegistry& registry, const CompressionConfig& config,
               const std::string& kind);
+
+  /// Runs after set_calibrating changed the flag (calibrating() is already the new value): a
+  /// session that observes tensors only while calibrating installs or removes that here, so
+  /// the forwards outside calibration pay nothing for it. May throw when calibration starts
+  /// (the flag then stays off); must not when it ends (set_calibrating(false) runs from
+  /// destructors).
+  virtual void on_calibrating_changed() {}
 
   /// The algorithm's options (a fresh copy of the config's: its own record of read keys).
   const sdk::Options& options() const { return options_; }
