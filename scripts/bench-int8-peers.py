@@ -40,7 +40,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402
-import torchvision  # noqa: E402
+
+from bench_models import torchvision_model  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORDINARY = {"algorithm": "qat", "config_list": [
@@ -52,13 +53,7 @@ SYMMETRIC = {"algorithm": "qat", "config_list": [
 
 
 def make_model(name, work):
-    torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(num_classes=1000)
-    model.train()
-    with torch.no_grad():
-        for _ in range(3):
-            model(torch.randn(8, 3, 224, 224))
-    model.eval()
+    model = torchvision_model(name, passes=3, batch=8)
     path = os.path.join(work, name + ".pt")
     torch.jit.script(model).save(path)
     return model, path

@@ -41,6 +41,8 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
+from bench_models import torchvision_model  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,densenet121,efficientnet_b0,regnet_x_400mf,vgg16_bn"
 
@@ -48,16 +50,6 @@ DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,densenet121,efficientnet_b0,reg
 def first_line(error):
     text = str(error).strip().splitlines()
     return (text[0] if text else type(error).__name__)[:160]
-
-
-def make_model(name):
-    torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(num_classes=1000)
-    model.train()
-    with torch.no_grad():
-        for _ in range(2):
-            model(torch.randn(4, 3, 224, 224))
-    return model.eval()
 
 
 def classifier(model):
@@ -124,7 +116,7 @@ def params(module):
 
 def bench(name, args, work):
     example = torch.randn(1, 3, 224, 224)
-    dense = make_model(name)
+    dense = torchvision_model(name, passes=2, batch=4)
     row = {"model": name}
     # Torch-Pruning chooses the channels (and prunes its own copy).
     tp_model = copy.deepcopy(dense)
