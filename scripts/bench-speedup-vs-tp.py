@@ -220,20 +220,21 @@ def main():
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print("\n| model | channels removed | params after (TP = Lithe?) | Lithe vs TP outputs, max abs "
-          "diff / max abs | pruning call: TP s | lithe speedup s (call / process) | batch-1 ms: "
-          "dense | TP | Lithe | Lithe / TP latency |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| model | channels removed | params after (Lithe = TP?) | Lithe vs TP outputs: max abs "
+          "diff / max abs | TP pruning call s | `lithe speedup` s (call / process) | batch-1 ms: "
+          "dense / TP / Lithe | Lithe / TP latency |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         if "error" in row:
-            print(f"| {row['model']} | fails: {row['error']} | | | | | | | | |")
+            print(f"| {row['model']} | — | fails: {row['error']} | | | | | |")
             continue
-        same = "same" if row["params_tp"] == row["params_lithe"] else f"TP {row['params_tp']}"
+        same = ("same" if row["params_tp"] == row["params_lithe"]
+                else f"TP {row['params_tp'] / 1e6:.2f} M")
         print(f"| {row['model']} | {row['channels']} | {row['params_lithe'] / 1e6:.2f} M "
               f"({row['params_lithe'] / row['params_dense']:.2f}×; {same}) | "
-              f"{row['max_abs_diff']:.2e} / {row['out_scale']:.2f} | {row['tp_s']:.2f} | "
-              f"{row['lithe_call_s']:.2f} / {row['lithe_wall_s']:.2f} | {row['ms_dense']:.1f} | "
-              f"{row['ms_tp']:.1f} | {row['ms_lithe']:.1f} | "
+              f"{row['max_abs_diff']:.2g} / {row['out_scale']:.2g} | {row['tp_s']:.2f} | "
+              f"{row['lithe_call_s']:.2f} / {row['lithe_wall_s']:.2f} | {row['ms_dense']:.1f} / "
+              f"{row['ms_tp']:.1f} / {row['ms_lithe']:.1f} | "
               f"{row['ms_lithe'] / row['ms_tp']:.3f} |")
     return 0
 

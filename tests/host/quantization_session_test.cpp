@@ -280,6 +280,17 @@ TEST(QuantizationSessionTest, InputsAreObservedOnlyWhileCalibrating) {
   session.set_calibrating(true);
   EXPECT_TRUE(model.input_sites.empty());
   session.set_calibrating(false);
+
+  // compress() during calibration installs the observing sites at once.
+  SiteRecordingModel other(load_torchscript_model(test::lenet_model()));
+  QuantizationSession calibrating(
+      other, registry(),
+      config(R"([{"quant_types": ["weight"], "quant_bits": 8, "op_names": ["fc1"]}])"));
+  calibrating.set_calibrating(true);
+  calibrating.compress();
+  EXPECT_EQ(other.input_sites, std::vector<std::string>{"fc1"});
+  calibrating.set_calibrating(false);
+  EXPECT_TRUE(other.input_sites.empty());
 }
 
 TEST(QuantizationSessionTest, OutputOnlyQuantizationMaySelectLayersWithoutWeight) {

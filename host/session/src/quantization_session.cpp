@@ -167,16 +167,12 @@ void QuantizationSession::compress() {
       return 0;
     }, "attach");
     check_state_names();
+    installed_ = true;  // install() requires it
+    install(calibrating());
   } catch (const std::exception& e) {
+    installed_ = false;
     attach_failure_ = e.what();  // a half-attached quantizer is never run nor attached twice
     drop_plugin_registrations();
-    throw;
-  }
-  installed_ = true;
-  try {
-    install(calibrating());
-  } catch (...) {
-    installed_ = false;
     throw;
   }
   store_state_in_model();
@@ -195,18 +191,10 @@ void QuantizationSession::install(bool observing) {
 void QuantizationSession::on_calibrating_changed() {
   const bool any = std::any_of(layers_.begin(), layers_.end(),
                                [](const Layer& layer) { return layer.observes_input; });
-  if (!any) {
-    return;
-  }
-  if (calibrating()) {
-    install(/*observing=*/true);
-    return;
-  }
-  try {
-    install(/*observing=*/false);
-  } catch (...) {
-    // Fewer sites than the installed rewrite, which stays: outside calibration its observing
-    // sites pass inputs through unchanged, only slower.
+  if (any) {
+    // Should removing the sites fail, the installed rewrite stays (SessionCore swallows the
+    // error): outside calibration its observing sites pass inputs through unchanged.
+    install(/*observing=*/calibrating());
   }
 }
 

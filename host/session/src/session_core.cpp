@@ -136,6 +136,28 @@ void SessionCore::remove_loss_term(int64_t id) {
               "remove_loss_term: no loss term with id ", id);
 }
 
+void SessionCore::set_calibrating(bool on) {
+  if (on == calibrating_) {
+    return;
+  }
+  calibrating_ = on;
+  if (!on) {
+    try {
+      on_calibrating_changed();
+    } catch (...) {
+      // Ending calibration runs from destructors (calibrate()'s guard): it must not throw,
+      // and the flag stays off whatever the hook could not undo.
+    }
+    return;
+  }
+  try {
+    on_calibrating_changed();
+  } catch (...) {
+    calibrating_ = false;
+    throw;
+  }
+}
+
 at::Tensor SessionCore::loss_terms() {
   if (loss_terms_.empty() || calibrating_) {
     return {};

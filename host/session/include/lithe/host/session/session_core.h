@@ -119,17 +119,7 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
   /// While on, the batches are a calibration pass, not training: quantizers are told
   /// `training` on every forward even in evaluation mode (range calibration without changing
   /// BatchNorm statistics), and a schedule does not yet require update_epoch().
-  void set_calibrating(bool on) {
-    if (on != calibrating_) {
-      calibrating_ = on;
-      try {
-        on_calibrating_changed();
-      } catch (...) {
-        calibrating_ = !on;
-        throw;
-      }
-    }
-  }
+  void set_calibrating(bool on);
   bool calibrating() const { return calibrating_; }
 
  protected:
@@ -140,9 +130,9 @@ class SessionCore : public sdk::CompressionContext, public TrainingHooks {
 
   /// Runs after set_calibrating changed the flag (calibrating() is already the new value): a
   /// session that observes tensors only while calibrating installs or removes that here, so
-  /// the forwards outside calibration pay nothing for it. May throw when calibration starts
-  /// (the flag then stays off); must not when it ends (set_calibrating(false) runs from
-  /// destructors).
+  /// the forwards outside calibration pay nothing for it. An exception when calibration starts
+  /// propagates and leaves the flag off; one when it ends is swallowed (set_calibrating(false)
+  /// runs from destructors), so a hook should leave a harmless state behind when it fails.
   virtual void on_calibrating_changed() {}
 
   /// The algorithm's options (a fresh copy of the config's: its own record of read keys).
