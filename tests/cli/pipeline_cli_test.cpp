@@ -90,7 +90,8 @@ TEST(PipelineCliTest, BadConfigsNameTheStageAndWriteNothing) {
        "/stages/0/epoch: unknown key for this stage"},
       {std::string("[{\"compress\": ") + kQatStage + ", \"calibration_batches\": 0}]",
        "/stages/0/calibration_batches: must be an integer >= 1, got 0"},
-      {std::string("[{\"compress\": ") + kQatStage + "}, {\"convert\": {}, \"engine\": \"mkldnn\"}]",
+      {std::string("[{\"compress\": ") + kQatStage +
+           "}, {\"convert\": {}, \"engine\": \"mkldnn\"}]",
        "/stages/1/engine: 'mkldnn' is not a quantized engine"},
       {R"([{"compress": {"algorithm": "level", "config_list": [{"sparsity": 2, "op_types": ["default"]}]}}])",
        "/stages/0/compress"},

@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::ThrowsMessage;
 
-Options parse_options(const std::string& text, const std::string& path = "/options") {
+Options opts(const std::string& text, const std::string& path = "/options") {
   return options_from_json(nlohmann::ordered_json::parse(text), path);
 }
 
@@ -34,7 +34,7 @@ const OptionSchema& schema() {
 }
 
 TEST(OptionSchemaTest, AbsentKeysReadAsTheDeclaredDefault) {
-  const Options o = parse_options("{}");
+  const Options o = opts("{}");
   EXPECT_EQ(schema().read<int64_t>(o, "batches"), 1);
   EXPECT_EQ(schema().read<std::string>(o, "act"), "relu");
   EXPECT_TRUE(schema().read<bool>(o, "flag"));
@@ -42,7 +42,7 @@ TEST(OptionSchemaTest, AbsentKeysReadAsTheDeclaredDefault) {
 }
 
 TEST(OptionSchemaTest, PresentKeysAreConvertedCheckedAndMarkedRead) {
-  const Options o = parse_options(R"({"batches": 4, "act": "relu6", "ratios": [0, 0.5, 1], "x": 1})");
+  const Options o = opts(R"({"batches": 4, "act": "relu6", "ratios": [0, 0.5, 1], "x": 1})");
   EXPECT_EQ(schema().read<int64_t>(o, "batches"), 4);
   EXPECT_EQ(schema().read<std::string>(o, "act"), "relu6");
   EXPECT_THAT(schema().read<std::vector<double>>(o, "ratios"), ElementsAre(0.0, 0.5, 1.0));
@@ -50,31 +50,31 @@ TEST(OptionSchemaTest, PresentKeysAreConvertedCheckedAndMarkedRead) {
 }
 
 TEST(OptionSchemaTest, ValuesBreakingTheDeclarationNamePathRuleAndValue) {
-  EXPECT_THAT([] { (void)schema().read<int64_t>(parse_options(R"({"batches": 0})"), "batches"); },
+  EXPECT_THAT([] { (void)schema().read<int64_t>(opts(R"({"batches": 0})"), "batches"); },
               ThrowsMessage<Error>(HasSubstr("/options/batches must be an integer > 0, got 0")));
-  EXPECT_THAT([] { (void)schema().read<std::string>(parse_options(R"({"act": "tanh"})"), "act"); },
+  EXPECT_THAT([] { (void)schema().read<std::string>(opts(R"({"act": "tanh"})"), "act"); },
               ThrowsMessage<Error>(HasSubstr(
                   "/options/act must be one of \"relu\", \"relu6\", got \"tanh\"")));
   EXPECT_THAT(
-      [] { (void)schema().read<std::vector<double>>(parse_options(R"({"ratios": [0.5, 1.5]})"), "ratios"); },
+      [] { (void)schema().read<std::vector<double>>(opts(R"({"ratios": [0.5, 1.5]})"), "ratios"); },
       ThrowsMessage<Error>(HasSubstr("/options/ratios/1 must be a number in [0, 1], got 1.5")));
   EXPECT_THAT(
-      [] { (void)schema().read<std::vector<std::string>>(parse_options(R"({"tags": ["a", "c"]})"), "tags"); },
+      [] { (void)schema().read<std::vector<std::string>>(opts(R"({"tags": ["a", "c"]})"), "tags"); },
       ThrowsMessage<Error>(HasSubstr("/options/tags/1 must be one of \"a\", \"b\", got \"c\"")));
-  EXPECT_THAT([] { (void)schema().read<double>(parse_options(R"({"sparsity": 1})", "/config_list/0"),
+  EXPECT_THAT([] { (void)schema().read<double>(opts(R"({"sparsity": 1})", "/config_list/0"),
                                                "sparsity"); },
               ThrowsMessage<Error>(
                   HasSubstr("/config_list/0/sparsity must be a number in [0, 1), got 1")));
   // The shortest text that reads back: 0.1, not 0.10000000000000001.
-  EXPECT_THAT([] { (void)schema().read<double>(parse_options(R"({"sparsity": -0.1})"), "sparsity"); },
+  EXPECT_THAT([] { (void)schema().read<double>(opts(R"({"sparsity": -0.1})"), "sparsity"); },
               ThrowsMessage<Error>(HasSubstr("got -0.1")));
   // Wrong JSON types keep Options' own messages.
-  EXPECT_THAT([] { (void)schema().read<int64_t>(parse_options(R"({"batches": 1.5})"), "batches"); },
+  EXPECT_THAT([] { (void)schema().read<int64_t>(opts(R"({"batches": 1.5})"), "batches"); },
               ThrowsMessage<Error>(HasSubstr("/options/batches must be an integer, got 1.5")));
 }
 
 TEST(OptionSchemaTest, MissingRequiredKeySuggestsTheMisspelling) {
-  const Options o = parse_options(R"({"sparsty": 0.5})", "/config_list/0");
+  const Options o = opts(R"({"sparsty": 0.5})", "/config_list/0");
   EXPECT_THAT([&] { (void)schema().read<double>(o, "sparsity"); },
               ThrowsMessage<Error>(AllOf(HasSubstr("/config_list/0: missing required key 'sparsity'"),
                                          HasSubstr("did you mean 'sparsity'"))));
@@ -85,7 +85,7 @@ TEST(OptionSchemaTest, MissingRequiredKeySuggestsTheMisspelling) {
 }
 
 TEST(OptionSchemaTest, ReadingAKeyTheDeclarationDoesNotAllowIsAnInternalError) {
-  const Options o = parse_options(R"({"batches": 2})");
+  const Options o = opts(R"({"batches": 2})");
   try {
     (void)schema().read<double>(o, "batches");  // declared integer
     FAIL() << "expected an error";
@@ -101,7 +101,7 @@ TEST(OptionSchemaTest, ReadingAKeyTheDeclarationDoesNotAllowIsAnInternalError) {
     EXPECT_THAT(e.what(), HasSubstr("'undeclared' is read but not declared"));
   }
   try {
-    (void)schema().read<std::vector<double>>(parse_options("{}"), "ratios");  // optional, no default
+    (void)schema().read<std::vector<double>>(opts("{}"), "ratios");  // optional, no default
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::kInternal);
@@ -110,14 +110,14 @@ TEST(OptionSchemaTest, ReadingAKeyTheDeclarationDoesNotAllowIsAnInternalError) {
 }
 
 TEST(OptionSchemaTest, CheckValidatesOneScopeWithoutMarkingKeysRead) {
-  const Options ok = parse_options(R"({"batches": 3, "act": "relu", "sparsity": 7})");
+  const Options ok = opts(R"({"batches": 3, "act": "relu", "sparsity": 7})");
   schema().check(ok, OptionScope::kOptions);  // sparsity is an entry key: not this scope
   EXPECT_THAT(unread_option_paths(ok), ElementsAre("/options/batches", "/options/act",
                                                    "/options/sparsity"));
-  EXPECT_THAT([] { schema().check(parse_options(R"({"batches": -1})"), OptionScope::kOptions); },
+  EXPECT_THAT([] { schema().check(opts(R"({"batches": -1})"), OptionScope::kOptions); },
               ThrowsMessage<Error>(AllOf(HasSubstr("/options/batches must be an integer > 0, got -1"),
                                          HasSubstr("(batches: batches to observe)"))));
-  EXPECT_THAT([] { schema().check(parse_options(R"({"sparsity": 2})"), OptionScope::kConfigEntry); },
+  EXPECT_THAT([] { schema().check(opts(R"({"sparsity": 2})"), OptionScope::kConfigEntry); },
               ThrowsMessage<Error>(HasSubstr("/options/sparsity must be a number in [0, 1), got 2")));
 }
 
@@ -161,13 +161,13 @@ TEST(OptionSchemaTest, SdkBuildingBlocksReadTheirKeysByDeclaration) {
   ASSERT_EQ(combined.specs().size(), 3U);
   EXPECT_TRUE(combined.find("sparsity")->required);
   EXPECT_EQ(combined.find("dependency_aware")->default_json, "false");
-  EXPECT_THAT([] { quantizer_keys().check(parse_options(R"({"quant_types": ["weights"], "quant_bits": 8})",
+  EXPECT_THAT([] { quantizer_keys().check(opts(R"({"quant_types": ["weights"], "quant_bits": 8})",
                                                 "/config_list/0"),
                                           OptionScope::kConfigEntry); },
               ThrowsMessage<Error>(HasSubstr(
                   "/config_list/0/quant_types/0 must be one of \"input\", \"weight\", \"output\", "
                   "got \"weights\"")));
-  EXPECT_THAT([] { quantizer_keys().check(parse_options(R"({"quant_types": ["weight"], "quant_bits": "8"})",
+  EXPECT_THAT([] { quantizer_keys().check(opts(R"({"quant_types": ["weight"], "quant_bits": "8"})",
                                                 "/config_list/0"),
                                           OptionScope::kConfigEntry); },
               ThrowsMessage<Error>(HasSubstr("/config_list/0/quant_bits must be an integer or an "

@@ -52,7 +52,8 @@ std::string node_place(const jit::Node* node) {
 
 [[noreturn]] void unsupported(const jit::Node* node, const std::string& why) {
   throw sdk::Error(sdk::Errc::kUnsupported,
-                   "cannot export to ONNX: " + node_place(node) + ": " + why + "; nothing was written");
+                   "cannot export to ONNX: " + node_place(node) + ": " + why +
+                       "; nothing was written");
 }
 
 class Emitter : public ops::OnnxWriter {

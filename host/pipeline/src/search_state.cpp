@@ -112,8 +112,8 @@ SearchResult read_search_state(const std::string& text, const std::string& sourc
                                const json& expected) {
   const json doc = parse_json_document(text, source);
   const Reader r(source);
-  detail::check_state_header(r, doc, kSearchStateFormat, kSearchStateVersion, "not a lithe search state file",
-                             expected, source);
+  detail::check_state_header(r, doc, kSearchStateFormat, kSearchStateVersion,
+                             "not a lithe search state file", expected, source);
   SearchResult result;
   const json& layers = r.member(doc, "", "layers");
   if (!layers.is_array() || layers.empty()) {
