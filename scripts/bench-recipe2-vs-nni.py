@@ -9,6 +9,10 @@ script, alternating rounds, medians and their ratio (shared/reference/recipes.md
   (e) QAT, 8-bit weights and outputs of Conv2d/Linear, 2 epochs from (a)'s weights;
   (f) DoReFa, 4-bit weights of Conv2d/Linear, 2 epochs from (a)'s weights.
 
+(a) also runs a third side: the same PyTorch training loop in .venv's Python, i.e. PyTorch eager
+on the libtorch Lithe is built against (NNI v2.0 runs on Debian's torch 1.13, so NNI against
+Lithe is also 1.13 against the new libtorch; eager against Lithe is not).
+
 Both sides train with SGD lr 0.01, momentum 0.9, weight decay 5e-4, batches of 64 in the order of
 a CPU generator seeded 0 (epoch e uses its e-th randperm), 2 torch threads,
 OPENBLAS_NUM_THREADS=1; epoch time = the training loop of one epoch (no evaluation); each side
@@ -54,9 +58,6 @@ SUB_RECIPES = {
 }
 
 NNI_RUN = NNI_LENET_PRELUDE + r"""
-from nni.algorithms.compression.pytorch.pruning import AGPPruner
-from nni.algorithms.compression.pytorch.quantization import QAT_Quantizer, DoReFaQuantizer
-
 model_path, data, epochs_total, spec = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 train_x, train_y = idx(data + "/train-images-idx3-ubyte.gz", True), idx(data + "/train-labels-idx1-ubyte.gz", False)
 test_x, test_y = idx(data + "/t10k-images-idx3-ubyte.gz", True), idx(data + "/t10k-labels-idx1-ubyte.gz", False)
@@ -66,10 +67,13 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_de
 algorithm = spec and spec["algorithm"]
 compressor = None
 if algorithm == "agp":
+    from nni.algorithms.compression.pytorch.pruning import AGPPruner
     compressor = AGPPruner(model, spec["config_list"], optimizer, pruning_algorithm="level")
 elif algorithm == "qat":
+    from nni.algorithms.compression.pytorch.quantization import QAT_Quantizer
     compressor = QAT_Quantizer(model, spec["config_list"], optimizer)
 elif algorithm == "dorefa":
+    from nni.algorithms.compression.pytorch.quantization import DoReFaQuantizer
     compressor = DoReFaQuantizer(model, spec["config_list"], optimizer)
 if compressor is not None:
     model = compressor.compress()
@@ -100,12 +104,20 @@ SGD = ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9", "--weight-deca
        "--batch-size", "64", "--seed", "0", "--threads", "2", "--data", str(DATA), "--json"]
 
 
-def run_nni(name):
+def run_nni(name, python="/usr/bin/python3", nni=True):
     _, epochs, start, config = SUB_RECIPES[name]
-    _, out = timed(["/usr/bin/python3", "-c", NNI_RUN, str(start), str(DATA), str(epochs),
-                    json.dumps(config)], nni=True)
+    _, out = timed([python, "-c", NNI_RUN, str(start), str(DATA), str(epochs),
+                    json.dumps(config)], nni=nni)
     runs = json.loads(out.strip().splitlines()[-1])
     return [e["seconds"] for e in runs], [e["accuracy"] for e in runs]
+
+
+EAGER_PYTHON = ROOT / ".venv" / "bin" / "python"
+
+
+def run_eager(name):
+    """The NNI side's plain training loop (no NNI imported) on .venv's torch."""
+    return run_nni(name, python=str(EAGER_PYTHON), nni=False)
 
 
 def run_lithe(name):
@@ -130,12 +142,15 @@ def main():
         return code
     if "a" not in chosen and not DENSE.is_file():
         chosen = "a" + chosen  # the later sub-recipes start from (a)'s model
-    results = {name: {"NNI": [], "Lithe": []} for name in chosen}
+    results = {name: {"NNI": [], "Lithe": [], "eager": []} for name in chosen}
     for name in chosen:
         description = SUB_RECIPES[name][0]
+        sides = [("NNI", run_nni), ("Lithe", run_lithe)]
+        if name == "a" and EAGER_PYTHON.is_file():
+            sides.append(("eager", run_eager))
         for i in range(rounds):
-            sides = [("NNI", run_nni), ("Lithe", run_lithe)]
-            for side, fn in (sides if i % 2 == 0 else sides[::-1]):
+            # Each side goes first in turn, so none always runs on a warmer machine.
+            for side, fn in sides[i % len(sides):] + sides[:i % len(sides)]:
                 seconds, accuracy = fn(name)
                 results[name][side].append((seconds, accuracy))
                 print(f"({name}) {description:10} round {i + 1} {side:5}: epochs "
@@ -158,6 +173,12 @@ def main():
         print("(d) masked / plain epoch ((b) over (a)): NNI "
               f"{epoch('b', 'NNI') / epoch('a', 'NNI'):.2f}, Lithe "
               f"{epoch('b', 'Lithe') / epoch('a', 'Lithe'):.2f}")
+    if "a" in chosen and results["a"]["eager"]:
+        eager = epoch("a", "eager")
+        print(f"(a) against PyTorch eager on .venv's torch: eager {eager:.3f} s, Lithe "
+              f"{epoch('a', 'Lithe'):.3f} s, Lithe/eager {epoch('a', 'Lithe') / eager:.2f}; "
+              "eager accuracy per epoch "
+              + ", ".join(f"{a:.4f}" for a in results["a"]["eager"][-1][1]))
     return 0
 
 

@@ -18,6 +18,7 @@
 
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
 #include "cuda/fake_quant_cuda.h"
+#include "cuda_launch.h"
 #endif
 
 namespace lithe::kernels {
@@ -121,10 +122,10 @@ FakeQuantResult fake_quantize_per_tensor(const at::Tensor& x, double scale, doub
                               out.output.data_ptr<float>(), mask, formula, at::get_num_threads());
   } else {
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
+    const detail::CudaLaunch launch(in);
     cuda::fake_quant_per_tensor_cuda(in.data_ptr<float>(), n, static_cast<float>(scale),
                                      static_cast<float>(zero_point), qmin, qmax,
-                                     out.output.data_ptr<float>(), mask, formula,
-                                     in.device().index());
+                                     out.output.data_ptr<float>(), mask, formula, launch.stream());
 #else
     LITHE_INTERNAL_ASSERT(false);  // check_input rejected non-CPU tensors
 #endif
@@ -179,10 +180,11 @@ FakeQuantResult fake_quantize_per_channel(const at::Tensor& x, const at::Tensor&
                                mask, formula, at::get_num_threads());
   } else {
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
+    const detail::CudaLaunch launch(in);
     cuda::fake_quant_per_channel_cuda(in.data_ptr<float>(), outer, channels, inner,
                                       s.data_ptr<float>(), z.data_ptr<float>(), qmin, qmax,
                                       out.output.data_ptr<float>(), mask, formula,
-                                      in.device().index());
+                                      launch.stream());
 #else
     LITHE_INTERNAL_ASSERT(false);  // check_input rejected non-CPU tensors
 #endif

@@ -16,6 +16,7 @@
 
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
 #include "cuda/selection_cuda.h"
+#include "cuda_launch.h"
 #endif
 
 namespace lithe::kernels {
@@ -54,8 +55,14 @@ at::Tensor exact_k_keep_mask(const at::Tensor& scores, int64_t k, bool by_magnit
                         at::get_num_threads());
   } else {
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
+    const detail::CudaLaunch launch(x);
+    // Scratch from ATen's caching allocator: no cudaMalloc/cudaFree (each would wait for the
+    // device), and stream-ordered like the kernels that use it.
+    const at::Tensor scratch = at::empty(
+        {static_cast<int64_t>(cuda::select_smallest_cuda_scratch_bytes(n))},
+        x.options().dtype(at::kByte));
     cuda::select_smallest_cuda(x.data_ptr<float>(), n, k, by_magnitude, keep.data_ptr<float>(),
-                               x.device().index());
+                               scratch.data_ptr(), launch.stream());
 #else
     LITHE_INTERNAL_ASSERT(false);  // check_runnable_device rejected non-CPU tensors
 #endif
@@ -101,8 +108,8 @@ void apply_mask_(const at::Tensor& weight, const at::Tensor& mask) {
     apply_mask_cpu(weight.data_ptr<float>(), m.data_ptr<float>(), n, at::get_num_threads());
   } else {
 #if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
-    cuda::apply_mask_cuda(weight.data_ptr<float>(), m.data_ptr<float>(), n,
-                          weight.device().index());
+    const detail::CudaLaunch launch(weight);
+    cuda::apply_mask_cuda(weight.data_ptr<float>(), m.data_ptr<float>(), n, launch.stream());
 #else
     LITHE_INTERNAL_ASSERT(false);  // check_runnable_device rejected non-CPU tensors
 #endif

@@ -22,6 +22,12 @@
 #include "lithe/kernels/selection.h"
 #include "lithe/sdk/error.h"
 
+#if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace lithe::kernels {
 namespace {
 
@@ -222,6 +228,83 @@ TEST(KernelCudaParityTest, ParametersOnAnotherDeviceThanTheInputAreRefused) {
   at::Tensor weight = at::randn({8}).to(at::kCUDA);
   EXPECT_THROW(apply_mask_(weight, at::ones({8})), sdk::Error);
 }
+
+#if defined(LITHE_HAS_CUDA) && LITHE_HAS_CUDA
+// The kernels run on ATen's current stream: under a caller's CUDAStreamGuard with a non-blocking
+// pool stream, each sees the inputs that stream's earlier ops wrote (a launch on another stream
+// would race with them: the matmul in front keeps the stream busy for a while) and its outputs
+// are ready once that stream is.
+TEST(KernelCudaParityTest, KernelsRunOnTheCallersStream) {
+  LITHE_REQUIRE_CUDA();
+  const int64_t n = 1 << 22;
+  const at::Tensor scores = awkward_values(n, 11, false);
+  const at::Tensor weight = awkward_values(n, 12, true);
+  const at::Tensor mask =
+      at::bernoulli(at::full({n}, 0.5), at::detail::createCPUGenerator(13)).to(at::kFloat);
+  const at::Tensor busy = at::randn({2048, 2048}).to(at::kCUDA);
+  const at::Tensor scores_gpu = scores.to(at::kCUDA);
+  const at::Tensor weight_gpu = weight.to(at::kCUDA);
+  const at::Tensor mask_gpu = mask.to(at::kCUDA);
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  at::Tensor keep;
+  at::Tensor masked;
+  FakeQuantResult quantized;
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    // Written on `side` behind a queue of matmuls, then read by the kernels.
+    at::Tensor sink = busy;
+    for (int i = 0; i < 8; ++i) {
+      sink = at::mm(sink, busy).div_(2048);
+    }
+    const at::Tensor x = scores_gpu.clone().add_(sink.sum().mul(0));
+    masked = weight_gpu.clone().add_(sink.sum().mul(0));
+    keep = exact_k_keep_mask(x, n / 2, true);
+    apply_mask_(masked, mask_gpu);
+    quantized = fake_quantize_per_tensor(x, 0.25, 128, 0, 255, QuantFormula::kAten);
+  }
+  side.synchronize();
+  EXPECT_TRUE(same_bits(exact_k_keep_mask(scores, n / 2, true), keep));
+  at::Tensor masked_cpu = weight.clone();
+  apply_mask_(masked_cpu, mask);
+  EXPECT_TRUE(same_bits(masked_cpu, masked));
+  EXPECT_TRUE(same_bits(fake_quantize_per_tensor(scores, 0.25, 128, 0, 255, QuantFormula::kAten)
+                            .output,
+                        quantized.output));
+}
+
+// Masking and per-tensor fake quantization neither wait for the device nor allocate outside
+// ATen's allocator: both are illegal while a stream is captured into a CUDA graph, so capturing
+// them succeeds only if they queue their kernels and return. Replaying the graph gives the
+// results of eager calls.
+TEST(KernelCudaParityTest, MaskingAndFakeQuantizationCaptureIntoACudaGraph) {
+  LITHE_REQUIRE_CUDA();
+  const int64_t n = 65537;
+  const at::Tensor weight = awkward_values(n, 21, true).to(at::kCUDA);
+  const at::Tensor mask =
+      at::bernoulli(at::full({n}, 0.5), at::detail::createCPUGenerator(22)).to(at::kFloat);
+  const at::Tensor mask_gpu = mask.to(at::kCUDA);
+  at::Tensor target = at::empty_like(weight);
+  FakeQuantResult quantized;
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  at::cuda::CUDAGraph graph;
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    graph.capture_begin();
+    target.copy_(weight);
+    apply_mask_(target, mask_gpu);
+    quantized = fake_quantize_per_tensor(weight, 0.1, 17, 0, 255, QuantFormula::kNni);
+    graph.capture_end();
+  }
+  target.fill_(7);
+  graph.replay();
+  side.synchronize();
+  at::Tensor expected = weight.cpu();
+  apply_mask_(expected, mask);
+  EXPECT_TRUE(same_bits(expected, target));
+  EXPECT_TRUE(same_bits(fake_quantize_per_tensor(weight.cpu(), 0.1, 17, 0, 255).output,
+                        quantized.output));
+}
+#endif
 
 }  // namespace
 }  // namespace lithe::kernels

@@ -22,8 +22,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr float kTwo63 = 9223372036854775808.0f;
 
-using detail::DeviceScope;
-
 unsigned int grid_for(int64_t n) {
   return static_cast<unsigned int>(
       std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
@@ -92,44 +90,40 @@ __global__ void per_channel_kernel(const float* __restrict__ x, int64_t n, int64
 
 void fake_quant_per_tensor_cuda(const float* x, int64_t n, float scale, float zero_point,
                                 int64_t qmin, int64_t qmax, float* y, uint8_t* mask,
-                                QuantFormula formula, int device) {
+                                QuantFormula formula, cudaStream_t stream) {
   if (n <= 0) {
     return;
   }
-  DeviceScope scope(device);
   const auto lo = static_cast<float>(qmin);
   const auto hi = static_cast<float>(qmax);
   if (formula == QuantFormula::kNni) {
     per_tensor_kernel<Grid::kNni>
-        <<<grid_for(n), kThreads>>>(x, n, scale, zero_point, lo, hi, y, mask);
+        <<<grid_for(n), kThreads, 0, stream>>>(x, n, scale, zero_point, lo, hi, y, mask);
   } else {
     per_tensor_kernel<Grid::kAtenSaturating>
-        <<<grid_for(n), kThreads>>>(x, n, scale, zero_point, lo, hi, y, mask);
+        <<<grid_for(n), kThreads, 0, stream>>>(x, n, scale, zero_point, lo, hi, y, mask);
   }
   LITHE_CUDA_CHECK(cudaGetLastError());
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void fake_quant_per_channel_cuda(const float* x, int64_t outer, int64_t channels, int64_t inner,
                                  const float* scale, const float* zero_point, int64_t qmin,
                                  int64_t qmax, float* y, uint8_t* mask, QuantFormula formula,
-                                 int device) {
+                                 cudaStream_t stream) {
   if (outer <= 0 || channels <= 0 || inner <= 0) {
     return;
   }
-  DeviceScope scope(device);
   const int64_t n = outer * channels * inner;
   const auto lo = static_cast<float>(qmin);
   const auto hi = static_cast<float>(qmax);
   if (formula == QuantFormula::kNni) {
-    per_channel_kernel<Grid::kNni><<<grid_for(n), kThreads>>>(x, n, channels, inner, scale,
-                                                              zero_point, lo, hi, y, mask);
+    per_channel_kernel<Grid::kNni><<<grid_for(n), kThreads, 0, stream>>>(
+        x, n, channels, inner, scale, zero_point, lo, hi, y, mask);
   } else {
-    per_channel_kernel<Grid::kAtenInt64><<<grid_for(n), kThreads>>>(x, n, channels, inner, scale,
-                                                                    zero_point, lo, hi, y, mask);
+    per_channel_kernel<Grid::kAtenInt64><<<grid_for(n), kThreads, 0, stream>>>(
+        x, n, channels, inner, scale, zero_point, lo, hi, y, mask);
   }
   LITHE_CUDA_CHECK(cudaGetLastError());
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace lithe::kernels::cuda

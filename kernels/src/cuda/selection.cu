@@ -30,27 +30,6 @@ constexpr int kMaxHistogramBlocks = 1024;
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 
-using detail::DeviceScope;
-
-/// Owning device allocation of `count` elements of T.
-template <class T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t count) : count_(count) {
-    LITHE_CUDA_CHECK(
-        cudaMalloc(reinterpret_cast<void**>(&data_), std::max<std::size_t>(count, 1) * sizeof(T)));
-  }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  T* get() const { return data_; }
-  std::size_t bytes() const { return count_ * sizeof(T); }
-
- private:
-  T* data_ = nullptr;
-  std::size_t count_;
-};
-
 /// Same keys as the CPU kernel: |x| or x as an order-preserving uint32; -0 == +0; NaN largest.
 template <bool kByMagnitude>
 __device__ __forceinline__ uint32_t key_of(float v) {
@@ -185,22 +164,44 @@ int grid_for(int64_t n, int max_blocks) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(blocks, max_blocks)));
 }
 
+/// Where select_radix keeps its device state inside the caller's scratch: the 256 histogram
+/// counters, then one counter per tile.
+struct Scratch {
+  unsigned long long* hist;
+  unsigned int* tiles;
+};
+
+int64_t tiles_for(int64_t n) { return (n + kThreads - 1) / kThreads; }
+
+Scratch carve(void* scratch) {
+  auto* hist = static_cast<unsigned long long*>(scratch);
+  return {hist, reinterpret_cast<unsigned int*>(hist + kRadixBins)};
+}
+
+/// Copies `bytes` from the device to the host in stream order and waits for them: the one kind
+/// of wait the selection needs (the next pass depends on this one's histogram).
+void read_back(void* host, const void* device, std::size_t bytes, cudaStream_t stream) {
+  LITHE_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
+  LITHE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 template <bool kByMagnitude>
-void select_radix(const float* x, int64_t n, int64_t k, float* keep) {
+void select_radix(const float* x, int64_t n, int64_t k, float* keep, Scratch scratch,
+                  cudaStream_t stream) {
   // MSD radix select: after the four passes `prefix` is the k-th smallest key and `rank` the
   // number of elements equal to it that are selected.
-  DeviceBuffer<unsigned long long> hist(kRadixBins);
   std::vector<unsigned long long> host_hist(kRadixBins);
+  const std::size_t hist_bytes = kRadixBins * sizeof(unsigned long long);
   uint32_t prefix = 0u;
   uint32_t prefix_mask = 0u;
   uint64_t rank = static_cast<uint64_t>(k);
   for (int shift = 32 - kRadixBits; shift >= 0; shift -= kRadixBits) {
-    LITHE_CUDA_CHECK(cudaMemset(hist.get(), 0, hist.bytes()));
-    digit_histogram_kernel<kByMagnitude><<<grid_for(n, kMaxHistogramBlocks), kThreads>>>(
-        x, n, prefix_mask, prefix, shift, hist.get());
+    LITHE_CUDA_CHECK(cudaMemsetAsync(scratch.hist, 0, hist_bytes, stream));
+    digit_histogram_kernel<kByMagnitude>
+        <<<grid_for(n, kMaxHistogramBlocks), kThreads, 0, stream>>>(x, n, prefix_mask, prefix,
+                                                                    shift, scratch.hist);
     LITHE_CUDA_CHECK(cudaGetLastError());
-    LITHE_CUDA_CHECK(
-        cudaMemcpy(host_hist.data(), hist.get(), hist.bytes(), cudaMemcpyDeviceToHost));
+    read_back(host_hist.data(), scratch.hist, hist_bytes, stream);
     uint64_t below = 0;
     int digit = 0;
     while (digit < kRadixBins - 1 && below + host_hist[digit] < rank) {
@@ -212,72 +213,73 @@ void select_radix(const float* x, int64_t n, int64_t k, float* keep) {
     prefix_mask |= static_cast<uint32_t>(kRadixBins - 1) << shift;
   }
 
-  const int64_t tiles = (n + kThreads - 1) / kThreads;
+  const int64_t tiles = tiles_for(n);
   LITHE_CHECK(tiles <= 0x7fffffff, sdk::Errc::kUnsupported,
               "select_smallest_cuda: at most 2^31-1 tiles of ", kThreads,
               " elements are supported, got ", n, " elements");
-  DeviceBuffer<unsigned int> tile_counts(static_cast<std::size_t>(tiles));
+  const std::size_t tile_bytes = static_cast<std::size_t>(tiles) * sizeof(unsigned int);
   count_ties_kernel<kByMagnitude>
-      <<<static_cast<unsigned int>(tiles), kThreads>>>(x, n, prefix, tile_counts.get());
+      <<<static_cast<unsigned int>(tiles), kThreads, 0, stream>>>(x, n, prefix, scratch.tiles);
   LITHE_CUDA_CHECK(cudaGetLastError());
   std::vector<unsigned int> quota(static_cast<std::size_t>(tiles));
-  LITHE_CUDA_CHECK(
-      cudaMemcpy(quota.data(), tile_counts.get(), tile_counts.bytes(), cudaMemcpyDeviceToHost));
+  read_back(quota.data(), scratch.tiles, tile_bytes, stream);
   uint64_t remaining = rank;
   for (auto& q : quota) {
     const uint64_t take = std::min<uint64_t>(remaining, q);
     q = static_cast<unsigned int>(take);
     remaining -= take;
   }
+  // From pageable memory the copy returns once CUDA holds its own copy of `quota`, so the vector
+  // may go when this function returns, before the stream reaches the copy.
   LITHE_CUDA_CHECK(
-      cudaMemcpy(tile_counts.get(), quota.data(), tile_counts.bytes(), cudaMemcpyHostToDevice));
-  write_mask_kernel<kByMagnitude>
-      <<<static_cast<unsigned int>(tiles), kThreads>>>(x, n, prefix, tile_counts.get(), keep);
+      cudaMemcpyAsync(scratch.tiles, quota.data(), tile_bytes, cudaMemcpyHostToDevice, stream));
+  write_mask_kernel<kByMagnitude><<<static_cast<unsigned int>(tiles), kThreads, 0, stream>>>(
+      x, n, prefix, scratch.tiles, keep);
   LITHE_CUDA_CHECK(cudaGetLastError());
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace
 
+std::size_t select_smallest_cuda_scratch_bytes(int64_t n) {
+  return kRadixBins * sizeof(unsigned long long) +
+         static_cast<std::size_t>(std::max<int64_t>(tiles_for(n), 1)) * sizeof(unsigned int);
+}
+
 void select_smallest_cuda(const float* x, int64_t n, int64_t k, bool by_magnitude, float* keep,
-                          int device) {
+                          void* scratch, cudaStream_t stream) {
   if (n <= 0) {
     return;
   }
-  DeviceScope scope(device);
   if (k <= 0 || k >= n) {
-    fill_kernel<<<grid_for(n, 4096), kThreads>>>(keep, n, k <= 0 ? 1.0f : 0.0f);
+    fill_kernel<<<grid_for(n, 4096), kThreads, 0, stream>>>(keep, n, k <= 0 ? 1.0f : 0.0f);
     LITHE_CUDA_CHECK(cudaGetLastError());
-    LITHE_CUDA_CHECK(cudaDeviceSynchronize());
     return;
   }
   if (by_magnitude) {
-    select_radix<true>(x, n, k, keep);
+    select_radix<true>(x, n, k, keep, carve(scratch), stream);
   } else {
-    select_radix<false>(x, n, k, keep);
+    select_radix<false>(x, n, k, keep, carve(scratch), stream);
   }
 }
 
-void apply_mask_cuda(float* x, const float* mask, int64_t n, int device) {
+void apply_mask_cuda(float* x, const float* mask, int64_t n, cudaStream_t stream) {
   if (n <= 0) {
     return;
   }
-  DeviceScope scope(device);
   const bool aligned =
       ((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(mask)) & 15u) == 0;
   if (aligned && n >= 4) {
     const int64_t n4 = n / 4;
-    apply_mask_vec4_kernel<<<grid_for(n4, 8192), kThreads>>>(
+    apply_mask_vec4_kernel<<<grid_for(n4, 8192), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(x), reinterpret_cast<const float4*>(mask), n4);
     LITHE_CUDA_CHECK(cudaGetLastError());
     if (n % 4 != 0) {
-      apply_mask_kernel<<<1, kThreads>>>(x + 4 * n4, mask + 4 * n4, n % 4);
+      apply_mask_kernel<<<1, kThreads, 0, stream>>>(x + 4 * n4, mask + 4 * n4, n % 4);
     }
   } else {
-    apply_mask_kernel<<<grid_for(n, 4096), kThreads>>>(x, mask, n);
+    apply_mask_kernel<<<grid_for(n, 4096), kThreads, 0, stream>>>(x, mask, n);
   }
   LITHE_CUDA_CHECK(cudaGetLastError());
-  LITHE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace cuda

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Symbol visibility of liblithe_kernels. The library builds with -fvisibility=hidden; only the
-/// functions marked here are exported (the CUDA runtime it links statically stays inside it, so
+/// functions marked here are exported (its CUDA kernels use the CUDA runtime libtorch links, so
 /// a program or plugin using the kernels needs no CUDA toolkit of its own).
 
 #if defined(_WIN32)

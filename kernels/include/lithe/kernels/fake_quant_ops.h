@@ -3,7 +3,9 @@
 /// Tensor-level fused fake quantization: argument checks and device dispatch (CPU always; CUDA
 /// when compiled in and the tensor lives on a GPU) over the raw kernels of
 /// lithe/kernels/fake_quant.h, whose header documents the arithmetic and the two QuantFormula
-/// operation orders.
+/// operation orders. On a GPU the kernel is queued on ATen's current stream of x's device and the
+/// call returns without waiting for it (the per-channel form first copies scale and zero_point to
+/// the host to validate them).
 ///
 /// Every entry point returns {y, mask}: y is a new contiguous float32 tensor shaped like x, mask a
 /// bool tensor shaped like x, true where the straight-through gradient passes. x is never

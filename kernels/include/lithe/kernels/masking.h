@@ -1,7 +1,10 @@
 #pragma once
 /// \file
 /// Tensor-level entry points over the raw kernels: argument checks and device dispatch
-/// (CPU always; CUDA when compiled in and the tensor lives on a GPU).
+/// (CPU always; CUDA when compiled in and the tensor lives on a GPU). On a GPU the work is queued
+/// on ATen's current stream of the tensor's device, like an ATen op: apply_mask_ returns without
+/// waiting; exact_k_keep_mask waits on that stream between its radix passes (it reads their
+/// histograms on the host), never on the whole device.
 
 #include <ATen/core/Tensor.h>
 
