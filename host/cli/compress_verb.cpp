@@ -7,6 +7,7 @@
 #include "compress_report.h"
 #include "input_shape.h"
 #include "lithe/host/io/mask_file.h"
+#include "lithe/host/io/device.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/model/apply_compression_results.h"
@@ -38,6 +39,7 @@ int run_compress(const std::vector<std::string>& args) {
   int64_t recalibrate_bn = 0;
   std::string int8_path;
   std::string engine_name = "auto";
+  std::string device_text = "cpu";
   host::TrainOptions train_options;
   constexpr int64_t kNoEpochs = std::numeric_limits<int64_t>::min();
   train_options.epochs = kNoEpochs;  // no fine-tuning unless asked for
@@ -85,8 +87,11 @@ int run_compress(const std::vector<std::string>& args) {
        "with --convert: write the int8 model even when quantized layers must run in float "
        "(default: refuse before any work, naming them and the fix)")
       ("engine", po::value(&engine_name)->default_value("auto"),
-       "with --convert: quantized engine, auto (onednn when every weight is symmetric, else "
-       "qnnpack), onednn or qnnpack")
+       "with --convert: quantized engine, auto (= x86, libtorch 2.x's default: fbgemm and "
+       "oneDNN), x86, fbgemm, onednn or qnnpack")
+      ("device", po::value(&device_text)->default_value(device_text),
+       "where the model computes while compressed (the algorithm, calibration, fine-tuning, "
+       "evaluation): cpu, cuda or cuda:N; files are written with CPU tensors")
       ("json", po::bool_switch(&json), "print a JSON summary instead of the table");
   std::string teacher_path;
   add_training_options(desc, train_options, data, test_path, teacher_path);
@@ -112,6 +117,7 @@ int run_compress(const std::vector<std::string>& args) {
   request.data_given = (given.count("data") != 0 && !given["data"].defaulted()) ||
                        !test_path.empty();
   request.calibration_batches = calibration_batches;
+  request.device = host::parse_device(device_text);
   LITHE_CHECK(!(fold_batchnorm && keep_batchnorm), sdk::Errc::kInvalidConfig,
               "--fold-batchnorm and --no-fold-batchnorm: give one of them");
   if (fold_batchnorm || keep_batchnorm) {
@@ -174,6 +180,9 @@ int run_compress(const std::vector<std::string>& args) {
     host::validate_train_options(checked);
   }
   const std::unique_ptr<host::Model> teacher = load_teacher(teacher_path, given, train_options);
+  if (teacher != nullptr) {
+    teacher->to(request.device);
+  }
   request.config = host::read_compression_config(config_path);
   host::PluginRegistry registry;
   host::PluginLoader loader(registry);

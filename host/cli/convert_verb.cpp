@@ -119,8 +119,8 @@ int run_convert(const std::vector<std::string>& args) {
        "input shape of the certificate's samples and timings, batch first, e.g. 1,3,224,224")
       ("output", po::value(&output_path)->required(), "int8 TorchScript model to write")
       ("engine", po::value(&engine_name)->default_value("auto"),
-       "quantized engine: auto (onednn when every weight is symmetric, else qnnpack), onednn, "
-       "qnnpack")
+       "quantized engine: auto (= x86, libtorch 2.x's default: fbgemm and oneDNN), x86, "
+       "fbgemm, onednn or qnnpack")
       ("json", po::value(&json_path), "also write the conversion certificate as JSON")
       ("samples", po::value(&samples)->default_value(64),
        "batches on which the int8 and the fake-quantized model are compared")

@@ -38,6 +38,20 @@ LayerDependencies Model::dependencies() const {
                        "turn dependency_aware off");
 }
 
+c10::Device Model::device() const {
+  for (const at::Tensor& t : state_tensors()) {
+    if (t.defined()) {
+      return t.device();
+    }
+  }
+  return c10::Device(c10::kCPU);
+}
+
+void Model::to(const c10::Device& device) {
+  LITHE_CHECK(this->device() == device, sdk::Errc::kUnsupported, kind(),
+              " models cannot move to ", device.str(), " (they are on ", this->device().str(), ")");
+}
+
 void Model::train_module(const std::string& module, bool /*on*/) {
   throw sdk::Error(sdk::Errc::kUnsupported, "module '" + module + "': " + kind() +
                                                 " models cannot switch one module's mode");

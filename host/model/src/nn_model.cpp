@@ -14,6 +14,7 @@
 
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
+#include "model_move.h"
 
 namespace lithe::host {
 namespace {
@@ -161,6 +162,9 @@ class NnModel final : public Model {
     return forward_(input);
   }
 
+  void to(const c10::Device& device) override {
+    detail::move_model_tensors(device, [&] { root_->to(device); });  // in place (set_data)
+  }
   void train(bool on) override { root_->train(on); }
   bool is_training() const override { return root_->is_training(); }
 

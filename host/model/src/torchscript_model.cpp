@@ -32,6 +32,7 @@
 #include "lithe/host/graph/convolution_type.h"
 #include "lithe/host/graph/forward_cut.h"
 #include "lithe/host/graph/submodule.h"
+#include "model_move.h"
 #include "tap_dispatch.h"
 
 namespace lithe::host {
@@ -404,6 +405,12 @@ class TorchScriptModel final : public Model {
       return nullptr;
     }
     return std::make_unique<TorchScriptForwardCut>(std::move(module), std::move(*graphs));
+  }
+
+  // The working clone shares the original's tensor objects (inplace clone), which
+  // jit::Module::to moves in place (set_data): moving the original moves both.
+  void to(const c10::Device& device) override {
+    detail::move_model_tensors(device, [&] { original_.to(device); });
   }
 
   void train(bool on) override {

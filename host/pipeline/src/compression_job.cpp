@@ -37,6 +37,22 @@ std::string export_saved(const std::filesystem::path& saved, const OnnxExportOpt
   return export_onnx(module, options, summary);
 }
 
+// The model's bytes with its tensors on the CPU (a file any machine loads), wherever it
+// computes; it goes back to its device afterwards, so its session carries on.
+std::string serialize_on_cpu(Model& model) {
+  const c10::Device device = model.device();
+  model.to(c10::Device(c10::kCPU));
+  std::string bytes;
+  try {
+    bytes = model.serialize();
+  } catch (...) {
+    model.to(device);
+    throw;
+  }
+  model.to(device);
+  return bytes;
+}
+
 // The native int8 model of the quantized model saved at `saved` (the file the job just staged).
 torch::jit::Module convert_saved(const std::filesystem::path& saved, Int8ConvertOptions options,
                                  Int8ConvertReport* report) {
@@ -191,6 +207,7 @@ CompressionResult run_compression(const CompressionRequest& request,
   } else {
     model = load_torchscript_model(request.model_path);
   }
+  model->to(request.device);  // before a session attaches: its state is made where the model is
   std::unique_ptr<PruningSession> pruning;
   std::unique_ptr<QuantizationSession> quantization;
   if (quantizer) {
@@ -325,7 +342,7 @@ CompressionResult run_compression(const CompressionRequest& request,
     // A quantizer the QDQ export or the int8 conversion cannot express fails now, not after
     // the training; the files are written again from the result.
     quantization->store_state_in_model();
-    out.model->write(model->serialize());
+    out.model->write(serialize_on_cpu(*model));
     if (out.onnx) {
       (void)export_saved(out.model->temp_path(), request.onnx, nullptr);
     }
@@ -409,6 +426,7 @@ CompressionResult run_compression(const CompressionRequest& request,
         out.masks->write(serialize_masks(pruning->masks()));
       });
     }
+    model->to(c10::Device(c10::kCPU));  // every pass is over
     out.model->write(model->serialize());
     if (out.onnx) {
       OnnxExportSummary summary;

@@ -17,7 +17,15 @@ std::function<sdk::ModelCost()> pruned_cost_meter(const torch::jit::Module& dens
   const ResourceUse whole =
       measure_resources(reference, reference, FlopsMode::kDefault, shape, false);
   return [reference, &session, shape, whole]() mutable {
-    SpeedupResult sped = speedup_model(reference, session.masks(), at::zeros(shape.input_shape),
+    // Counted on the CPU copy of the model, whatever device the session's masks live on.
+    std::vector<std::pair<std::string, sdk::Masks>> masks = session.masks();
+    for (auto& [name, m] : masks) {
+      m.weight = m.weight.cpu();
+      if (m.bias.has_value()) {
+        m.bias = m.bias->cpu();
+      }
+    }
+    SpeedupResult sped = speedup_model(reference, masks, at::zeros(shape.input_shape),
                                        session.algorithm() + "'s masks");
     torch::jit::Module smaller = *sped.module;
     const ResourceUse use =

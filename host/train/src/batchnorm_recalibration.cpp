@@ -125,7 +125,7 @@ BatchNormRecalibration recalibrate_batchnorm(Model& model, const Dataset& data, 
     }
     const int64_t start = b * batch_size;
     const int64_t n = std::min(batch_size, data.size() - start);
-    model.forward(data.images.narrow(0, start, n));
+    model.forward(data.images.narrow(0, start, n).to(model.device()));
     result.samples += n;
     for (Layer& layer : layers) {
       const int64_t calls = layer.count.item<int64_t>();

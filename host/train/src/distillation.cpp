@@ -17,7 +17,7 @@ at::Tensor probe_output(Model& model, const Dataset& data) {
   at::NoGradGuard no_grad;
   at::Tensor out;
   try {
-    out = model.forward(data.images.narrow(0, 0, 1));
+    out = model.forward(data.images.narrow(0, 0, 1).to(model.device()));
   } catch (...) {
     model.train(was_training);
     throw;
@@ -54,6 +54,9 @@ at::Tensor distillation_loss(const at::Tensor& student_logits, const at::Tensor&
 void check_teacher(Model& teacher, Model& student, const Dataset& data) {
   LITHE_CHECK(&teacher != &student, sdk::Errc::kInvalidConfig,
               "the teacher is the model being trained; distillation needs another model");
+  LITHE_CHECK(teacher.device() == student.device(), sdk::Errc::kInvalidConfig,
+              "the teacher model is on ", teacher.device().str(), ", the model being trained on ",
+              student.device().str(), "; distillation runs both on one device");
   try {
     check_dataset_fits_model(teacher, data);
   } catch (const sdk::Error& e) {

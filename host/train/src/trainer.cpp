@@ -126,7 +126,7 @@ void check_dataset_fits_model(Model& model, const Dataset& data) {
   at::Tensor output;
   try {
     at::NoGradGuard no_grad;
-    output = model.forward(data.images.narrow(0, 0, 1));
+    output = model.forward(data.images.narrow(0, 0, 1).to(model.device()));
   } catch (const sdk::Error&) {
     model.train(was_training);
     throw;  // Lithe's own errors (a quantizer, a collector) already say what and where
@@ -192,14 +192,15 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, Proce
   model.train(false);
   at::NoGradGuard no_grad;
   detail::EvalTally tally;
+  const c10::Device device = model.device();  // batches go where the model is
   // This rank's contiguous share [first, last) of the samples.
   const bool shared = group != nullptr && group->world_size() > 1;
   const int64_t first = shared ? data.size() * group->rank() / group->world_size() : 0;
   const int64_t last = shared ? data.size() * (group->rank() + 1) / group->world_size() : data.size();
   for (int64_t start = first; start < last; start += batch_size) {
     const int64_t n = std::min(batch_size, last - start);
-    tally.add(model.forward(data.images.narrow(0, start, n)),
-              data.labels.narrow(0, start, n));
+    tally.add(model.forward(data.images.narrow(0, start, n).to(device)),
+              data.labels.narrow(0, start, n).to(device));
   }
   if (shared) {
     std::vector<at::Tensor> totals = {at::tensor({tally.loss_sum}, at::kDouble),
@@ -263,10 +264,11 @@ int64_t calibrate(Model& model, const Dataset& data, QuantizationSession& sessio
   model.train(false);
   session.set_calibrating(true);
   at::NoGradGuard no_grad;
+  const c10::Device device = model.device();
   for (int64_t b = 0; b < batches; ++b) {
     const int64_t start = b * batch_size;
     const int64_t n = std::min(batch_size, data.size() - start);
-    model.forward(data.images.narrow(0, start, n));
+    model.forward(data.images.narrow(0, start, n).to(device));
   }
   return batches;
 }
@@ -291,12 +293,14 @@ int64_t calibrate(Model& model, const Dataset& data, PruningSession& session, in
   // is finite, which is checked before every step).
   const std::vector<at::Tensor> parameters = model.parameters();
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.0));
+  const c10::Device device = model.device();
   for (int64_t b = 0; b < batches; ++b) {
     const int64_t start = b * batch_size;
     const int64_t n = std::min(batch_size, data.size() - start);
     optimizer.zero_grad();
-    const at::Tensor logits = model.forward(data.images.narrow(0, start, n));
-    torch::nn::functional::cross_entropy(logits, data.labels.narrow(0, start, n)).backward();
+    const at::Tensor logits = model.forward(data.images.narrow(0, start, n).to(device));
+    torch::nn::functional::cross_entropy(logits, data.labels.narrow(0, start, n).to(device))
+        .backward();
     for (const at::Tensor& p : parameters) {
       LITHE_CHECK(!p.grad().defined() || p.grad().isfinite().all().item<bool>(),
                   sdk::Errc::kInvalidConfig, "calibration batch ", b, " of '", data.source,
@@ -458,6 +462,12 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
     teacher->train(false);
   }
   DataParallel parallel(options.process_group, model, session);
+  // The data stays on the CPU (the permutation's generator too, so the batches are the same on
+  // every device); each batch goes where the model is.
+  const c10::Device device = model.device();
+  LITHE_CHECK(!parallel.active() || device.is_cpu(), sdk::Errc::kUnsupported,
+              "data-parallel training runs on the CPU (its gradients travel over Gloo); the "
+              "model is on ", device.str(), ": train it in one process, or on the CPU");
   const int64_t n = train_data.size();
   const int64_t global_batch = options.batch_size * parallel.world();
   const int64_t steps = (n + global_batch - 1) / global_batch;
@@ -516,8 +526,8 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_data, const Da
       const int64_t global = std::min(global_batch, n - begin);
       const auto [offset, count] = parallel.share(global);
       const at::Tensor index = order.narrow(0, begin + offset, count);
-      const at::Tensor images = train_data.images.index_select(0, index);
-      const at::Tensor labels = train_data.labels.index_select(0, index);
+      const at::Tensor images = train_data.images.index_select(0, index).to(device);
+      const at::Tensor labels = train_data.labels.index_select(0, index).to(device);
       optimizer->zero_grad();
       const at::Tensor logits = model.forward(images);
       at::Tensor loss;

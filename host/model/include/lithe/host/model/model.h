@@ -106,6 +106,16 @@ class Model {
   /// or a layer that is not one convolution or linear op (after it).
   virtual std::unique_ptr<ForwardCut> cut_forward(const std::string& layer, CutAt at,
                                                   std::string* why_not);
+  /// The device of the model's parameters and buffers (the first one's; the CPU for a model
+  /// with none).
+  c10::Device device() const;
+  /// Moves every parameter and buffer to `device`, in place: each keeps its tensor identity
+  /// (set_data, as torch.nn.Module.to does), so live tensors handed out before (ModuleRecord,
+  /// parameters()) see the moved data. Move a model before a compression session attaches to
+  /// it: state a session creates (masks, quantization ranges) stays where it was made. Tensors
+  /// a TorchScript forward creates itself (constants in its code) stay on their device. The
+  /// default throws sdk::Error(kUnsupported) unless the model already is on `device`.
+  virtual void to(const c10::Device& device);
   /// Switches training / evaluation mode.
   virtual void train(bool on) = 0;
   virtual bool is_training() const = 0;

@@ -77,6 +77,11 @@ struct CompressionRequest {
   /// train_options; without it only train_options' batch sizes are read.
   bool fine_tune = false;
   TrainOptions train_options;  ///< process_group is taken from `process_group` below
+  /// Where the model computes while it is compressed (parse_device: the CPU or a CUDA device
+  /// libtorch sees): the algorithm, calibration, BatchNorm re-estimation, fine-tuning and
+  /// evaluation run there; the data stays on the CPU and each batch moves. Every file is
+  /// written with its tensors on the CPU; the int8 model and the FLOP counts are the CPU's.
+  c10::Device device{c10::kCPU};
   /// Data parallel: every rank runs the job on the same request; only rank 0 writes the files.
   ProcessGroup* process_group = nullptr;
   /// Training options given explicitly that neither fine-tuning nor calibration reads (CLI
