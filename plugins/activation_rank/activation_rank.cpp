@@ -153,7 +153,8 @@ std::optional<at::Tensor> ActivationRankScorer::filter_scores(sdk::LayerView& la
   const LayerStatistics& stats = it->second;
   // Data-parallel runs: the counts and sums of every rank's share of the batches, as one
   // process would have seen them (a single process: unchanged).
-  std::vector<at::Tensor> totals = {stats.accumulated.clone(),
+  std::vector<at::Tensor> totals = {stats.accumulated.to(at::kCPU, /*non_blocking=*/false,
+                                                         /*copy=*/true),  // the SDK's rule
                                     at::tensor({stats.elements_per_channel}, at::kLong)};
   context_->reduce_over_processes(totals, sdk::Reduction::kSum);
   const at::Tensor& accumulated = totals[0];

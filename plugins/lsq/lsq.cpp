@@ -138,11 +138,19 @@ class LsqQuantizer final : public sdk::Quantizer {
   void attach(sdk::CompressionContext& context) override {
     context_ = &context;
     scales_.clear();
+    // A layer without a weight (ReLU) keeps its state where the model's weights are: the model's
+    // device. quantize_activation moves it in place should the activations come from another.
+    at::Device model_device(at::kCPU);
+    for (sdk::LayerView* layer : context.layers()) {
+      if (layer->weight().defined()) {
+        model_device = layer->weight().device();
+        break;
+      }
+    }
     for (sdk::LayerView* layer : context.layers()) {
       const at::Tensor& weight = layer->weight();
       const at::TensorOptions options =
-          at::TensorOptions(weight.defined() ? weight.device() : at::Device(at::kCPU))
-              .dtype(at::kFloat);
+          at::TensorOptions(weight.defined() ? weight.device() : model_device).dtype(at::kFloat);
       for (QuantType type : sdk::quant_types(layer->config())) {
         at::Tensor scale;
         if (type == QuantType::kWeight) {
@@ -193,6 +201,15 @@ class LsqQuantizer final : public sdk::Quantizer {
                                  bool training) {
     const at::Tensor scale = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "scale"));
     const at::Tensor initialized = sdk::tensor_attribute(layer, sdk::quant_state_key(type, "initialized"));
+    if (scale.device() != x.device()) {
+      // Its state follows the activations, in place (set_data): the optimizer and the model hold
+      // these very tensor objects, and gradients must meet the loss on one device.
+      at::NoGradGuard no_grad;
+      for (const char* name : {"scale", "initialized", "quant_min", "quant_max"}) {
+        at::Tensor state = sdk::tensor_attribute(layer, sdk::quant_state_key(type, name));
+        state.set_data(state.data().to(x.device()));
+      }
+    }
     const int64_t bits = sdk::quant_bits(layer.config(), type);
     if (initialized.item<float>() == 0.0f) {
       if (!training) {

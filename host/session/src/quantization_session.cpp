@@ -317,8 +317,11 @@ void QuantizationSession::store_state_in_model() {
       model().set_module_buffer(layer.view->name(), state_buffer_name(key), *tensor);
     }
     if (layer.input_range.defined()) {
+      // On the model's device, beside its other buffers (a C++-frontend model re-points an
+      // existing buffer with set_, which refuses another device).
       model().set_module_buffer(layer.view->name(), kObservedInputRangeBuffer,
-                                layer.input_range.clone());
+                                layer.input_range.to(model().device(), /*non_blocking=*/false,
+                                                     /*copy=*/true));
     }
     // Which algorithm and bits quantized the layer (bytes of a JSON text: buffers are
     // tensors), also for quantizers without state: a later session refuses to continue another
@@ -327,7 +330,8 @@ void QuantizationSession::store_state_in_model() {
     const std::string id = identity(layer);
     const at::Tensor bytes = at::empty({static_cast<int64_t>(id.size())}, at::kByte);
     std::memcpy(bytes.data_ptr<uint8_t>(), id.data(), id.size());
-    model().set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey), bytes);
+    model().set_module_buffer(layer.view->name(), state_buffer_name(kIdentityKey),
+                              bytes.to(model().device()));
   }
 }
 

@@ -166,7 +166,7 @@ double check_finite_step(const std::vector<at::Tensor>& parameters, const at::Te
   std::vector<at::Tensor> sums = {loss.detach().to(at::kDouble).reshape({1})};
   for (const at::Tensor& p : parameters) {
     if (p.grad().defined() && p.grad().numel() > 0) {
-      sums.push_back(p.grad().sum().to(at::kDouble).reshape({1}));
+      sums.push_back(p.grad().sum().to(loss.device(), at::kDouble).reshape({1}));
     }
   }
   const at::Tensor all = at::cat(sums);
