@@ -7,7 +7,7 @@ quantized model, run on the same test images, one run of this script:
             here by lithe train for EPOCHS epochs (seed 0)
   quantize  lithe compress qat with --calibration-batches 16 (PTQ, no training), BatchNorm
             folded, the zoo's int8_config; one run writes the int8 TorchScript model
-            (--convert, oneDNN) and the QDQ ONNX file (--onnx, opset 13, batch of N)
+            (--convert, engine auto = x86) and the QDQ ONNX file (--onnx, opset 13, batch of N)
   compare   the first N test images through the int8 model (Python's torch.jit.load, as a
             server without Lithe would run it) and through ONNX Runtime (the onnxruntime wheel
             of the .venv, on the QDQ file); max |int8 - ORT| in steps of the
@@ -38,7 +38,9 @@ def main():
     import onnxruntime
     import torch
     torch.set_num_threads(args.threads)
-    torch.backends.quantized.engine = "onednn"
+    # The engine `--convert` picks by default (auto = x86) and records in the model: a loader
+    # without Lithe must select it before loading, as the README says.
+    torch.backends.quantized.engine = "x86"
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
 
