@@ -70,6 +70,7 @@ Json compress_result_json(const host::CompressionRequest& request,
   out["algorithm"] = request.config.algorithm;
   out["model"] = request.model_path.string();
   out["output"] = request.output_path.string();
+  out["device"] = request.device.str();
   if (quantizer) {
     out["calibration"] = result.calibration_path.string();
     if (result.folded_batchnorm) {

@@ -6,8 +6,8 @@
 
 #include "compress_report.h"
 #include "input_shape.h"
-#include "lithe/host/io/mask_file.h"
 #include "lithe/host/io/device.h"
+#include "lithe/host/io/mask_file.h"
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/model/apply_compression_results.h"
@@ -189,6 +189,7 @@ int run_compress(const std::vector<std::string>& args) {
   prepare(common, loader);
   // Data parallel when started once per rank (torchrun, lithe launch): only rank 0 writes.
   const RankRun ranks;
+  ranks.require_cpu_for_ranks(request.device);
   request.process_group = ranks.group();
   train_options.progress = !json && ranks.writer();
   request.train_options = train_options;

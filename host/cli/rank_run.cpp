@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "lithe/sdk/error.h"
+
 namespace lithe::cli {
 
 RankRun::RankRun() {
@@ -30,6 +32,14 @@ void RankRun::commit(std::initializer_list<host::StagedFile*> files) const {
       file->commit();
     }
   }
+}
+
+void RankRun::require_cpu_for_ranks(const c10::Device& device) const {
+  LITHE_CHECK(group_ == nullptr || group_->world_size() <= 1 || device.is_cpu(),
+              sdk::Errc::kUnsupported, "--device ", device.str(), ": a data-parallel run (",
+              group_ == nullptr ? 1 : group_->world_size(),
+              " ranks) computes on the CPU (its exchanges go over Gloo); use --device cpu or "
+              "one process");
 }
 
 }  // namespace lithe::cli

@@ -3,6 +3,8 @@
 // torchrun or `lithe launch`), the verb joins the group the environment describes, trains in
 // data parallel, and only rank 0 prints its summary and writes the outputs.
 
+#include <c10/core/Device.h>
+
 #include <initializer_list>
 #include <memory>
 
@@ -24,6 +26,9 @@ class RankRun {
   /// Commits `files` on the writer; other ranks discard what they staged (their temporary files
   /// are removed when the StagedFiles go).
   void commit(std::initializer_list<host::StagedFile*> files) const;
+  /// Refuses (sdk::Error(kUnsupported), before any work) a device other than the CPU for a run
+  /// of several ranks: their exchanges go over Gloo, with CPU tensors.
+  void require_cpu_for_ranks(const c10::Device& device) const;
 
  private:
   std::unique_ptr<host::ProcessGroup> group_;

@@ -54,6 +54,7 @@ int run_train(const std::vector<std::string>& args) {
   host::StagedFile output(output_path, "--output");  // checks the directory before any work
   host::configure_threads(threads);
   const RankRun ranks;  // data parallel when started once per rank (torchrun, lithe launch)
+  ranks.require_cpu_for_ranks(device);
   o.process_group = ranks.group();
   o.progress = ranks.writer();
   const auto model = host::load_torchscript_model(model_path);
@@ -75,6 +76,7 @@ int run_train(const std::vector<std::string>& args) {
     nlohmann::ordered_json out;
     out["model"] = model_path;
     out["output"] = output_path;
+    out["device"] = device.str();
     out["epochs"] = nlohmann::ordered_json::array();
     for (const host::EpochResult& r : results) {
       out["epochs"].push_back({{"epoch", r.epoch},

@@ -1,6 +1,7 @@
-// `--device` on the verbs that compute with a model (train, eval, compress): the CPU is the
-// default and gives the same bytes as before the option existed; a spelling libtorch would
-// misread, or a CUDA device this machine does not have, is one line before any work. The
+// `--device` on the verbs that compute with a model (train, eval, compress): `--device cpu`
+// gives the default's bytes (the golden and byte-identity tests elsewhere hold the default to
+// what it always wrote); a spelling libtorch would misread, or a CUDA device this machine does
+// not have, is one line before any work. The
 // CudaPipelineTest cases run where libtorch sees a GPU (on a GPU machine: training, pruning and
 // quantization on CUDA against the same runs on the CPU) and skip elsewhere, saying why.
 #include <gmock/gmock.h>
@@ -82,7 +83,8 @@ TEST_F(DeviceCliTest, TheCpuIsTheDefaultAndGivesTheSameBytes) {
 TEST_F(DeviceCliTest, UnknownSpellingsAndAbsentDevicesAreOneLineBeforeAnyWork) {
   const auto out = scratch_dir("cli_device_bad");
   write_text(out / "out.pt", "sentinel");
-  // c10's own parser takes "cuda:+1" and "cuda: 1"; Lithe's does not.
+  // c10's own parser takes "cuda:+1" and "cuda: 1"; Lithe's does not. Every spelling on eval
+  // (the quickest verb to start), the first and the last on train and compress as well.
   std::vector<std::pair<std::string, std::string>> cases = {
       {"gpu", "--device must be cpu, cuda or cuda:N (N a device index), got 'gpu'"},
       {"CUDA", "got 'CUDA'"},
@@ -101,11 +103,14 @@ TEST_F(DeviceCliTest, UnknownSpellingsAndAbsentDevicesAreOneLineBeforeAnyWork) {
   }
   const std::string model = " --model " + lenet_model().string();
   const std::string output = " --output " + (out / "out.pt").string();
-  for (const auto& [device, message] : cases) {
-    for (const std::string& verb :
-         {"train" + model + " --epochs 1" + data_flags() + output,
-          "eval" + model + " --data " + (*dir_ / "test.pt").string(),
-          "compress" + model + " --config " + config("level.json") + output}) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [device, message] = cases[i];
+    std::vector<std::string> verbs = {"eval" + model + " --data " + (*dir_ / "test.pt").string()};
+    if (i == 0 || i + 1 == cases.size()) {
+      verbs.push_back("train" + model + " --epochs 1" + data_flags() + output);
+      verbs.push_back("compress" + model + " --config " + config("level.json") + output);
+    }
+    for (const std::string& verb : verbs) {
       const CliRun run = run_lithe(verb + " --device '" + device + "'");
       EXPECT_EQ(run.exit_code, 1) << verb << " --device " << device << ": " << run.out;
       EXPECT_THAT(run.out, HasSubstr(message)) << verb;
@@ -131,16 +136,27 @@ double accuracy_of(const CliRun& run) {
   return nlohmann::json::parse(run.out)["epochs"].back()["test"]["accuracy"].get<double>();
 }
 
-// Every tensor of a written model lives on the CPU, whatever device trained it.
+// Every tensor of a written model (parameters, buffers, the quantizers' state and Lithe's own
+// attributes) lives on the CPU, whatever device computed it: loaded without map_location.
 void expect_cpu_tensors(const std::filesystem::path& file) {
-  const torch::jit::Module module = torch::jit::load(file.string(), c10::Device(c10::kCPU));
-  for (const at::Tensor& t : module.parameters()) {
-    EXPECT_TRUE(t.is_cpu()) << file;
+  const torch::jit::Module module = torch::jit::load(file.string());
+  int64_t tensors = 0;
+  for (const auto& child : module.named_modules()) {
+    for (const auto& attribute : child.value.named_attributes(/*recurse=*/false)) {
+      if (attribute.value.isTensor()) {
+        ++tensors;
+        EXPECT_TRUE(attribute.value.toTensor().is_cpu())
+            << file << ": " << child.name << "." << attribute.name << " is on "
+            << attribute.value.toTensor().device();
+      }
+    }
   }
-  const torch::jit::Module mapped = torch::jit::load(file.string());  // no map_location
-  for (const at::Tensor& t : mapped.parameters()) {
-    EXPECT_TRUE(t.is_cpu()) << file << " records a device other than the CPU";
-  }
+  EXPECT_GT(tensors, 0) << file;
+}
+
+// What the --json summary says the run computed on.
+std::string device_of(const CliRun& run) {
+  return nlohmann::json::parse(run.out)["device"].get<std::string>();
 }
 
 TEST_F(CudaPipelineTest, TrainingOnCudaLearnsWhatTheCpuLearns) {
@@ -153,11 +169,13 @@ TEST_F(CudaPipelineTest, TrainingOnCudaLearnsWhatTheCpuLearns) {
                                  " --epochs 2 --lr 0.05" + data_flags() + " --device " + device +
                                  " --output " + (out / (device + ".pt")).string());
     ASSERT_EQ(run.exit_code, 0) << run.out;
+    EXPECT_EQ(device_of(run), device == "cpu" ? "cpu" : "cuda:0");
     accuracy[i++] = accuracy_of(run);
     expect_cpu_tensors(out / (device + ".pt"));
   }
-  // Same batches, same initial weights; only the float summation order differs.
-  EXPECT_NEAR(accuracy[1], accuracy[0], 0.03);
+  // Same batches, same initial weights; the float summation order differs (cuDNN's weight
+  // gradients are not deterministic), on 300 test images.
+  EXPECT_NEAR(accuracy[1], accuracy[0], 0.05);
   EXPECT_GT(accuracy[1], 0.5);
 }
 
@@ -167,11 +185,13 @@ TEST_F(CudaPipelineTest, MasksComputedOnCudaAreTheCpuMasksByteForByte) {
   for (const std::string name : {"level.json", "l1_filter.json"}) {
     std::vector<std::string> masks;
     for (const std::string device : {"cpu", "cuda"}) {
-      const CliRun run = run_lithe("compress --model " + lenet_model().string() + " --config " +
-                                   config(name) + " --device " + device + " --output " +
+      const CliRun run = run_lithe("compress --json --model " + lenet_model().string() +
+                                   " --config " + config(name) + " --device " + device +
+                                   " --output " +
                                    (out / (device + ".pt")).string() + " --masks " +
                                    (out / (device + "_masks.pt")).string());
       ASSERT_EQ(run.exit_code, 0) << name << " " << device << ": " << run.out;
+      EXPECT_EQ(device_of(run), device == "cpu" ? "cpu" : "cuda:0");
       masks.push_back(read_text(out / (device + "_masks.pt")));
       expect_cpu_tensors(out / (device + ".pt"));
     }
@@ -188,6 +208,7 @@ TEST_F(CudaPipelineTest, QuantizationAwareTrainingOnCudaConvertsToInt8) {
                                " --device cuda --output " + (out / "qat.pt").string() +
                                " --convert " + (out / "int8.pt").string());
   ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(device_of(run), "cuda:0");
   expect_cpu_tensors(out / "qat.pt");
   const nlohmann::json summary = nlohmann::json::parse(run.out);
   EXPECT_GT(summary["epochs"].back()["test"]["accuracy"].get<double>(), 0.5) << run.out;

@@ -163,7 +163,9 @@ class NnModel final : public Model {
   }
 
   void to(const c10::Device& device) override {
-    detail::move_model_tensors(device, [&] { root_->to(device); });  // in place (set_data)
+    // In place (set_data).
+    detail::move_model_tensors(this->device(), device,
+                               [&](const c10::Device& d) { root_->to(d); });
   }
   void train(bool on) override { root_->train(on); }
   bool is_training() const override { return root_->is_training(); }

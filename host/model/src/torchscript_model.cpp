@@ -410,7 +410,8 @@ class TorchScriptModel final : public Model {
   // The working clone shares the original's tensor objects (inplace clone), which
   // jit::Module::to moves in place (set_data): moving the original moves both.
   void to(const c10::Device& device) override {
-    detail::move_model_tensors(device, [&] { original_.to(device); });
+    detail::move_model_tensors(this->device(), device,
+                               [&](const c10::Device& d) { original_.to(d); });
   }
 
   void train(bool on) override {

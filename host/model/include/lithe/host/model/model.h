@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
 
 #include <filesystem>
 #include <functional>
@@ -113,8 +114,10 @@ class Model {
   /// (set_data, as torch.nn.Module.to does), so live tensors handed out before (ModuleRecord,
   /// parameters()) see the moved data. Move a model before a compression session attaches to
   /// it: state a session creates (masks, quantization ranges) stays where it was made. Tensors
-  /// a TorchScript forward creates itself (constants in its code) stay on their device. The
-  /// default throws sdk::Error(kUnsupported) unless the model already is on `device`.
+  /// a TorchScript forward creates itself (constants in its code) stay on their device. A move
+  /// libtorch refuses (a device without in-place moves such as meta, a full GPU) throws
+  /// sdk::Error(kUnsupported) naming the device, the tensors already moved moved back as far as
+  /// libtorch lets them. The default throws kUnsupported unless the model is on `device`.
   virtual void to(const c10::Device& device);
   /// Switches training / evaluation mode.
   virtual void train(bool on) = 0;

@@ -6,6 +6,8 @@
 /// data, evaluates, compresses, calibrates, fine-tunes, and writes the model, the masks or the
 /// calibration, and the ONNX file, which replace existing files only once all were written.
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
