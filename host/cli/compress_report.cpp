@@ -68,8 +68,8 @@ Json compress_result_json(const host::CompressionRequest& request,
   const bool quantizer = result.kind == host::AlgorithmKind::kQuantizer;
   Json out;
   out["algorithm"] = request.config.algorithm;
-  out["model"] = request.model_path.string();
-  out["output"] = request.output_path.string();
+  out["model"] = request.model.label();
+  out["output"] = request.output.file.string();
   out["device"] = request.device.str();
   if (quantizer) {
     out["calibration"] = result.calibration_path.string();
@@ -85,9 +85,9 @@ Json compress_result_json(const host::CompressionRequest& request,
       out["batchnorm_folding"] = {{"folded", folded}, {"kept", kept}};
     }
   } else {
-    out["masks"] = request.masks_path.empty() ? Json() : Json(request.masks_path.string());
+    out["masks"] = request.masks.file.empty() ? Json() : Json(request.masks.file.string());
   }
-  out["onnx"] = result.onnx ? onnx_summary_json(request.onnx_path.string(), request.onnx.opset,
+  out["onnx"] = result.onnx ? onnx_summary_json(request.onnx.file.string(), request.onnx_export.opset,
                                                 *result.onnx)
                             : Json();
   if (quantizer) {
@@ -133,7 +133,7 @@ Json compress_result_json(const host::CompressionRequest& request,
     for (const host::FloatLayer& layer : r.float_layers) {
       float_layers.push_back({{"layer", layer.name}, {"reason", layer.reason}});
     }
-    out["int8"] = {{"output", request.int8_path.string()},
+    out["int8"] = {{"output", request.int8.file.string()},
                    {"engine", host::quantized_engine_name(r.engine)},
                    {"int8_layers", r.int8_layers.size()},
                    {"inputs_from_ranges", r.inputs_from_ranges},
@@ -174,7 +174,7 @@ void print_compress_result(const host::CompressionRequest& request,
       }
       std::printf("\n");
     }
-    std::printf("\nwrote %s and %s\n", request.output_path.c_str(),
+    std::printf("\nwrote %s and %s\n", request.output.file.c_str(),
                 result.calibration_path.c_str());
   } else {
     print_pruning_table(result.pruning);
@@ -197,8 +197,8 @@ void print_compress_result(const host::CompressionRequest& request,
       std::printf("\ntest accuracy: %.4f before, %.4f after %zu epoch%s of fine-tuning\n",
                   result.before->accuracy, result.after->accuracy, epochs, plural);
     }
-    std::printf("\nwrote %s%s%s\n", request.output_path.c_str(),
-                request.masks_path.empty() ? "" : " and ", request.masks_path.c_str());
+    std::printf("\nwrote %s%s%s\n", request.output.file.c_str(),
+                request.masks.file.empty() ? "" : " and ", request.masks.file.c_str());
   }
   if (result.batchnorm_recalibration) {
     const host::BatchNormRecalibration& r = *result.batchnorm_recalibration;
@@ -215,7 +215,7 @@ void print_compress_result(const host::CompressionRequest& request,
   }
   if (result.int8) {
     const host::Int8ConvertReport& r = *result.int8;
-    std::printf("int8 model %s (engine %s): %zu int8 layers, %zu in float", request.int8_path.c_str(),
+    std::printf("int8 model %s (engine %s): %zu int8 layers, %zu in float", request.int8.file.c_str(),
                 host::quantized_engine_name(r.engine), r.int8_layers.size(), r.float_layers.size());
     if (result.int8_accuracy) {
       std::printf(", test accuracy %.4f", result.int8_accuracy->accuracy);
@@ -227,7 +227,7 @@ void print_compress_result(const host::CompressionRequest& request,
     }
   }
   if (result.onnx) {
-    print_onnx_summary(request.onnx_path.string(), request.onnx.opset, input_shape,
+    print_onnx_summary(request.onnx.file.string(), request.onnx_export.opset, input_shape,
                        *result.onnx);
   }
   std::printf("time: load %.3f s, %s%s %.3f s, save %.3f s\n", result.load_seconds,

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lithe/host/pipeline/compression_job.h"
+#include "lithe/host/jobs/compression_job.h"
 
 namespace lithe::cli {
 

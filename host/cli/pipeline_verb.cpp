@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "field_flags.h"
 #include "input_shape.h"
 #include "lithe/host/export/int8_convert.h"
 #include "lithe/host/graph/flops_counter.h"
@@ -24,7 +25,7 @@
 #include "lithe/host/io/output_paths.h"
 #include "lithe/host/io/staged_file.h"
 #include "lithe/host/model/model.h"
-#include "lithe/host/pipeline/compression_job.h"
+#include "lithe/host/jobs/compression_job.h"
 #include "lithe/host/speedup/latency.h"
 #include "lithe/host/speedup/speedup.h"
 #include "lithe/host/train/dataset.h"
@@ -345,15 +346,16 @@ int run_pipeline(const std::vector<std::string>& args) {
     try {
       if (stage.kind == StageKind::kCompress) {
         host::CompressionRequest request;
-        request.model_path = current;
+        request.model = host::ModelSource::file(current);
         request.config = stage.config;
         request.config_path = config_path;
-        request.output_path = next;
+        request.output = host::Output::to_file(next);
         if (!stage.quantizer) {
           masks = work.file("stage" + std::to_string(i) + ".masks.pth");
-          request.masks_path = masks;
+          request.masks = host::Output::to_file(masks);
         } else {
-          request.calibration_path = work.file("stage" + std::to_string(i) + ".calibration.json");
+          request.calibration =
+              host::Output::to_file(work.file("stage" + std::to_string(i) + ".calibration.json"));
         }
         request.data_path = data;
         request.test_data_path = test_path;
@@ -364,7 +366,7 @@ int run_pipeline(const std::vector<std::string>& args) {
         request.train_options = train_options;
         request.train_options.epochs = stage.epochs > 0 ? stage.epochs : 1;
         request.train_options.progress = false;
-        host::run_compression(request, registry);
+        in_flags(compress_flags(), [&] { return host::run_compression(request, registry); });
         label = stage.config.algorithm;
       } else if (stage.kind == StageKind::kSpeedup) {
         torch::jit::Module module = host::load_torchscript_module(current);

@@ -4,7 +4,22 @@
 
 #include "lithe/sdk/error.h"
 
+
 namespace lithe::cli {
+
+const FlagWords& search_quantization_flags() {
+  static const FlagWords words = [] {
+    FlagWords w = compress_flags();
+    w["config_path"] = "--quantize";
+    w["output"] = "--quantized-output";
+    w["calibration"] = "the calibration file of --quantized-output";
+    w["calibration_batches"] = "--quantize-calibration-batches";
+    w["fine_tune"] = "--quantize-epochs";
+    w["model"] = "the searched model";
+    return w;
+  }();
+  return words;
+}
 
 void add_search_quantization_options(po::options_description& desc, SearchQuantization& q) {
   desc.add_options()
@@ -74,15 +89,15 @@ host::CompressionRequest search_quantization_request(const SearchQuantization& q
                                                      const std::string& test_data,
                                                      const host::TrainOptions& train) {
   host::CompressionRequest request;
-  request.model_path = model_path;
+  request.model = host::ModelSource::file(model_path);
   request.config = q.config;
   request.config_path = q.config_path;
-  request.output_path = q.output_path;
-  request.calibration_path = host::default_calibration_path(q.output_path);
-  request.int8_path = q.int8_path;
+  request.output = host::Output::to_file(q.output_path);
+  request.calibration = host::Output::to_file(host::default_calibration_path(q.output_path));
+  request.int8 = host::Output::to_file(q.int8_path);
   request.data_path = data;
   request.test_data_path = test_data;
-  request.data_given = true;  // the accuracies before and after are measured on the same data
+  request.read_data_first = true;  // the accuracies before and after are measured on the same data
   request.calibration_batches = q.calibration_batches;
   if (q.fold_batchnorm || q.keep_batchnorm) {  // both at once is refused before the search
     request.fold_batchnorm = q.fold_batchnorm;

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "lithe/host/io/output_paths.h"
-#include "lithe/host/pipeline/compression_job.h"
+#include "field_flags.h"
+#include "lithe/host/jobs/compression_job.h"
 #include "verbs.h"
 
 namespace lithe::cli {
@@ -39,6 +40,9 @@ void check_search_quantizer(const SearchQuantization& q, const host::PluginRegis
 
 /// The compress job quantizing the staged best model `model_path` with the search's data and
 /// training options.
+/// The words of `lithe search --quantize ...` for the quantization request's fields.
+const FlagWords& search_quantization_flags();
+
 host::CompressionRequest search_quantization_request(const SearchQuantization& q,
                                                      const std::string& model_path,
                                                      const std::string& data,

@@ -451,7 +451,8 @@ int run_search(const std::vector<std::string>& args) {
     if (!quantization.config_path.empty()) {
       quantize_request = search_quantization_request(
           quantization, output.temp_path().string(), data, test_path, options.train);
-      quantized = host::run_compression(*quantize_request, registry);
+      quantized = in_flags(search_quantization_flags(),
+                           [&] { return host::run_compression(*quantize_request, registry); });
     }
     output.commit();
     return accuracy;

@@ -14,7 +14,13 @@ dependency order. Fails (exit 1, one line per violation: file:line, the rule, wh
      runner learns which algorithm reproduces an NNI class from the plugin's registration). A
      line whose comment says `nni-name` quotes NNI's own vocabulary (an NNI option value that
      happens to equal a plugin name), one whose comment says `op-name` quotes PyTorch's or
-     ONNX's (an interpolation mode "linear"); neither is checked.
+     ONNX's (an interpolation mode "linear"); neither is checked;
+  4. a string literal in a jobs-floor area (JOB_AREAS) spells a command-line flag ("--output"):
+     jobs name their request's fields (field_ref), and each front end writes them in its words;
+  5. a verb function of the CLI (`int run_<verb>(const std::vector<std::string>& args)` in
+     host/cli) is longer than VERB_LINES lines: a verb parses options into a request, runs one
+     job and prints its result. Verbs not yet moved onto jobs are listed in NOT_YET_THIN with
+     the length they had; they may shrink, never grow.
 """
 import json
 import pathlib
@@ -25,6 +31,13 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(lithe/(?:host|conformance)/[^"]+)"')
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
 NON_AREA = {"cli", "compat"}  # the CLI sits on top; compat only forwards 1.3 header names
+JOB_AREAS = {"jobs"}
+FLAG_TEXT = re.compile(r'"[^"\n]*?(--[a-z][a-z0-9-]+)')
+VERB = re.compile(r"^int (run_\w+)\(const std::vector<std::string>& args\) \{")
+VERB_LINES = 150
+# Verbs whose work has not moved into host/jobs yet (issue 44), with their length then.
+NOT_YET_THIN = {"run_pipeline": 172, "run_search": 566, "run_sensitivity": 225,
+                "run_speedup": 191}
 
 
 def closure(area, deps):
@@ -104,14 +117,48 @@ def main():
                 problems.append(f"{path.relative_to(root)}:{number}: {who} names the plugin "
                                 f"algorithm \"{m.group(1)}\"")
 
+    # 4. no command-line flag in the jobs floor
+    for area in sorted(JOB_AREAS & set(deps)):
+        for path in sorted((host / area).rglob("*")):
+            if path.suffix not in SOURCE_SUFFIXES:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                code = line.split("//")[0] if not line.lstrip().startswith('"') else line
+                m = FLAG_TEXT.search(code)
+                if m:
+                    problems.append(f"{path.relative_to(root)}:{number}: a job spells the "
+                                    f"command-line flag '{m.group(1)}'; name the request field "
+                                    f"(field_ref) and let the front end write it")
+
+    # 5. thin verbs
+    verbs = 0
+    for path in sorted((host / "cli").glob("*.cpp")):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
+            m = VERB.match(line)
+            if not m:
+                continue
+            verbs += 1
+            end = next((i for i in range(number, len(lines)) if lines[i] == "}"), len(lines))
+            length = end - number + 2
+            limit = NOT_YET_THIN.get(m.group(1), VERB_LINES)
+            if length > limit:
+                problems.append(f"{path.relative_to(root)}:{number}: verb function "
+                                f"{m.group(1)} has {length} lines, over {limit} (a verb parses "
+                                f"options into a request, runs one job and prints)")
+    if verbs < 10:
+        problems.append(f"host/cli: found {verbs} verb functions; expected every verb's "
+                        f"(does VERB still match their signature?)")
+
     for p in problems:
         print(p)
     if problems:
         print(f"FAIL: {len(problems)} layering violation(s)")
         return 1
     print(f"PASS: {len(deps)} areas, includes point down only, no plugin name in host/ or "
-          f"conformance/ "
-          f"({len(names)} algorithm names checked)")
+          f"conformance/ ({len(names)} algorithm names checked), no flag in "
+          f"{sorted(JOB_AREAS)}, {verbs} verbs within {VERB_LINES} lines "
+          f"({len(NOT_YET_THIN)} not yet thin)")
     return 0
 
 

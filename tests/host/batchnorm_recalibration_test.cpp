@@ -15,7 +15,7 @@
 #include <string>
 
 #include "lithe/host/model/model.h"
-#include "lithe/host/pipeline/compression_job.h"
+#include "lithe/host/jobs/compression_job.h"
 #include "lithe/sdk/error.h"
 #include "support/conformance_models.h"
 #include "support/paths.h"
@@ -201,11 +201,11 @@ TEST(BatchNormRecalibrationTest, CompressionJobPrunesThenReestimatesBeforeWritin
   const fs::path dir = test::scratch_dir("batchnorm_recalibration_job");
   save_tensor_file(random_data({32, 3, 32, 32}, 10, 9), dir / "data.pt");
   CompressionRequest request;
-  request.model_path = test::conformance_model_file("vgg_bn");
+  request.model = ModelSource::file(test::conformance_model_file("vgg_bn"));
   request.config = parse_compression_config(
       R"({"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["Conv2d"]}]})",
       "<test>");
-  request.output_path = dir / "pruned.pt";
+  request.output = Output::to_file(dir / "pruned.pt");
   request.data_path = dir / "data.pt";
   request.recalibrate_bn_batches = 2;
   request.train_options.batch_size = 16;
@@ -231,10 +231,10 @@ TEST(BatchNormRecalibrationTest, CompressionJobPrunesThenReestimatesBeforeWritin
   EXPECT_EQ(pruned.attr("bn3").toModule().attr("num_batches_tracked").toTensor().item<int64_t>(),
             2);
 
-  // A negative count is refused before any work, naming the option.
+  // A negative count is refused before any work, naming the field.
   request.recalibrate_bn_batches = -1;
   EXPECT_THAT([&] { run_compression(request, test::level_registry()); },
-              ThrowsMessage<sdk::Error>(HasSubstr("--recalibrate-bn must be >= 0")));
+              ThrowsMessage<sdk::Error>(HasSubstr("`recalibrate_bn_batches` must be >= 0")));
 }
 
 }  // namespace

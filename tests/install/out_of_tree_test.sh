@@ -13,7 +13,9 @@
 #    prefix too and runs them from the scratch directory, outside the prefix, with no
 #    LITHE_PLUGIN_PATH: they must find the installed plugins by themselves; prune_lenet prunes
 #    the model to exactly 0.8 per layer, prune_then_quantize does so with its own training loop
-#    (AGP) and keeps it through QAT, and its two --misuse runs must fail naming the call to use.
+#    (AGP) and keeps it through QAT, and its two --misuse runs must fail naming the call to use;
+#    compress_and_convert prunes, quantizes and converts in memory with the jobs, and its three
+#    models must be byte for byte the ones the installed CLI writes for the same steps.
 #    tests/install/api_1_3 (Lithe 1.3's README example, 1.3 header names) is built the same way
 #    and run: the 1.x API keeps compiling for code written against 1.3.
 # Every consumer is configured with Torch_DIR=$LITHE_TORCH_DIR and nothing else of the build: the
@@ -180,6 +182,37 @@ if [[ -n $app_dir && -n $model ]]; then
   grep -qE "^quantized: sparsity 0\.8 " <<< "$output" \
     || fail "the pruning masks were not kept through QAT"
   [[ -s $work/app_qat.pt ]] || fail "prune_then_quantize did not write $work/app_qat.pt"
+
+  # The jobs in memory give the bytes the CLI writes for the same steps.
+  data=${LITHE_TEST_DATA:-/usr/share/datasets/fashion-mnist}
+  step "running compress_and_convert (prune, quantize, convert in memory) against the CLI"
+  mkdir -p "$work/jobs_app" "$work/jobs_cli"
+  output=$(cd "$work" && "${consumer[@]}" "$work/app_build/compress_and_convert" "$model" \
+             "$data" "$work/jobs_app" 2>&1) \
+    || { echo "$output" >&2; fail "compress_and_convert failed"; }
+  echo "$output"
+  grep -qE "^pruned 5 layers; quantized 5 layers; int8 layers 5, float layers 0$" <<< "$output" \
+    || fail "compress_and_convert did not prune, quantize and convert every LeNet layer"
+  printf '%s' '{"algorithm": "level", "config_list": [{"sparsity": 0.5, "op_types": ["default"]}]}' \
+    > "$work/jobs_cli/level.json"
+  printf '%s' '{"algorithm": "qat", "config_list": [{"quant_types": ["input", "weight", "output"],
+            "quant_bits": 8, "op_types": ["Conv2d", "Linear"]}]}' > "$work/jobs_cli/qat.json"
+  cli=(env -u LITHE_PLUGIN_PATH "$prefix/bin/lithe")
+  "${cli[@]}" compress --model "$model" --config "$work/jobs_cli/level.json" \
+    --output "$work/jobs_cli/pruned.pt" > "$work/jobs_cli/log" 2>&1 \
+    || { cat "$work/jobs_cli/log" >&2; fail "lithe compress (level) failed"; }
+  "${cli[@]}" compress --model "$work/jobs_cli/pruned.pt" --config "$work/jobs_cli/qat.json" \
+    --output "$work/jobs_cli/quantized.pt" --data "$data" --calibration-batches 2 \
+    > "$work/jobs_cli/log" 2>&1 \
+    || { cat "$work/jobs_cli/log" >&2; fail "lithe compress (qat) failed"; }
+  "${cli[@]}" convert --model "$work/jobs_cli/quantized.pt" --input-shape 4,1,28,28 \
+    --output "$work/jobs_cli/int8.pt" --samples 8 --latency-runs 3 > "$work/jobs_cli/log" 2>&1 \
+    || { cat "$work/jobs_cli/log" >&2; fail "lithe convert failed"; }
+  for file in pruned.pt quantized.pt int8.pt; do
+    cmp "$work/jobs_app/$file" "$work/jobs_cli/$file" \
+      || fail "$file from the jobs in memory differs from the CLI's"
+  done
+  echo "pruned.pt, quantized.pt and int8.pt: the same bytes from memory as from the CLI"
 
   step "building and running a program written for Lithe 1.3 (1.3 header names and calls)"
   build_program "$(dirname "${BASH_SOURCE[0]}")/api_1_3" "$work/api13_build" \

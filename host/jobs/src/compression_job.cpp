@@ -1,10 +1,11 @@
-#include "lithe/host/pipeline/compression_job.h"
+#include "lithe/host/jobs/compression_job.h"
 
 #include <chrono>
 #include <filesystem>
 #include <future>
 #include <memory>
-#include <set>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <utility>
 
@@ -12,12 +13,12 @@
 
 #include "lithe/host/io/mask_file.h"
 #include "lithe/host/io/output_paths.h"
-#include "lithe/host/io/staged_file.h"
 #include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/pipeline/pruned_cost_meter.h"
 #include "lithe/host/train/dataset.h"
 #include "lithe/sdk/error.h"
+#include "field_names.h"
 
 namespace lithe::host {
 namespace {
@@ -28,35 +29,18 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The ONNX bytes of the TorchScript model saved at `saved` (the file the job just staged, so
-// the ONNX model is exactly the model written).
-std::string export_saved(const std::filesystem::path& saved, const OnnxExportOptions& options,
-                         OnnxExportSummary* summary) {
-  torch::jit::Module module = load_torchscript_module(saved);
+using job_text::F;
+
+// The ONNX bytes of `module` (a copy of the job's own, on the CPU), in eval mode.
+std::string export_copy(torch::jit::Module module, const OnnxExportOptions& options,
+                        OnnxExportSummary* summary) {
   module.eval();
   return export_onnx(module, options, summary);
 }
 
-// The model's bytes with its tensors on the CPU (a file any machine loads), wherever it
-// computes; it goes back to its device afterwards, so its session carries on.
-std::string serialize_on_cpu(Model& model) {
-  const c10::Device device = model.device();
-  model.to(c10::Device(c10::kCPU));
-  std::string bytes;
-  try {
-    bytes = model.serialize();
-  } catch (...) {
-    model.to(device);
-    throw;
-  }
-  model.to(device);
-  return bytes;
-}
-
-// The native int8 model of the quantized model saved at `saved` (the file the job just staged).
-torch::jit::Module convert_saved(const std::filesystem::path& saved, Int8ConvertOptions options,
-                                 Int8ConvertReport* report) {
-  torch::jit::Module module = load_torchscript_module(saved);
+// The native int8 model of a quantized module (a copy of the job's own, on the CPU).
+torch::jit::Module convert_copy(torch::jit::Module module, const Int8ConvertOptions& options,
+                                Int8ConvertReport* report) {
   module.eval();
   torch::jit::Module int8 = convert_to_int8(module, options, report);
   int8.eval();
@@ -83,77 +67,79 @@ int64_t pruned_weights(const std::vector<LayerReport>& report) {
   return pruned;
 }
 
-void note(const CompressionCallbacks& callbacks, const std::string& text) {
+void note(const CompressionCallbacks& callbacks, const std::string& marked) {
   if (callbacks.on_note) {
-    callbacks.on_note(text);
+    callbacks.on_note(FieldText(marked));
   }
 }
 
-// The files of one job, staged before any work so that a bad output directory fails first;
-// they replace existing files only in commit(), once every one was written.
+// The outputs of one job, staged before any work so that a bad output directory fails first;
+// they replace existing files (and fill the caller's strings) only in commit(), once every one
+// was written.
 struct StagedOutputs {
-  std::unique_ptr<StagedFile> model;
-  std::unique_ptr<StagedFile> masks;        // pruners, when asked for
-  std::unique_ptr<StagedFile> calibration;  // quantizers
-  std::unique_ptr<StagedFile> onnx;         // when asked for
-  std::unique_ptr<StagedFile> int8;         // quantizers, when asked for
+  StagedOutput model;
+  StagedOutput masks;        // pruners, when asked for
+  StagedOutput calibration;  // quantizers
+  StagedOutput onnx;         // when asked for
+  StagedOutput int8;         // quantizers, when asked for
 
   void commit() {
-    for (StagedFile* file :
-         {model.get(), masks.get(), calibration.get(), onnx.get(), int8.get()}) {
-      if (file != nullptr) {
-        file->commit();
-      }
+    for (StagedOutput* output : {&model, &masks, &calibration, &onnx, &int8}) {
+      output->commit();
     }
   }
 };
 
 // The checks that need no model: option combinations and output paths.
 void check_request(const CompressionRequest& request, bool quantizer,
-                   const std::filesystem::path& calibration_path) {
+                   const Output& calibration) {
   const std::string& algorithm = request.config.algorithm;
-  LITHE_CHECK(!request.output_path.empty(), sdk::Errc::kInvalidConfig,
-              "--output: no output model path given");
-  LITHE_CHECK(!quantizer || request.masks_path.empty(), sdk::Errc::kInvalidConfig, "--masks: '",
+  LITHE_CHECK(!request.model.empty(), sdk::Errc::kInvalidConfig, F("model"), ": no model given");
+  LITHE_CHECK(request.output.wanted(), sdk::Errc::kInvalidConfig, F("output"),
+              ": no output model path given");
+  LITHE_CHECK(!quantizer || !request.masks.wanted(), sdk::Errc::kInvalidConfig, F("masks"), ": '",
               algorithm, "' is a quantizer, which computes no masks");
   LITHE_CHECK(quantizer || !request.fold_batchnorm.value_or(false), sdk::Errc::kInvalidConfig,
-              "--fold-batchnorm: '", algorithm,
+              F("fold_batchnorm"), ": '", algorithm,
               "' is not a quantizer; BatchNorm folding places quantizers' output grids");
-  LITHE_CHECK(quantizer || request.calibration_path.empty(), sdk::Errc::kInvalidConfig,
-              "--calibration: '", algorithm,
+  LITHE_CHECK(quantizer || !request.calibration.wanted(), sdk::Errc::kInvalidConfig,
+              F("calibration"), ": '", algorithm,
               "' is not a quantizer, so there is no calibration to write");
-  LITHE_CHECK(quantizer || request.int8_path.empty(), sdk::Errc::kInvalidConfig, "--convert: '",
+  LITHE_CHECK(quantizer || !request.int8.wanted(), sdk::Errc::kInvalidConfig, F("int8"), ": '",
               algorithm,
               "' is not a quantizer; an int8 model needs quantized layers (prune, speed up, "
               "then quantize: lithe pipeline)");
   LITHE_CHECK(request.recalibrate_bn_batches >= 0, sdk::Errc::kInvalidConfig,
-              "--recalibrate-bn must be >= 0 (0: no re-estimation), got ",
+              F("recalibrate_bn_batches"), " must be >= 0 (0: no re-estimation), got ",
               request.recalibrate_bn_batches);
   LITHE_CHECK(request.calibration_batches >= 0, sdk::Errc::kInvalidConfig,
-              "--calibration-batches must be >= 0 (0: no calibration), got ",
+              F("calibration_batches"), " must be >= 0 (0: no calibration), got ",
               request.calibration_batches);
   if (request.fine_tune) {
     validate_train_options(request.train_options);  // epochs <= 0, lr, ... before any work
   }
   LITHE_CHECK(request.train_options.batch_size > 0, sdk::Errc::kInvalidConfig,
               "batch size must be > 0, got ", request.train_options.batch_size);
-  if (!request.onnx_path.empty()) {
-    check_onnx_export_options(request.onnx, "--onnx-opset");
+  if (request.onnx.wanted()) {
+    check_onnx_export_options(request.onnx_export, F("onnx_export.opset"));
   }
   // The default calibration file (beside the output) follows the output-path rule too.
   const std::string calibration_role =
-      request.calibration_path.empty() ? "the calibration file" : "--calibration";
+      request.calibration.wanted() ? F("calibration") : "the calibration file";
   const std::filesystem::path no_data;
-  check_output_paths({{"--model", request.model_path},
-                      {"--config", request.config_path},
-                      {"--data", request.needs_data() ? request.data_path : no_data},
-                      {"--test-data", request.test_data_path}},
-                     {{"--output", request.output_path},
-                      {"--masks", request.masks_path},
-                      {calibration_role, quantizer ? calibration_path : no_data},
-                      {"--onnx", request.onnx_path},
-                      {"--convert", request.int8_path}});
+  check_output_paths({{F("model"), request.model.path()},
+                      {F("config_path"), request.config_path},
+                      {F("data_path"), request.needs_data() ? request.data_path : no_data},
+                      {F("test_data_path"), request.test_data_path}},
+                     {{F("output"), request.output.file},
+                      {F("masks"), request.masks.file},
+                      {calibration_role, quantizer ? calibration.file : no_data},
+                      {F("onnx"), request.onnx.file},
+                      {F("int8"), request.int8.file}});
 }
+
+CompressionResult compress(const CompressionRequest& request, const PluginRegistry& registry,
+                           const CompressionCallbacks& callbacks);
 
 }  // namespace
 
@@ -166,47 +152,47 @@ std::filesystem::path default_calibration_path(const std::filesystem::path& outp
 CompressionResult run_compression(const CompressionRequest& request,
                                   const PluginRegistry& registry,
                                   const CompressionCallbacks& callbacks) {
+  return rethrow_with_fields([&] { return compress(request, registry, callbacks); });
+}
+
+namespace {
+
+CompressionResult compress(const CompressionRequest& request, const PluginRegistry& registry,
+                           const CompressionCallbacks& callbacks) {
   const CompressionConfig& config = request.config;
   const bool quantizer = registry.find(AlgorithmKind::kQuantizer, config.algorithm) != nullptr;
   CompressionResult result;
   result.kind = quantizer ? AlgorithmKind::kQuantizer : AlgorithmKind::kPruner;
-  if (quantizer) {
-    result.calibration_path = request.calibration_path.empty()
-                                  ? default_calibration_path(request.output_path)
-                                  : request.calibration_path;
+  Output calibration = request.calibration;
+  if (quantizer && !calibration.wanted() && !request.output.file.empty()) {
+    calibration.file = default_calibration_path(request.output.file);
   }
-  check_request(request, quantizer, result.calibration_path);
+  result.calibration_path = quantizer ? calibration.file : std::filesystem::path();
+  check_request(request, quantizer, calibration);
   const bool writer = request.process_group == nullptr || request.process_group->rank() == 0;
   const auto start = Clock::now();
 
   // 1. Stage every output: an unwritable directory fails before any work.
-  StagedOutputs out;
-  out.model = std::make_unique<StagedFile>(request.output_path, "--output");
-  if (!request.masks_path.empty()) {
-    out.masks = std::make_unique<StagedFile>(request.masks_path, "--masks");
-  }
-  if (quantizer) {
-    out.calibration = std::make_unique<StagedFile>(
-        result.calibration_path,
-        request.calibration_path.empty() ? "the calibration file" : "--calibration");
-  }
-  if (!request.onnx_path.empty()) {
-    out.onnx = std::make_unique<StagedFile>(request.onnx_path, "--onnx");
-  }
-  if (!request.int8_path.empty()) {
-    out.int8 = std::make_unique<StagedFile>(request.int8_path, "--convert");
-  }
+  StagedOutputs out{
+      StagedOutput(request.output, F("output")),
+      StagedOutput(request.masks, F("masks")),
+      StagedOutput(quantizer ? calibration : Output(),
+                   request.calibration.wanted() ? F("calibration") : "the calibration file"),
+      StagedOutput(request.onnx, F("onnx")),
+      StagedOutput(request.int8, F("int8"))};
 
   // 2. Model and session: the whole config is validated here, before any data is read.
-  std::unique_ptr<Model> model;
+  torch::jit::Module module = request.model.load(F("model"));
   result.folded_batchnorm = request.fold_batchnorm.value_or(quantizer);
   if (result.folded_batchnorm) {
-    torch::jit::Module module = load_torchscript_module(request.model_path);
     result.batchnorm_folding = fold_batchnorms(module);
-    model = make_torchscript_model(module);
-  } else {
-    model = load_torchscript_model(request.model_path);
   }
+  // The pre-flight export of a pruned model reads the model as it came, on the CPU.
+  std::optional<torch::jit::Module> as_it_came;
+  if (request.onnx.wanted() && !quantizer) {
+    as_it_came = module.clone();
+  }
+  std::unique_ptr<Model> model = make_torchscript_model(module);
   model->to(request.device);  // before a session attaches: its state is made where the model is
   std::unique_ptr<PruningSession> pruning;
   std::unique_ptr<QuantizationSession> quantization;
@@ -218,8 +204,9 @@ CompressionResult run_compression(const CompressionRequest& request,
   // 3. Pre-flight export check of pruned models: masks do not change which ops a model has, so
   // a model the export cannot express fails now, not after the fine-tuning. (Quantized models
   // are checked once compress() installed the quantizers, below.)
-  if (out.onnx && !quantizer) {
-    (void)export_saved(request.model_path, request.onnx, nullptr);
+  if (as_it_came) {
+    (void)export_copy(*as_it_came, request.onnx_export, nullptr);
+    as_it_came.reset();
   }
 
   // 4. Data, checked against the model. Read up front when needed or given explicitly: an
@@ -241,7 +228,7 @@ CompressionResult run_compression(const CompressionRequest& request,
     }
     data_loaded = true;
   };
-  if (request.needs_data() || request.data_given) {
+  if (request.needs_data() || request.read_data_first) {
     load_data();
   }
   result.load_seconds = seconds_since(start);
@@ -288,7 +275,7 @@ CompressionResult run_compression(const CompressionRequest& request,
       load_data_now();
       LITHE_CHECK(test_data.size() > 0, sdk::Errc::kUnsupported, session.algorithm(),
                   " asked to evaluate the model, but '", request.data_path.string(),
-                  "' has no test split; pass --test-data");
+                  "' has no test split; set ", F("test_data_path"));
       ++result.algorithm_evaluations;
       return evaluate(*model, test_data, options.eval_batch_size).accuracy;
     });
@@ -306,8 +293,7 @@ CompressionResult run_compression(const CompressionRequest& request,
                         "of the data, and '", request.data_path.string(), "' has none");
             std::vector<int64_t> shape = sample.images.sizes().vec();
             shape.at(0) = 1;
-            meter = pruned_cost_meter(load_torchscript_module(request.model_path), *pruning,
-                                      shape);
+            meter = pruned_cost_meter(request.model.load(F("model")), *pruning, shape);
           }
           return meter();
         });
@@ -319,50 +305,38 @@ CompressionResult run_compression(const CompressionRequest& request,
     pruning->compress();
   }
   result.algorithm_seconds = seconds_since(algorithm_start) - lazy_seconds;
-  if (result.algorithm_training_epochs == 0) {
-    static const std::set<std::string> read_by_evaluation = {"data", "test-data"};
-    for (const std::string& name : request.training_options_given_without_use) {
-      if (result.algorithm_evaluations > 0 && read_by_evaluation.count(name) != 0) {
-        continue;
-      }
-      throw sdk::Error(sdk::Errc::kInvalidConfig,
-                       "--" + name + " has no effect without --epochs" +
-                           (request.needs_data() ? "" : ", --calibration-batches or "
-                                                        "--recalibrate-bn") +
-                           ", and '" + config.algorithm + "' does not train" +
-                           (result.algorithm_evaluations > 0 ? " (it only evaluates)" : "") +
-                           " while it compresses (nothing was written)");
-    }
+  if (callbacks.on_compressed) {
+    callbacks.on_compressed(result);
   }
   const bool has_test = test_data.size() > 0;
   Int8ConvertOptions int8_options;
   int8_options.engine = request.int8_engine;
   int8_options.allow_float_layers = request.int8_allow_float_layers;
-  if ((out.onnx || out.int8) && quantizer) {
+  if ((out.onnx.wanted() || out.int8.wanted()) && quantizer) {
     // A quantizer the QDQ export or the int8 conversion cannot express fails now, not after
-    // the training; the files are written again from the result.
+    // the training. The model's bytes load back on the CPU; the model stays where it is.
     quantization->store_state_in_model();
-    out.model->write(serialize_on_cpu(*model));
-    if (out.onnx) {
-      (void)export_saved(out.model->temp_path(), request.onnx, nullptr);
+    const std::string bytes = model->serialize();
+    if (out.onnx.wanted()) {
+      (void)export_copy(module_from_bytes(bytes), request.onnx_export, nullptr);
     }
-    if (out.int8) {
+    if (out.int8.wanted()) {
       // Before the data passes: what calibration and training will observe counts as present
       // (input ranges only where calibration runs: only it observes them).
       Int8ConvertOptions preflight = int8_options;
       preflight.assume_grids_observed = request.calibration_batches > 0 || request.fine_tune;
       preflight.assume_input_ranges_observed = request.calibration_batches > 0;
-      (void)convert_saved(out.model->temp_path(), preflight, nullptr);
+      (void)convert_copy(module_from_bytes(bytes), preflight, nullptr);
     }
   }
   const auto recalibrate_bn = [&] {
     try {
       result.batchnorm_recalibration = recalibrate_batchnorm(
           *model, train_data, request.recalibrate_bn_batches, options.batch_size);
-    } catch (const sdk::Error& e) {  // say which option and which model
-      throw sdk::Error(e.code(), "--recalibrate-bn " +
+    } catch (const sdk::Error& e) {  // say which field and which model
+      throw sdk::Error(e.code(), F("recalibrate_bn_batches") + " " +
                                      std::to_string(request.recalibrate_bn_batches) + " on '" +
-                                     request.model_path.string() + "': " + e.what());
+                                     request.model.label() + "': " + e.what());
     }
     if (has_test) {
       result.after_recalibration = evaluate(*model, test_data, options.eval_batch_size);
@@ -400,9 +374,9 @@ CompressionResult run_compression(const CompressionRequest& request,
   if (!quantizer) {
     result.pruning = pruning->report();
     if (!request.needs_data() && pruned_weights(result.pruning) == 0) {
-      note(callbacks, "'" + config.algorithm +
-                          "' pruned nothing without data; schedules need --epochs N, "
-                          "data-driven pruners --calibration-batches N or --epochs N");
+      note(callbacks, "'" + config.algorithm + "' pruned nothing without data; schedules need " +
+                          F("fine_tune") + ", data-driven pruners " + F("calibration_batches") +
+                          " or " + F("fine_tune"));
     }
   }
 
@@ -415,37 +389,38 @@ CompressionResult run_compression(const CompressionRequest& request,
     if (!request.needs_data() && quantizes_activations(result.quantization)) {
       note(callbacks, "'" + config.algorithm +
                           "' quantizes activations without data; algorithms that track "
-                          "activation ranges (qat, lsq) need --epochs N or "
-                          "--calibration-batches N to calibrate them");
+                          "activation ranges (qat, lsq) need " + F("fine_tune") + " or " +
+                          F("calibration_batches") + " to calibrate them");
     }
   }
   if (writer) {
     std::future<void> masks_written;  // the masks are serialized and written on a second thread
-    if (out.masks) {
+    if (out.masks.wanted()) {
       masks_written = std::async(std::launch::async, [&] {
-        out.masks->write(serialize_masks(pruning->masks()));
+        out.masks.write(serialize_masks(pruning->masks()));
       });
     }
     model->to(c10::Device(c10::kCPU));  // every pass is over
-    out.model->write(model->serialize());
-    if (out.onnx) {
+    const std::string bytes = model->serialize();
+    if (out.onnx.wanted()) {  // from the bytes written: the ONNX model is the model written
       OnnxExportSummary summary;
-      out.onnx->write(export_saved(out.model->temp_path(), request.onnx, &summary));
+      out.onnx.write(export_copy(module_from_bytes(bytes), request.onnx_export, &summary));
       result.onnx = summary;
     }
-    if (out.calibration) {
-      out.calibration->write(result.calibration_json);
+    if (quantizer) {
+      out.calibration.write(result.calibration_json);
     }
-    if (out.int8) {
+    if (out.int8.wanted()) {
       Int8ConvertReport report;
-      torch::jit::Module int8 = convert_saved(out.model->temp_path(), int8_options, &report);
-      out.int8->write(serialize_int8_model(int8, report.engine));
+      torch::jit::Module int8 = convert_copy(module_from_bytes(bytes), int8_options, &report);
+      out.int8.write(serialize_int8_model(int8, report.engine));
       if (has_test) {
         const std::unique_ptr<Model> int8_model = make_torchscript_model(int8);
         result.int8_accuracy = evaluate(*int8_model, test_data, options.eval_batch_size);
       }
       result.int8 = std::move(report);
     }
+    out.model.write(bytes);
     if (masks_written.valid()) {
       masks_written.get();
     }
@@ -456,4 +431,5 @@ CompressionResult run_compression(const CompressionRequest& request,
   return result;
 }
 
+}  // namespace
 }  // namespace lithe::host

@@ -1,10 +1,11 @@
 #pragma once
 /// \file
 /// One compression job, for pruners and quantizers alike: what `lithe compress` runs and what an
-/// embedder calls. run_compression() stages the outputs, loads the model, builds the session
-/// (validating the whole config), checks that the ONNX export can express the model, reads the
-/// data, evaluates, compresses, calibrates, fine-tunes, and writes the model, the masks or the
-/// calibration, and the ONNX file, which replace existing files only once all were written.
+/// embedder calls on a model in memory. run_compression() stages the outputs, copies or loads
+/// the model, builds the session (validating the whole config), checks that the ONNX export can
+/// express the model, reads the data, evaluates, compresses, calibrates, fine-tunes, and writes
+/// the model, the masks or the calibration, and the ONNX model (exported from the model's bytes
+/// in memory), which replace existing files only once all were written.
 
 #include <c10/core/Device.h>
 
@@ -18,6 +19,9 @@
 #include "lithe/host/dist/process_group.h"
 #include "lithe/host/export/int8_convert.h"
 #include "lithe/host/export/onnx_export.h"
+#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/jobs/job_output.h"
+#include "lithe/host/jobs/model_source.h"
 #include "lithe/host/model/batchnorm_folding.h"
 #include "lithe/host/runtime/plugin_registry.h"
 #include "lithe/host/session/compression_config.h"
@@ -28,28 +32,30 @@
 
 namespace lithe::host {
 
-/// What to compress, with what, and where the results go. Errors about a path name it by the
-/// `lithe compress` option that sets it ("--output", "--masks", ...).
+/// What to compress, with what, and where the results go. Errors name the request's fields
+/// (FieldError: `output`, `masks`, ...), which the CLI writes as its options.
 struct CompressionRequest {
-  std::filesystem::path model_path;   ///< the TorchScript model (read, never written)
+  ModelSource model;                  ///< the TorchScript model (file or memory; never written)
   CompressionConfig config;           ///< parsed and checked once, e.g. read_compression_config()
   std::filesystem::path config_path;  ///< where `config` came from ("" if built in memory)
-  std::filesystem::path output_path;  ///< the compressed TorchScript model (required)
-  /// Pruners: also write the masks (NNI mask.pth layout); "" = no mask file.
-  std::filesystem::path masks_path;
-  /// Quantizers: the per-layer calibration JSON; "" = OUTPUT with extension .calibration.json.
-  std::filesystem::path calibration_path;
-  /// Also write the model as saved in ONNX (QDQ for quantizers); "" = no ONNX file.
-  std::filesystem::path onnx_path;
-  OnnxExportOptions onnx;  ///< input shape and opset of the ONNX file
+  /// The compressed TorchScript model (a file, memory or both; required).
+  Output output;
+  /// Pruners: also write the masks (NNI mask.pth layout).
+  Output masks;
+  /// Quantizers: the per-layer calibration JSON. Not wanted: beside a file `output`, with the
+  /// extension .calibration.json (default_calibration_path); none when `output` is memory only
+  /// (CompressionResult::calibration_json holds it).
+  Output calibration;
+  /// Also write the model as saved in ONNX (QDQ for quantizers).
+  Output onnx;
+  OnnxExportOptions onnx_export;  ///< input shape and opset of the ONNX model
   /// Training data: a directory of MNIST-layout IDX files or a tensor file. Read only when
-  /// fine-tuning or calibrating.
+  /// fine-tuning or calibrating, or with read_data_first.
   std::filesystem::path data_path;
-  /// Whether the data (data_path or test_data_path) was named explicitly: it is then read
-  /// before compressing, so that "before" measures the model as it came even when the
-  /// algorithm evaluates or fine-tunes while it compresses. Otherwise data_path (a default) is
-  /// read only when needed.
-  bool data_given = false;
+  /// Read the data (data_path or test_data_path) before compressing, so that "before"
+  /// measures the model as it came even when the algorithm evaluates or fine-tunes while it
+  /// compresses. Otherwise data_path is read only when needed (it may be a default).
+  bool read_data_first = false;
   /// Test data ("" = the test split of a data_path directory, none for a tensor file).
   std::filesystem::path test_data_path;
   /// Before any fine-tuning, run this many batches without changing the weights (pruners:
@@ -68,11 +74,11 @@ struct CompressionRequest {
   /// 0 = no re-estimation.
   int64_t recalibrate_bn_batches = 0;
   /// Quantizers: also write the native int8 model of the result (convert_to_int8 on the model
-  /// written to output_path) here; "" = none. Checked before any training by converting the
-  /// freshly quantized model.
-  std::filesystem::path int8_path;
-  QuantizedEngine int8_engine = QuantizedEngine::kAuto;  ///< with int8_path
-  /// With int8_path: write the int8 model even when quantized layers run in float
+  /// written to `output`). Checked before any training by converting the freshly quantized
+  /// model.
+  Output int8;
+  QuantizedEngine int8_engine = QuantizedEngine::kAuto;  ///< with int8
+  /// With int8: write the int8 model even when quantized layers run in float
   /// (Int8ConvertOptions::allow_float_layers); default: refuse before any work.
   bool int8_allow_float_layers = false;
   /// Fine-tune while compressing (quantization-aware training for quantizers) with
@@ -81,18 +87,11 @@ struct CompressionRequest {
   TrainOptions train_options;  ///< process_group is taken from `process_group` below
   /// Where the model computes while it is compressed (parse_device: the CPU or a CUDA device
   /// libtorch sees): the algorithm, calibration, BatchNorm re-estimation, fine-tuning and
-  /// evaluation run there; the data stays on the CPU and each batch moves. Every file is
-  /// written with its tensors on the CPU; the int8 model and the FLOP counts are the CPU's.
+  /// evaluation run there; the data stays on the CPU and each batch moves. Every output holds
+  /// its tensors on the CPU; the int8 model and the FLOP counts are the CPU's.
   c10::Device device{c10::kCPU};
-  /// Data parallel: every rank runs the job on the same request; only rank 0 writes the files.
+  /// Data parallel: every rank runs the job on the same request; only rank 0 writes outputs.
   ProcessGroup* process_group = nullptr;
-  /// Training options given explicitly that neither fine-tuning nor calibration reads (CLI
-  /// names without "--", e.g. "lr"). An error, unless the algorithm itself uses them while it
-  /// compresses: training (SDK 1.7 fine_tune, as ADMM and Slim's sparse training do) uses
-  /// them all, evaluating (SDK 1.7 evaluate, as the searches do) uses "data" and
-  /// "test-data". Which is known only once compress() ran; the job then fails before writing
-  /// anything, naming the first one left unused.
-  std::vector<std::string> training_options_given_without_use;
 
   /// Whether data is read (fine-tuning or calibration).
   bool needs_data() const {
@@ -100,10 +99,17 @@ struct CompressionRequest {
   }
 };
 
+struct CompressionResult;
+
 /// What a caller may want to hear while the job runs.
 struct CompressionCallbacks {
-  /// Advice that is not an error (e.g. "pruned nothing without data"), one sentence.
-  std::function<void(const std::string&)> on_note;
+  /// Advice that is not an error (e.g. "pruned nothing without data"), one sentence naming
+  /// request fields.
+  std::function<void(const FieldText&)> on_note;
+  /// Once the algorithm compressed (its training and evaluations counted in the result), before
+  /// calibration, fine-tuning and any write: a caller may refuse to go on by throwing (e.g. an
+  /// option it was given that the run turned out not to read); no output is then changed.
+  std::function<void(const CompressionResult&)> on_compressed;
 };
 
 /// What the job did.
@@ -114,7 +120,7 @@ struct CompressionResult {
   bool folded_batchnorm = false;                 ///< whether BatchNorm folding ran
   BatchNormFolding batchnorm_folding;            ///< what it folded and kept
   std::string calibration_json;                  ///< quantizers: what the calibration file holds
-  std::filesystem::path calibration_path;        ///< quantizers: where it was written
+  std::filesystem::path calibration_path;        ///< quantizers: the file it was written to
   std::optional<EvalResult> before;              ///< test accuracy before compression
   std::optional<EvalResult> after;               ///< and after (fine-tuning included)
   std::vector<EpochResult> epochs;               ///< fine-tuning epochs
@@ -130,7 +136,7 @@ struct CompressionResult {
   std::optional<EvalResult> after_recalibration;
   std::optional<Int8ConvertReport> int8;         ///< with int8_path: how the model converted
   std::optional<EvalResult> int8_accuracy;       ///< the int8 model on the test data
-  bool wrote_files = false;                      ///< false on ranks other than 0
+  bool wrote_files = false;                      ///< outputs written; false on ranks but 0
   double load_seconds = 0;                       ///< staging, model, session, data
   double compress_seconds = 0;                   ///< evaluation, compression, calibration, training
   /// The algorithm's compress() alone: its mask computation and any training it does while
@@ -141,8 +147,8 @@ struct CompressionResult {
 
 /// Runs the job. Checks the request before any work (no output may be an input, another output
 /// or a special file; masks are for pruners, calibration for quantizers; the ONNX options), then
-/// runs it as described in the file comment. Throws sdk::Error naming the file, option or layer;
-/// on any error no existing file is changed.
+/// runs it as described in the file comment. Throws FieldError naming the request field, or
+/// sdk::Error naming the file or layer; on any error no output is changed.
 CompressionResult run_compression(const CompressionRequest& request,
                                   const PluginRegistry& registry,
                                   const CompressionCallbacks& callbacks = {});
