@@ -18,18 +18,14 @@
 #include "lithe/host/pipeline/pruned_cost_meter.h"
 #include "lithe/host/train/dataset.h"
 #include "lithe/sdk/error.h"
-#include "field_names.h"
+#include "job_support.h"
 
 namespace lithe::host {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-using job_text::F;
+using job_support::Clock;
+using job_support::F;
+using job_support::seconds_since;
 
 // The ONNX bytes of `module` (a copy of the job's own, on the CPU), in eval mode.
 std::string export_copy(torch::jit::Module module, const OnnxExportOptions& options,

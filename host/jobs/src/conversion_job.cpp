@@ -18,24 +18,16 @@
 #include "lithe/host/train/dataset.h"
 #include "lithe/host/train/trainer.h"
 #include "lithe/sdk/error.h"
-#include "field_names.h"
+#include "job_support.h"
 
 namespace lithe::host {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-using job_text::F;
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text;
-  for (const int64_t d : shape) {
-    text += (text.empty() ? "" : ",") + std::to_string(d);
-  }
-  return text;
-}
-
-double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+using job_support::F;
+using job_support::ratio;
+using job_support::shape_text;
 
 at::Tensor output_tensor(torch::jit::Module& module, const at::Tensor& input, const char* which) {
   c10::IValue out;

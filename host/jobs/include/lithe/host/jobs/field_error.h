@@ -38,6 +38,8 @@ class FieldText {
   std::string in_words(const FieldWords& word) const;
   /// The field names mentioned, in order of appearance.
   std::vector<std::string> fields() const;
+  /// The text with its field_ref() marks, to embed in a longer message that stays marked.
+  const std::string& marked() const { return marked_; }
 
  private:
   std::string marked_;
