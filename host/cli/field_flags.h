@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/io/field_error.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::cli {

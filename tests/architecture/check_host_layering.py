@@ -7,8 +7,8 @@ AREAS_FILE is written by host/CMakeLists.txt: one line per area, "<area> <depend
 dependency order. Fails (exit 1, one line per violation: file:line, the rule, what was seen) when
   1. an area includes a header of an area it does not depend on (directly or through others),
      or the conformance harness, or a 1.3 compat header name (lithe/host/<name>.h);
-  2. a file under host/ sits outside an area folder (host/CMakeLists.txt, cli/ and compat/ are
-     the only others);
+  2. a file under host/ sits outside an area folder (host/CMakeLists.txt and cli/ are the only
+     others);
   3. a string literal in host/ or conformance/ names an algorithm a plugin registers (neither
      may know plugins by name: the names come from `lithe plugins --json`, and the conformance
      runner learns which algorithm reproduces an NNI class from the plugin's registration). A
@@ -30,13 +30,13 @@ import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(lithe/(?:host|conformance)/[^"]+)"')
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
-NON_AREA = {"cli", "compat"}  # the CLI sits on top; compat only forwards 1.3 header names
+NON_AREA = {"cli"}  # the CLI sits on top
 JOB_AREAS = {"jobs"}
 FLAG_TEXT = re.compile(r'"[^"\n]*?(--[a-z][a-z0-9-]+)')
 VERB = re.compile(r"^int (run_\w+)\(const std::vector<std::string>& args\) \{")
 VERB_LINES = 150
 # Verbs whose work has not moved into host/jobs yet (issue 44), with their length then.
-NOT_YET_THIN = {"run_search": 566, "run_sensitivity": 225}
+NOT_YET_THIN = {"run_search": 566}
 
 
 def closure(area, deps):
@@ -78,7 +78,7 @@ def main():
                                     f"got '{m.group(1)}'")
                 elif len(parts) == 3:
                     problems.append(f"{where}: use the area header, not the 1.3 name "
-                                    f"'{m.group(1)}' (host/compat is for users only)")
+                                    f"'{m.group(1)}' (removed: lithe/host/<area>/<name>.h)")
                 elif parts[2] not in allowed:
                     problems.append(
                         f"{where}: area '{area}' may include only {sorted(allowed)}, got "

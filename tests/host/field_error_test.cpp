@@ -1,7 +1,7 @@
 // FieldError and FieldText: a job's message names request fields, which a front end writes in
 // its own words; marks around anything but a field name (as a hostile path could carry) stay
 // text, and no input makes the rendering fail.
-#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/io/field_error.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

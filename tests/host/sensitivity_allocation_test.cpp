@@ -67,14 +67,14 @@ TEST(SensitivityAllocationTest, ErrorsNameTheOptionAndTheValue) {
   AllocationOptions o;
   o.target = 0.5;  // a and b at 0.95 hold 0.475 of the weights
   EXPECT_THAT([&] { allocate_sparsities(table(), weights, o); },
-              ThrowsMessage<sdk::Error>(HasSubstr("--target-sparsity 0.5 cannot be reached")));
+              ThrowsMessage<sdk::Error>(HasSubstr("`target` 0.5 cannot be reached")));
   o.target = 1.0;
   EXPECT_THAT([&] { check_allocation_options(o); },
-              ThrowsMessage<sdk::Error>(HasSubstr("--target-sparsity must be in (0, 1), got 1")));
+              ThrowsMessage<FieldError>(HasSubstr("`target` must be in (0, 1), got 1")));
   o.target = 0.2;
   o.threshold = -1;
   EXPECT_THAT([&] { check_allocation_options(o); },
-              ThrowsMessage<sdk::Error>(HasSubstr("--threshold must be >= 0, got -1")));
+              ThrowsMessage<sdk::Error>(HasSubstr("`threshold` must be >= 0, got -1")));
   o.threshold = 0.0;
   SensitivityResult none = table();
   none.rows.pop_back();

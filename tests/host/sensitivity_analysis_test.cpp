@@ -113,12 +113,12 @@ TEST_F(SensitivityAnalysisTest, ChosenLayersOtherTypesAndRoundedSparsities) {
   EXPECT_EQ(result.rows[1].layer, "fc1");
 }
 
-TEST_F(SensitivityAnalysisTest, BadSelectionsAndSparsitiesNameTheOptionAndTheValue) {
+TEST_F(SensitivityAnalysisTest, BadSelectionsAndSparsitiesNameTheFieldAndTheValue) {
   const auto metric = [](const std::string&) { return 0.0; };
   SensitivityOptions o = level();
   o.sparsities = {0.5, 1.0};
   EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
-              ThrowsMessage<sdk::Error>(AllOf(HasSubstr("--sparsities"), HasSubstr("got 1"))));
+              ThrowsMessage<FieldError>(AllOf(HasSubstr("`sparsities`"), HasSubstr("got 1"))));
   o.sparsities = {0.001};
   EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
               ThrowsMessage<sdk::Error>(HasSubstr("rounds to 2 decimals as 0 or 1")));
@@ -126,7 +126,7 @@ TEST_F(SensitivityAnalysisTest, BadSelectionsAndSparsitiesNameTheOptionAndTheVal
   o.layers = {"fc1"};
   EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
               ThrowsMessage<sdk::Error>(
-                  AllOf(HasSubstr("--layers"), HasSubstr("'fc1' is a Linear"))));
+                  AllOf(HasSubstr("`layers`"), HasSubstr("'fc1' is a Linear"))));
   o.layers = {"conv9"};
   EXPECT_THAT([&] { analyse_sensitivity(*model_, test::level_registry(), o, metric); },
               ThrowsMessage<sdk::Error>(HasSubstr("the model has no module 'conv9'")));

@@ -16,8 +16,8 @@
 #    (AGP) and keeps it through QAT, and its two --misuse runs must fail naming the call to use;
 #    compress_and_convert prunes, quantizes and converts in memory with the jobs, and its three
 #    models must be byte for byte the ones the installed CLI writes for the same steps.
-#    tests/install/api_1_3 (Lithe 1.3's README example, 1.3 header names) is built the same way
-#    and run: the 1.x API keeps compiling for code written against 1.3.
+#    tests/install/api_1_3 (Lithe 1.3's README example, its calls unchanged) is built the same
+#    way and run: the 1.x API keeps compiling for code written against 1.3.
 # Every consumer is configured with Torch_DIR=$LITHE_TORCH_DIR and nothing else of the build: the
 # installed package must not need what Lithe only needed to build itself (no CUDA:: target).
 # The install must also carry the documentation (share/doc/lithe).
@@ -214,7 +214,7 @@ if [[ -n $app_dir && -n $model ]]; then
   done
   echo "pruned.pt, quantized.pt and int8.pt: the same bytes from memory as from the CLI"
 
-  step "building and running a program written for Lithe 1.3 (1.3 header names and calls)"
+  step "building and running a program written for Lithe 1.3 (its calls, the area headers)"
   build_program "$(dirname "${BASH_SOURCE[0]}")/api_1_3" "$work/api13_build" \
     "a program written for Lithe 1.3"
   mkdir -p "$work/api13_out"

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/io/field_error.h"
 
 namespace lithe::host::job_support {
 

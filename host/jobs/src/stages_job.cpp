@@ -187,13 +187,12 @@ StagesResult stages(const StagesRequest& r, const PluginRegistry& registry) {
     std::string label;
     // What the stage reports is prefixed with the stage: the config's rules that need the model
     // (a layer name, a sparsity the algorithm refuses) are checked as the stage starts.
+    const std::string at = stage.where + (stage.kind == StageKind::kCompress ? "/compress" : "");
     try {
       label = run_stage(stage, r, registry, models.back(), masks, next);
-    } catch (const FieldError& e) {
-      throw sdk::Error(e.code(), r.stages_source + ": " + stage.where + "/compress: " +
-                                     e.text().marked());
+    } catch (const FieldError& e) {  // its fields stay marked for the front end's words
+      throw sdk::Error(e.code(), r.stages_source + ": " + at + ": " + e.text().marked());
     } catch (const sdk::Error& e) {
-      const std::string at = stage.where + (stage.kind == StageKind::kCompress ? "/compress" : "");
       throw sdk::Error(e.code(), r.stages_source + ": " + at + ": " + e.what());
     }
     models.push_back(std::move(next));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lithe/host/io/field_error.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -17,20 +18,23 @@ double tolerated_sparsity(const SensitivityRow& row, double original, double thr
   return tolerated;
 }
 
-void check_allocation_options(const AllocationOptions& options) {
+namespace {
+
+void check_allocation(const AllocationOptions& options) {
   LITHE_CHECK(options.target > 0.0 && options.target < 1.0, sdk::Errc::kInvalidConfig,
-              "--target-sparsity must be in (0, 1), got ", options.target);
+              field_ref("target"), " must be in (0, 1), got ", options.target);
   LITHE_CHECK(options.threshold >= 0.0 && std::isfinite(options.threshold),
-              sdk::Errc::kInvalidConfig, "--threshold must be >= 0, got ", options.threshold);
+              sdk::Errc::kInvalidConfig, field_ref("threshold"), " must be >= 0, got ",
+              options.threshold);
   LITHE_CHECK(options.max_sparsity > 0.0 && options.max_sparsity < 1.0,
-              sdk::Errc::kInvalidConfig, "--max-sparsity must be in (0, 1), got ",
+              sdk::Errc::kInvalidConfig, field_ref("max_sparsity"), " must be in (0, 1), got ",
               options.max_sparsity);
 }
 
-std::vector<LayerAllocation> allocate_sparsities(const SensitivityResult& result,
-                                                 const std::map<std::string, int64_t>& weights,
-                                                 const AllocationOptions& options) {
-  check_allocation_options(options);
+std::vector<LayerAllocation> allocate_layers(const SensitivityResult& result,
+                                             const std::map<std::string, int64_t>& weights,
+                                             const AllocationOptions& options) {
+  check_allocation(options);
   std::vector<LayerAllocation> out;
   double total = 0;
   double tolerated_weights = 0;
@@ -47,17 +51,17 @@ std::vector<LayerAllocation> allocate_sparsities(const SensitivityResult& result
     out.push_back(a);
   }
   LITHE_CHECK(tolerated_weights > 0, sdk::Errc::kInvalidConfig,
-              "no layer keeps the metric within --threshold ", options.threshold,
-              " of the original at any sparsity tried: raise --threshold or try smaller "
-              "--sparsities");
+              "no layer keeps the metric within ", field_ref("threshold"), " ",
+              options.threshold, " of the original at any sparsity tried: raise ",
+              field_ref("threshold"), " or try smaller ", field_ref("sparsities"));
   double largest = 0;
   for (const LayerAllocation& a : out) {
     largest += (a.tolerated > 0 ? options.max_sparsity : 0.0) * static_cast<double>(a.weights);
   }
   LITHE_CHECK(largest >= options.target * total - 1e-9, sdk::Errc::kInvalidConfig,
-              "--target-sparsity ", options.target, " cannot be reached: the layers that "
-              "tolerate pruning hold ", largest / total, " of the weights at --max-sparsity ",
-              options.max_sparsity);
+              field_ref("target"), " ", options.target, " cannot be reached: the layers that "
+              "tolerate pruning hold ", largest / total, " of the weights at ",
+              field_ref("max_sparsity"), " ", options.max_sparsity);
   // Water-filling: scale the uncapped layers to what the capped ones leave, until no layer
   // passes the cap.
   std::vector<bool> capped(out.size(), false);
@@ -89,6 +93,18 @@ std::vector<LayerAllocation> allocate_sparsities(const SensitivityResult& result
     }
   }
   return out;
+}
+
+}  // namespace
+
+void check_allocation_options(const AllocationOptions& options) {
+  rethrow_with_fields([&] { check_allocation(options); });
+}
+
+std::vector<LayerAllocation> allocate_sparsities(const SensitivityResult& result,
+                                                 const std::map<std::string, int64_t>& weights,
+                                                 const AllocationOptions& options) {
+  return rethrow_with_fields([&] { return allocate_layers(result, weights, options); });
 }
 
 }  // namespace lithe::host

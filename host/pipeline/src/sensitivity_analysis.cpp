@@ -14,6 +14,7 @@
 #include "lithe/host/pipeline/svg_chart.h"
 #include "lithe/host/session/compression_config.h"
 #include "lithe/host/session/pruning_session.h"
+#include "lithe/host/io/field_error.h"
 #include "lithe/sdk/error.h"
 
 namespace lithe::host {
@@ -29,13 +30,13 @@ std::vector<double> rounded_sparsities(const std::vector<double>& given) {
   }
   for (const double s : given) {
     LITHE_CHECK(std::isfinite(s) && s > 0.0 && s < 1.0, sdk::Errc::kInvalidConfig,
-                "--sparsities: every sparsity must be in (0, 1), got ", s);
+                field_ref("sparsities"), ": every sparsity must be in (0, 1), got ", s);
     out.push_back(std::round(s * 100.0) / 100.0);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   for (const double s : out) {
-    LITHE_CHECK(s > 0.0 && s < 1.0, sdk::Errc::kInvalidConfig, "--sparsities: ", s,
+    LITHE_CHECK(s > 0.0 && s < 1.0, sdk::Errc::kInvalidConfig, field_ref("sparsities"), ": ", s,
                 " rounds to 2 decimals as 0 or 1 (NNI rounds the list to 2 decimals)");
   }
   return out;
@@ -54,9 +55,10 @@ bool must_stop(SensitivityStop stop, double value, double original, double curre
 
 }  // namespace
 
-SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& registry,
-                                      const SensitivityOptions& options,
-                                      const SensitivityMetric& metric) {
+namespace {
+
+SensitivityResult analyse(Model& model, const PluginRegistry& registry,
+                          const SensitivityOptions& options, const SensitivityMetric& metric) {
   SensitivityResult result;
   result.sparsities = rounded_sparsities(options.sparsities);
   const std::set<std::string> types(options.op_types.begin(), options.op_types.end());
@@ -73,18 +75,19 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
                                    [&](const ModuleRecord* m) { return m->name == name; });
       if (it == targets.end()) {
         const ModuleRecord* record = model.find_module(name);
-        LITHE_CHECK(record != nullptr, sdk::Errc::kInvalidConfig, "--layers: the model has no "
-                    "module '", name, "'");
+        LITHE_CHECK(record != nullptr, sdk::Errc::kInvalidConfig, field_ref("layers"),
+                    ": the model has no module '", name, "'");
         throw sdk::Error(sdk::Errc::kInvalidConfig,
-                         "--layers: module '" + name + "' is a " + record->op_type +
-                             ", not one of the analysed types (--op-types)");
+                         field_ref("layers") + ": module '" + name + "' is a " +
+                             record->op_type + ", not one of the analysed types (" +
+                             field_ref("op_types") + ")");
       }
       chosen.push_back(*it);
     }
     targets = chosen;
   }
   LITHE_CHECK(!targets.empty(), sdk::Errc::kInvalidConfig,
-              "the model has no module of the analysed types (--op-types)");
+              "the model has no module of the analysed types (", field_ref("op_types"), ")");
 
   result.original = metric("");
   ++result.evaluations;
@@ -127,6 +130,14 @@ SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& regist
     result.rows.push_back(std::move(row));
   }
   return result;
+}
+
+}  // namespace
+
+SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& registry,
+                                      const SensitivityOptions& options,
+                                      const SensitivityMetric& metric) {
+  return rethrow_with_fields([&] { return analyse(model, registry, options, metric); });
 }
 
 std::string sensitivity_csv(const SensitivityResult& result) {

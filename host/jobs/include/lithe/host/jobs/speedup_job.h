@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "lithe/host/io/mask_file.h"
-#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/io/field_error.h"
 #include "lithe/host/jobs/job_output.h"
 #include "lithe/host/jobs/model_source.h"
 #include "lithe/host/speedup/speedup.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/io/field_error.h"
 #include "lithe/host/jobs/job_output.h"
 #include "lithe/host/jobs/model_source.h"
 #include "lithe/host/model/quantized_engine.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lithe/host/io/field_error.h"
 #include "lithe/host/pipeline/sensitivity_analysis.h"
 
 namespace lithe::host {
@@ -31,8 +32,8 @@ struct LayerAllocation {
 /// better assumed); 0 when none is.
 double tolerated_sparsity(const SensitivityRow& row, double original, double threshold);
 
-/// Throws sdk::Error(kInvalidConfig) naming the option for a target, threshold or cap out of
-/// range.
+/// Throws FieldError(kInvalidConfig) naming the field (`target`, `threshold`, `max_sparsity`)
+/// for a target, threshold or cap out of range.
 void check_allocation_options(const AllocationOptions& options);
 
 /// For each row of `result`, the tolerated sparsity: the largest sparsity tried whose metric is

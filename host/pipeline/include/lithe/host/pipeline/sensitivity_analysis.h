@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "lithe/host/io/field_error.h"
 #include "lithe/host/model/model.h"
 #include "lithe/host/runtime/plugin_registry.h"
 
@@ -63,9 +64,11 @@ struct SensitivityResult {
 /// (LayerCachedEvaluation does).
 using SensitivityMetric = std::function<double(const std::string& layer)>;
 
-/// Runs the analysis, layer after layer (all trials of one layer in a row). Throws sdk::Error(kInvalidConfig) naming the option for a sparsity
-/// outside (0, 1), a layer that does not exist or is not of op_types, or a selection without
-/// layers; the algorithm's own errors name the plugin and the layer.
+/// Runs the analysis, layer after layer (all trials of one layer in a row). Throws
+/// FieldError(kInvalidConfig) naming the field of `options` (`sparsities`, `layers`,
+/// `op_types`) for a sparsity outside (0, 1), a layer that does not exist or is not of
+/// op_types, or a selection without layers; the algorithm's own errors name the plugin and the
+/// layer.
 SensitivityResult analyse_sensitivity(Model& model, const PluginRegistry& registry,
                                       const SensitivityOptions& options,
                                       const SensitivityMetric& metric);

@@ -5,9 +5,11 @@
 /// options (the `lithe` CLI: `--output`, `--onnx-opset`) rewrites the names into those words
 /// with FieldError::in_words, so the message points at what its user typed.
 ///
-/// Inside the library a field travels as field_ref(name), a marked name that lower layers embed
-/// wherever they name what they check (a staged file's role, an output-path rule); every job's
-/// entry point turns an sdk::Error carrying such marks into a FieldError (rethrow_with_fields).
+/// Inside the library a field travels as field_ref(name), a marked name that every area embeds
+/// wherever it names what it checks (a staged file's role, an output-path rule, an option of
+/// an analysis); every job's entry point (host/jobs) turns an sdk::Error carrying such marks
+/// into a FieldError (rethrow_with_fields). It lives in io, the lowest area, so that every
+/// area can name a field without knowing the front end.
 
 #include <functional>
 #include <string>

@@ -1,4 +1,4 @@
-#include "lithe/host/jobs/field_error.h"
+#include "lithe/host/io/field_error.h"
 
 #include <cctype>
 #include <utility>

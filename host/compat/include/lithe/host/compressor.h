@@ -1,6 +1,0 @@
-#pragma once
-/// \file
-/// Lithe 1.3 header name, kept for one minor version (removed in 1.5): include `lithe/host/session/compression_config.h`, `lithe/host/session/pruning_session.h`
-/// instead (ARCHITECTURE.md lists the areas).
-#include "lithe/host/session/compression_config.h"
-#include "lithe/host/session/pruning_session.h"
