@@ -4,6 +4,7 @@
 #include <torch/script.h>
 
 #include <chrono>
+#include <sstream>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -31,6 +32,14 @@ inline int64_t parameter_count(const torch::jit::Module& module) {
     n += p.numel();
   }
   return n;
+}
+
+/// The TorchScript archive `module` saves as. Through a stream, the archive's inner folder is
+/// always "archive/", so identical modules give identical bytes (as Model::serialize).
+inline std::string module_bytes(const torch::jit::Module& module) {
+  std::ostringstream out(std::ios::binary);
+  module.save(out);
+  return std::move(out).str();
 }
 
 /// "4,1,28,28": a shape as the CLI's --input-shape spells it.

@@ -6,6 +6,7 @@
 
 #include "lithe/host/model/model.h"
 #include "lithe/sdk/error.h"
+#include "job_support.h"
 
 namespace lithe::host {
 
@@ -32,9 +33,7 @@ torch::jit::Module ModelSource::load(const std::string& field) const {
   // A copy through the archive bytes, as if the module were saved and loaded: the job's module
   // then has the classes and the bytes a file would give (a clone() may rename classes).
   try {
-    std::ostringstream out(std::ios::binary);
-    module_->save(out);
-    std::istringstream in(std::move(out).str(), std::ios::binary);
+    std::istringstream in(job_support::module_bytes(*module_), std::ios::binary);
     return torch::jit::load(in);
   } catch (const std::exception& e) {
     const std::string message = e.what();
@@ -49,9 +48,7 @@ uintmax_t ModelSource::size_bytes() const {
     const uintmax_t size = std::filesystem::file_size(path_, ec);
     return ec ? 0 : size;
   }
-  std::ostringstream out(std::ios::binary);
-  module_->save(out);
-  return out.str().size();
+  return job_support::module_bytes(*module_).size();
 }
 
 torch::jit::Module module_from_bytes(const std::string& bytes) {

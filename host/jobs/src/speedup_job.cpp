@@ -176,9 +176,7 @@ SpeedupCheck speed_up(const SpeedupRequest& r) {
   phase = Clock::now();
   torch::jit::Module& small = *c.speedup.module;
   torch::jit::Module& masked = *c.speedup.masked;  // the baseline the check used
-  std::ostringstream out(std::ios::binary);
-  small.save(out);
-  const std::string small_bytes = std::move(out).str();
+  const std::string small_bytes = job_support::module_bytes(small);
   c.bytes_before = r.model.size_bytes();
   c.bytes_after = small_bytes.size();
   // The counter measures each layer call; a model it cannot measure still gets its speedup.

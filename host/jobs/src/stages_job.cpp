@@ -26,29 +26,24 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using job_support::F;
+using job_support::module_bytes;
 using job_support::parameter_count;
 
-// A stage's model: its bytes (what a file of it holds) and, loaded from them, the module the
-// next stage and the measurements read.
+// A stage's model: its bytes (what a file of it holds; empty for the input, which is never
+// written) and, loaded from them, the module the next stage and the measurements read.
 struct StageModel {
   std::string bytes;
   torch::jit::Module module;
 };
 
-std::string module_bytes(const torch::jit::Module& module) {
-  std::ostringstream out(std::ios::binary);
-  module.save(out);
-  return std::move(out).str();
-}
-
 // What a stage's model is: parameters (float ones; an int8 model's are packed), FLOPs, bytes
 // and accuracy (its latency is measured with every other stage's, below).
-StageRow measure(const std::string& stage, StageModel& model, const StagesRequest& r,
-                 const std::optional<Dataset>& test) {
+StageRow measure(const std::string& stage, StageModel& model, uintmax_t file_bytes,
+                 const StagesRequest& r, const std::optional<Dataset>& test) {
   model.module.eval();
   StageRow row;
   row.stage = stage;
-  row.file_bytes = model.bytes.size();
+  row.file_bytes = file_bytes;
   row.float_parameters = parameter_count(model.module);
   try {
     row.flops = count_flops(model.module, r.input_shape, FlopsMode::kDefault).total_flops;
@@ -177,10 +172,9 @@ StagesResult stages(const StagesRequest& r, const PluginRegistry& registry) {
   StagesResult result;
   // Every stage's model stays loaded until all are timed together.
   std::vector<StageModel> models;
+  // The input's bytes are never written: its row gives the model's size as given.
   models.push_back({{}, r.model.load(F("model"))});
-  models.back().bytes = module_bytes(models.back().module);
-  result.rows.push_back(measure("input", models.back(), r, test));
-  result.rows.back().file_bytes = r.model.size_bytes();  // the model as given
+  result.rows.push_back(measure("input", models.back(), r.model.size_bytes(), r, test));
   NamedMasks masks;
   for (const Stage& stage : r.stages) {
     StageModel next;
@@ -196,7 +190,7 @@ StagesResult stages(const StagesRequest& r, const PluginRegistry& registry) {
       throw sdk::Error(e.code(), r.stages_source + ": " + at + ": " + e.what());
     }
     models.push_back(std::move(next));
-    result.rows.push_back(measure(label, models.back(), r, test));
+    result.rows.push_back(measure(label, models.back(), models.back().bytes.size(), r, test));
     if (stage.kind == StageKind::kConvert) {
       // The FLOPs counter knows float ops; the int8 kernels do the quantized model's MACs.
       result.rows.back().flops = result.rows[result.rows.size() - 2].flops;
